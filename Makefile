@@ -1,0 +1,60 @@
+# Loom's front door: `make run` runs the main job, `make test` runs every test.
+# The real build is CMake; this file installs what the build needs and drives it.
+
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+JOBS       ?= $(shell nproc)
+MODELS     ?= $(abspath ../shared/models)
+CMAKE_FLAGS ?=
+# CI sets CI=true: warnings become errors there.
+ifeq ($(CI),true)
+CMAKE_FLAGS += -DLOOM_WERROR=ON
+endif
+
+.PHONY: all deps build run test test-asan fuzz bench clean
+
+all: build
+
+# Debian packages the build and tests need; installed only when missing.
+DEPS := cmake make gcc libopenblas-dev clang libclang-rt-14-dev python3
+deps:
+	@missing=""; for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLOOM_SHARED_MODELS=$(MODELS) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: convert the shared stories260K checkpoint (once) and let it write a story.
+STORIES := $(BUILD)/stories260K.gguf
+$(STORIES): build
+	$(BUILD)/loom convert-llama2c --model $(MODELS)/stories260K.bin --tokenizer $(MODELS)/tok512.bin -o $@
+
+run: build $(STORIES)
+	$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 256 --temp 0
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DLOOM_SANITIZE=ON -DLOOM_CUDA=OFF -DLOOM_SHARED_MODELS=$(MODELS) $(CMAKE_FLAGS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang); run them with e.g. build-fuzz/fuzz-gguf -max_total_time=600 corpus/
+fuzz: deps
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF -DLOOM_OPENBLAS=OFF
+	cmake --build $(BUILD_FUZZ) -j $(JOBS)
+
+bench: build
+	bash bench/run-cpu.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -1,0 +1,420 @@
+/* loom.h -- Loom's tensor core: status codes, logging, types, contexts, tensors, ops, graphs.
+ *
+ * Conventions used throughout (the field's, as in ggml and GGUF):
+ *  - 'ne[i]' is the number of elements along dimension i; dimension 0 is the contiguous one.
+ *  - 'nb[i]' is the stride in bytes of dimension i; for a block type nb[0] is the block size in
+ *    bytes and ne[0] counts elements (a multiple of the block length).
+ *  - Shapes in docs are written in ne order: [ne0, ne1, ne2, ne3].
+ *  - A view shares its base's storage: 'view_src' is always the base (never another view) and
+ *    'view_offs' is the absolute byte offset into the base's data.
+ *
+ * Errors: anything the outside world can cause is returned as 'enum loom_status' (or NULL plus a
+ * logged reason); broken invariants inside the library abort through LOOM_ASSERT with file:line.
+ * The library never prints to stdout and never exits; it logs through 'loom_log_set'.
+ */
+#ifndef LOOM_H
+#define LOOM_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MAX_DIMS 4
+#define LOOM_MAX_SRC 6
+#define LOOM_MAX_OP_PARAMS 64 /* bytes */
+#define LOOM_MAX_NAME 64
+#define LOOM_DEFAULT_GRAPH_SIZE 4096
+#define LOOM_MEM_ALIGN 64 /* bytes: alignment of data allocated by a context */
+
+/* ---------------------------------------------------------------- status and logging */
+
+enum loom_status {
+    LOOM_OK = 0,
+    LOOM_ERR_INVALID_ARG,  /* a bad argument: shape, flag, offset out of range */
+    LOOM_ERR_OOM,          /* host or device memory exhausted */
+    LOOM_ERR_IO,           /* open/read/write/mmap failed */
+    LOOM_ERR_FORMAT,       /* malformed file (GGUF, checkpoint, tokenizer) */
+    LOOM_ERR_UNSUPPORTED,  /* valid, but not something Loom (or this device) supports */
+    LOOM_ERR_TOO_LARGE,    /* a tensor larger than a buffer type's max_size, a prompt longer than the context */
+    LOOM_ERR_CANCELLED,    /* a progress callback asked to stop */
+    LOOM_ERR_BACKEND,      /* a device reported a failure */
+    LOOM_STATUS_COUNT
+};
+
+/* Returns a short constant description of 's' ("ok", "out of memory", ...); never NULL. */
+const char * loom_status_str(enum loom_status s);
+
+enum loom_log_level {
+    LOOM_LOG_DEBUG = 0,
+    LOOM_LOG_INFO,
+    LOOM_LOG_WARN,
+    LOOM_LOG_ERROR,
+    LOOM_LOG_LEVEL_COUNT
+};
+
+/* 'text' is one complete message without a trailing newline. */
+typedef void (*loom_log_callback)(enum loom_log_level level, const char * text, void * user_data);
+
+/* Sets where library messages go. NULL restores the default (stderr, INFO and above; DEBUG when
+ * the environment variable LOOM_DEBUG is set). Not thread-safe against concurrent logging. */
+void loom_log_set(loom_log_callback cb, void * user_data);
+
+/* Logs a printf-style message through the current callback. */
+void loom_log(enum loom_log_level level, const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Aborts with file:line and a message; for broken invariants only, never for bad input. */
+void loom_abort(const char * file, int line, const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4), noreturn))
+#endif
+    ;
+
+#define LOOM_ABORT(...) loom_abort(__FILE__, __LINE__, __VA_ARGS__)
+#define LOOM_ASSERT(x)                                       \
+    do {                                                     \
+        if (!(x)) loom_abort(__FILE__, __LINE__, "assertion failed: %s", #x); \
+    } while (0)
+
+/* ---------------------------------------------------------------- types */
+
+/* Tensor element types. The values are the GGUF type ids (GGUF spec, "ggml_type"); ids the
+ * format has retired (4, 5, 31-33, 36-38) are gaps. The traits table knows block length and
+ * block size of every id listed here, so files holding any of them can be validated and
+ * described; compute support is narrower (see 'loom_type_traits.to_float'). */
+enum loom_type {
+    LOOM_TYPE_F32 = 0,
+    LOOM_TYPE_F16 = 1,
+    LOOM_TYPE_Q4_0 = 2,
+    LOOM_TYPE_Q4_1 = 3,
+    LOOM_TYPE_Q5_0 = 6,
+    LOOM_TYPE_Q5_1 = 7,
+    LOOM_TYPE_Q8_0 = 8,
+    LOOM_TYPE_Q8_1 = 9,
+    LOOM_TYPE_Q2_K = 10,
+    LOOM_TYPE_Q3_K = 11,
+    LOOM_TYPE_Q4_K = 12,
+    LOOM_TYPE_Q5_K = 13,
+    LOOM_TYPE_Q6_K = 14,
+    LOOM_TYPE_Q8_K = 15,
+    LOOM_TYPE_IQ2_XXS = 16,
+    LOOM_TYPE_IQ2_XS = 17,
+    LOOM_TYPE_IQ3_XXS = 18,
+    LOOM_TYPE_IQ1_S = 19,
+    LOOM_TYPE_IQ4_NL = 20,
+    LOOM_TYPE_IQ3_S = 21,
+    LOOM_TYPE_IQ2_S = 22,
+    LOOM_TYPE_IQ4_XS = 23,
+    LOOM_TYPE_I8 = 24,
+    LOOM_TYPE_I16 = 25,
+    LOOM_TYPE_I32 = 26,
+    LOOM_TYPE_I64 = 27,
+    LOOM_TYPE_F64 = 28,
+    LOOM_TYPE_IQ1_M = 29,
+    LOOM_TYPE_BF16 = 30,
+    LOOM_TYPE_TQ1_0 = 34,
+    LOOM_TYPE_TQ2_0 = 35,
+    LOOM_TYPE_MXFP4 = 39,
+    LOOM_TYPE_COUNT = 40
+};
+
+typedef void (*loom_to_float_fn)(const void * src, float * dst, int64_t n);
+typedef void (*loom_from_float_fn)(const float * src, void * dst, int64_t n);
+
+struct loom_type_traits {
+    const char * name;          /* "f32", "q8_0", ...; NULL for an unknown id */
+    int64_t blck_size;          /* elements per block (1 for plain types); 0 for an unknown id */
+    size_t type_size;           /* bytes per block */
+    loom_to_float_fn to_float;  /* NULL where Loom cannot compute with the type */
+    loom_from_float_fn from_float;
+};
+
+/* Traits of 'type'; for an id that is out of range or unknown, a record with blck_size 0. */
+const struct loom_type_traits * loom_type_get_traits(enum loom_type type);
+/* True when 'type' is an id the table knows (any GGUF type), whether or not Loom computes with it. */
+bool loom_type_is_known(int type);
+const char * loom_type_name(enum loom_type type);   /* "?" for unknown ids */
+int64_t loom_blck_size(enum loom_type type);
+size_t loom_type_size(enum loom_type type);          /* bytes per block */
+/* Bytes of one row of 'ne0' elements; 'ne0' must be a multiple of the block length. */
+size_t loom_row_size(enum loom_type type, int64_t ne0);
+
+/* Scalar conversions (IEEE 754 binary16 and bfloat16; round to nearest even, NaN kept NaN). */
+float loom_fp16_to_fp32(uint16_t h);
+uint16_t loom_fp32_to_fp16(float f);
+float loom_bf16_to_fp32(uint16_t h);
+uint16_t loom_fp32_to_bf16(float f);
+
+/* ---------------------------------------------------------------- ops */
+
+enum loom_op {
+    LOOM_OP_NONE = 0,  /* a leaf: data comes from outside */
+    LOOM_OP_DUP,
+    LOOM_OP_CPY,
+    LOOM_OP_CONT,
+    LOOM_OP_ADD,
+    LOOM_OP_MUL,
+    LOOM_OP_SCALE,
+    LOOM_OP_RMS_NORM,
+    LOOM_OP_MUL_MAT,
+    LOOM_OP_GET_ROWS,
+    LOOM_OP_ROPE,
+    LOOM_OP_SOFT_MAX,
+    LOOM_OP_SILU,
+    LOOM_OP_GELU,
+    LOOM_OP_ARGMAX,
+    LOOM_OP_VIEW,
+    LOOM_OP_RESHAPE,
+    LOOM_OP_PERMUTE,
+    LOOM_OP_TRANSPOSE,
+    LOOM_OP_COUNT
+};
+
+const char * loom_op_name(enum loom_op op);   /* "MUL_MAT", ... */
+/* True for ops that only reinterpret their source's storage (VIEW, RESHAPE, PERMUTE, TRANSPOSE). */
+bool loom_op_is_view(enum loom_op op);
+
+enum loom_tensor_flag {
+    LOOM_TENSOR_FLAG_INPUT = 1,   /* set from outside before each compute */
+    LOOM_TENSOR_FLAG_OUTPUT = 2,  /* read after compute: the allocator never reuses its memory */
+    LOOM_TENSOR_FLAG_WEIGHT = 4,  /* a model parameter: the scheduler runs its consumers where it lives */
+};
+
+struct loom_backend_buffer;
+
+struct loom_tensor {
+    enum loom_type type;
+    int64_t ne[LOOM_MAX_DIMS];  /* elements */
+    size_t nb[LOOM_MAX_DIMS];   /* bytes */
+
+    enum loom_op op;
+    int32_t op_params[LOOM_MAX_OP_PARAMS / sizeof(int32_t)];
+    int32_t flags;               /* enum loom_tensor_flag bits */
+    struct loom_tensor * src[LOOM_MAX_SRC];
+
+    struct loom_tensor * view_src;  /* the base (never a view) when this is a view, else NULL */
+    size_t view_offs;               /* bytes from the base's data */
+
+    struct loom_backend_buffer * buffer;  /* where the data lives; NULL for context-allocated data */
+    void * data;                          /* address in the buffer's address space (not always a host pointer) */
+
+    char name[LOOM_MAX_NAME];
+    void * extra;                    /* reserved for backends; Loom's own never need it */
+};
+
+/* ---------------------------------------------------------------- tensor queries */
+
+int64_t loom_nelements(const struct loom_tensor * t);
+int64_t loom_nrows(const struct loom_tensor * t);   /* ne1*ne2*ne3 */
+/* Bytes spanned by 't' from its first to one past its last element, honouring strides
+ * (for a contiguous tensor: nelements * type size / block length). */
+size_t loom_nbytes(const struct loom_tensor * t);
+size_t loom_element_size(const struct loom_tensor * t);  /* bytes per element of a plain type */
+bool loom_is_contiguous(const struct loom_tensor * t);   /* dense row-major in ne order */
+/* Rows are dense (nb0 = element size) though rows themselves may be strided. */
+bool loom_is_contiguous_rows(const struct loom_tensor * t);
+bool loom_is_transposed(const struct loom_tensor * t);   /* nb0 > nb1 */
+bool loom_is_permuted(const struct loom_tensor * t);     /* strides not increasing */
+bool loom_is_empty(const struct loom_tensor * t);        /* some ne[i] == 0 */
+bool loom_is_view(const struct loom_tensor * t);         /* view_src != NULL */
+bool loom_are_same_shape(const struct loom_tensor * a, const struct loom_tensor * b);
+bool loom_are_same_layout(const struct loom_tensor * a, const struct loom_tensor * b); /* shape, type and strides */
+/* True when 'b' broadcasts to 'a': a->ne[i] % b->ne[i] == 0 for every i. */
+bool loom_can_repeat(const struct loom_tensor * b, const struct loom_tensor * a);
+/* Number of dimensions ignoring trailing 1s (at least 1). */
+int loom_n_dims(const struct loom_tensor * t);
+
+void loom_set_name(struct loom_tensor * t, const char * name);  /* truncated to LOOM_MAX_NAME-1 */
+void loom_format_name(struct loom_tensor * t, const char * fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+const char * loom_get_name(const struct loom_tensor * t);
+void loom_set_input(struct loom_tensor * t);
+void loom_set_output(struct loom_tensor * t);
+void loom_set_weight(struct loom_tensor * t);
+
+/* Op parameters are stored as raw 32-bit words; these read and write them. */
+int32_t loom_get_op_param_i32(const struct loom_tensor * t, int i);
+float loom_get_op_param_f32(const struct loom_tensor * t, int i);
+
+/* ---------------------------------------------------------------- contexts */
+
+struct loom_context;
+
+struct loom_init_params {
+    size_t mem_size;     /* bytes of arena: tensor metadata, graphs and (unless no_alloc) data */
+    void * mem_buffer;   /* caller-owned arena, or NULL to allocate one (freed by loom_free) */
+    bool no_alloc;       /* metadata only: data is placed later by a backend buffer */
+};
+
+/* Bytes one tensor's metadata takes in an arena (use mem_size = n_tensors * this + graphs). */
+size_t loom_tensor_overhead(void);
+/* Bytes a graph of 'size' nodes takes in an arena. */
+size_t loom_graph_overhead(size_t size);
+
+/* Creates a context. Returns NULL (with a logged reason) when the arena cannot be allocated. */
+struct loom_context * loom_init(struct loom_init_params params);
+void loom_free(struct loom_context * ctx);
+bool loom_get_no_alloc(const struct loom_context * ctx);
+void loom_set_no_alloc(struct loom_context * ctx, bool no_alloc);
+size_t loom_used_mem(const struct loom_context * ctx);   /* bytes of the arena in use */
+/* Iterates the tensors created in 'ctx' in creation order; NULL at the end. */
+struct loom_tensor * loom_get_first_tensor(const struct loom_context * ctx);
+struct loom_tensor * loom_get_next_tensor(const struct loom_context * ctx, struct loom_tensor * t);
+/* Linear lookup by name; NULL when absent. */
+struct loom_tensor * loom_get_tensor(const struct loom_context * ctx, const char * name);
+
+/* ---------------------------------------------------------------- tensor creation
+ * Running out of arena is a programming error (the caller sizes the context) and aborts. */
+
+struct loom_tensor * loom_new_tensor(struct loom_context * ctx, enum loom_type type, int n_dims, const int64_t * ne);
+struct loom_tensor * loom_new_tensor_1d(struct loom_context * ctx, enum loom_type type, int64_t ne0);
+struct loom_tensor * loom_new_tensor_2d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1);
+struct loom_tensor * loom_new_tensor_3d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+struct loom_tensor * loom_new_tensor_4d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+/* A new tensor with the type and shape of 'src' (contiguous strides), no op. */
+struct loom_tensor * loom_dup_tensor(struct loom_context * ctx, const struct loom_tensor * src);
+
+/* ---------------------------------------------------------------- views
+ * Views share the storage of their source's base; the result's 'view_src' is that base and
+ * 'view_offs' is absolute. Sources may live in another context or buffer (the KV cache). */
+
+/* Views of 'a' at byte 'offset' with the given shape and row strides nb1..nb3 (bytes);
+ * nb0 is the element size. The viewed extent must lie inside 'a'. */
+struct loom_tensor * loom_view_1d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, size_t offset);
+struct loom_tensor * loom_view_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+struct loom_tensor * loom_view_3d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+struct loom_tensor * loom_view_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+/* A view with the same shape and strides as 'a'. */
+struct loom_tensor * loom_view_tensor(struct loom_context * ctx, struct loom_tensor * a);
+/* Reinterprets a contiguous 'a' with a new shape of the same element count. */
+struct loom_tensor * loom_reshape_1d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0);
+struct loom_tensor * loom_reshape_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1);
+struct loom_tensor * loom_reshape_3d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+struct loom_tensor * loom_reshape_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+/* Moves source dimension i to result dimension axis_i (a permutation of 0..3), as ggml_permute:
+ * result.ne[axis_i] = a.ne[i], result.nb[axis_i] = a.nb[i]. */
+struct loom_tensor * loom_permute(struct loom_context * ctx, struct loom_tensor * a, int axis0, int axis1, int axis2, int axis3);
+/* Swaps dimensions 0 and 1. */
+struct loom_tensor * loom_transpose(struct loom_context * ctx, struct loom_tensor * a);
+
+/* ---------------------------------------------------------------- ops
+ * Each returns a new node; its result is F32 unless stated. Sources may be non-contiguous
+ * wherever stated. Shapes in ne order. */
+
+/* rows = a[:, ids[i], i2, i3]: a [ne0, n_rows, ne2, ne3] of F32/F16/BF16, ids I32 [n, ne2, ne3]
+ * (ids->ne[1] == a->ne[2]) -> F32 [ne0, n, ne2, ne3]. An id outside [0, n_rows) yields zeros and a
+ * logged error (never an out-of-bounds read). */
+struct loom_tensor * loom_get_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * ids);
+
+/* dst[i, j, i2, i3] = sum_k a[k, i, i2/r2, i3/r3] * b[k, j, i2, i3]
+ * a [K, M, ne2a, ne3a] (F32/F16/BF16), b [K, N, ne2b, ne3b] (F32), r2 = ne2b/ne2a, r3 = ne3b/ne3a
+ * (must divide evenly) -> F32 [M, N, ne2b, ne3b]. Both may be non-contiguous (rows strided,
+ * transposed or permuted). */
+struct loom_tensor * loom_mul_mat(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+
+/* Element-wise a + b and a * b with 'b' broadcast to 'a' (loom_can_repeat(b, a)); a and b F32
+ * (a may also be F16/BF16: the result is F32 with a's shape). */
+struct loom_tensor * loom_add(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+struct loom_tensor * loom_mul(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+/* a * s, a F32. */
+struct loom_tensor * loom_scale(struct loom_context * ctx, struct loom_tensor * a, float s);
+/* Per row (over ne0): x / sqrt(mean(x^2) + eps). a F32 [ne0, ...]. (Zhang & Sennrich 2019.) */
+struct loom_tensor * loom_rms_norm(struct loom_context * ctx, struct loom_tensor * a, float eps);
+
+enum loom_rope_mode {
+    LOOM_ROPE_NORMAL = 0,  /* rotates pairs (2i, 2i+1) of each head (the original RoPE, GGUF llama) */
+    LOOM_ROPE_NEOX = 2,    /* rotates pairs (i, i + n_dims/2) (GPT-NeoX layout) */
+};
+/* Rotary position embedding (Su et al. 2021, RoFormer). a F32 [head_dim, n_head, n_tokens, 1],
+ * pos I32 [n_tokens]. The first 'n_dims' (even, <= head_dim) elements of each head are rotated by
+ * angle pos * freq_scale * freq_base^(-2i/n_dims) for pair i; the rest are copied. */
+struct loom_tensor * loom_rope(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
+                               int n_dims, enum loom_rope_mode mode, float freq_base, float freq_scale);
+
+/* Per row over ne0: softmax(a * scale + mask), with the row maximum subtracted first.
+ * a F32 [ne0, ne1, ne2, ne3]; mask optional (NULL), F32 or F16 [ne0, >= ne1, m2, m3] broadcast
+ * over dims 2 and 3 (ne2 % m2 == 0, ne3 % m3 == 0); -INFINITY entries mask out. A row that is
+ * entirely -inf yields zeros. */
+struct loom_tensor * loom_soft_max(struct loom_context * ctx, struct loom_tensor * a);
+struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * mask, float scale);
+
+/* x * sigmoid(x) (Hendrycks & Gimpel 2016 "SiLU"). a F32. */
+struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a);
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the tanh approximation of GELU). a F32. */
+struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a);
+
+/* Copies the values of 'a' into 'b' (same element count, any shapes/strides), converting
+ * between F32/F16/BF16 (I32 to I32 only); returns a view of 'b' that depends on the copy. */
+struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+/* A new contiguous tensor of a's type and shape holding a's values. */
+struct loom_tensor * loom_dup(struct loom_context * ctx, struct loom_tensor * a);
+/* A contiguous copy of 'a' (same type), optionally with a new shape of equal element count. */
+struct loom_tensor * loom_cont(struct loom_context * ctx, struct loom_tensor * a);
+struct loom_tensor * loom_cont_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1);
+struct loom_tensor * loom_cont_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+
+/* Index of the maximum along ne0 for each row: a F32 [ne0, ne1] -> I32 [ne1]. Ties go to the
+ * lowest index; NaN entries are ignored (a row of only NaN gives 0). */
+struct loom_tensor * loom_argmax(struct loom_context * ctx, struct loom_tensor * a);
+
+/* ---------------------------------------------------------------- graphs */
+
+struct loom_hash_set {
+    size_t size;                   /* slots */
+    struct loom_tensor ** keys;    /* NULL = empty slot */
+};
+
+struct loom_cgraph {
+    int size;                      /* capacity of nodes and of leafs */
+    int n_nodes;                   /* ops to compute, in a valid execution order */
+    int n_leafs;                   /* tensors with op NONE (weights, inputs) */
+    struct loom_tensor ** nodes;
+    struct loom_tensor ** leafs;
+    struct loom_hash_set visited;  /* every tensor in the graph */
+};
+
+/* A graph of capacity LOOM_DEFAULT_GRAPH_SIZE (or 'size') allocated in 'ctx'. */
+struct loom_cgraph * loom_new_graph(struct loom_context * ctx);
+struct loom_cgraph * loom_new_graph_custom(struct loom_context * ctx, size_t size);
+/* Adds 'tensor' and everything it depends on (depth first, sources before consumers, each
+ * tensor once). View ops are nodes; a view's base is reached through src[0]. Exceeding the
+ * capacity aborts (the caller sizes the graph). */
+void loom_build_forward_expand(struct loom_cgraph * g, struct loom_tensor * tensor);
+/* A non-owning graph over nodes [i0, i1) of 'g' (for splits); it has no leafs and no hash set. */
+struct loom_cgraph loom_graph_view(struct loom_cgraph * g, int i0, int i1);
+int loom_graph_n_nodes(const struct loom_cgraph * g);
+/* Node i; negative i counts from the end (-1 is the last node). */
+struct loom_tensor * loom_graph_node(const struct loom_cgraph * g, int i);
+/* Empties 'g' (capacity kept). */
+void loom_graph_clear(struct loom_cgraph * g);
+/* Logs nodes and leafs with op, type, shape and name at INFO level. */
+void loom_graph_print(const struct loom_cgraph * g);
+
+/* Open-addressing set of tensor pointers used by the graph builder, allocator and scheduler. */
+bool loom_hash_set_insert(struct loom_hash_set * s, struct loom_tensor * t); /* true if new */
+bool loom_hash_set_contains(const struct loom_hash_set * s, const struct loom_tensor * t);
+size_t loom_hash_set_find(const struct loom_hash_set * s, const struct loom_tensor * t); /* slot, or SIZE_MAX */
+size_t loom_hash_size(size_t min_size); /* a good table size >= min_size */
+
+/* ---------------------------------------------------------------- misc */
+
+int64_t loom_time_us(void);   /* monotonic microseconds */
+/* Rounds 'x' up to a multiple of 'align' (a power of two). */
+static inline size_t loom_pad(size_t x, size_t align) { return (x + align - 1) & ~(align - 1); }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_H */

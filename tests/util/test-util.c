@@ -1,0 +1,49 @@
+/* test-util.c -- small helpers shared by the test programs. */
+#include "test-util.h"
+
+#include <math.h>
+#include <string.h>
+
+int test_failures = 0;
+
+int test_finish(const char * name) {
+    if (test_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+        return 1;
+    }
+    fprintf(stderr, "%s: all checks passed\n", name);
+    return 0;
+}
+
+int test_skip(const char * reason) {
+    printf("skipped: %s\n", reason);
+    return 77;
+}
+
+const char * test_model_path(const char * file) {
+    static char buf[4096];
+    const char * dir = getenv("LOOM_MODELS");
+    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "../shared/models", file);
+    return buf;
+}
+
+uint64_t test_rand_u64(uint64_t * s) {
+    uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+double test_rand_uniform(uint64_t * s) { return (double)(test_rand_u64(s) >> 11) / 9007199254740992.0; }
+
+int64_t test_rand_range(uint64_t * s, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(test_rand_u64(s) % (uint64_t)(hi - lo + 1));
+}
+
+double test_rand_normal(uint64_t * s) {
+    double u1 = test_rand_uniform(s), u2 = test_rand_uniform(s);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}

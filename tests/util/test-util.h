@@ -1,0 +1,37 @@
+/* test-util.h -- small helpers shared by the test programs. */
+#ifndef LOOM_TEST_UTIL_H
+#define LOOM_TEST_UTIL_H
+
+#include "loom.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int test_failures;
+
+/* Records a failure (with file:line and message) without stopping the test. */
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fputc('\n', stderr);                                                \
+            test_failures++;                                                    \
+        }                                                                       \
+    } while (0)
+
+/* Exit status for CTest: 0 when no check failed, 1 otherwise. */
+int test_finish(const char * name);
+/* Exit status 77 (CTest "skipped") with a visible reason. */
+int test_skip(const char * reason);
+
+/* Path of a file in the shared models folder ($LOOM_MODELS), in a static buffer. */
+const char * test_model_path(const char * file);
+
+/* Deterministic pseudo-random numbers (xorshift64*). */
+uint64_t test_rand_u64(uint64_t * state);
+double test_rand_uniform(uint64_t * state);            /* [0, 1) */
+int64_t test_rand_range(uint64_t * state, int64_t lo, int64_t hi); /* [lo, hi] */
+double test_rand_normal(uint64_t * state);
+
+#endif

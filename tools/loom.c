@@ -1,0 +1,45 @@
+/* loom.c -- the `loom` command line: dispatches to one subcommand. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct command {
+    const char * name;
+    int (*fn)(int argc, char ** argv);
+    const char * help;
+};
+
+static const struct command commands[] = {
+    {"run", loom_cmd_run, "generate text with a GGUF model"},
+    {"info", loom_cmd_info, "print a GGUF file's header, metadata and tensors"},
+    {"tokenize", loom_cmd_tokenize, "print the token ids and pieces of a text"},
+    {"convert-llama2c", loom_cmd_convert_llama2c, "convert a llama2.c checkpoint and tokenizer to GGUF"},
+    {"gen-model", loom_cmd_gen_model, "write a LLaMA-architecture GGUF with random weights"},
+    {"bench", loom_cmd_bench, "measure prompt processing and generation speed"},
+    {"test-ops", loom_cmd_test_ops, "check every op of a device against a reference"},
+};
+
+static void usage(FILE * f) {
+    fprintf(f, "usage: loom COMMAND [options]   (loom COMMAND -h for a command's options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+    }
+}
+
+int main(int argc, char ** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 1;
+}
