@@ -1,0 +1,206 @@
+/* context.c -- an inference context: KV cache, scheduler, and the decode loop. */
+#include "loom-cpu.h"
+#include "model-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct loom_llama_context_params loom_llama_context_default_params(void) {
+    return (struct loom_llama_context_params){
+        .n_ctx = 0,
+        .n_batch = 512,
+        .n_threads = 0,
+        .logits_all = false,
+        .cache_type = LOOM_TYPE_F32,
+    };
+}
+
+/* K and V of every layer, each layer's pair in the buffer type of the device that runs it. */
+static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
+    const struct loom_model * m = lctx->model;
+    const struct loom_hparams * hp = &m->hp;
+    const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
+    const int64_t n_ctx = lctx->params.n_ctx;
+    lctx->k_cache = calloc((size_t)hp->n_layer, sizeof *lctx->k_cache);
+    lctx->v_cache = calloc((size_t)hp->n_layer, sizeof *lctx->v_cache);
+    if (!lctx->k_cache || !lctx->v_cache) return LOOM_ERR_OOM;
+
+    /* one metadata context per device so that each is placed with one call */
+    struct loom_init_params ip = {.mem_size = (size_t)(2 * hp->n_layer + 2) * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
+    for (int d = 0; d < 2; d++) {
+        lctx->ctx_kv[d] = loom_init(ip);
+        if (!lctx->ctx_kv[d]) return LOOM_ERR_OOM;
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct loom_context * c = lctx->ctx_kv[m->layers[il].offloaded ? 1 : 0];
+        lctx->k_cache[il] = loom_new_tensor_2d(c, lctx->params.cache_type, n_embd_kv, n_ctx);
+        lctx->v_cache[il] = loom_new_tensor_2d(c, lctx->params.cache_type, n_ctx, n_embd_kv);
+        loom_format_name(lctx->k_cache[il], "cache_k_l%d", il);
+        loom_format_name(lctx->v_cache[il], "cache_v_l%d", il);
+    }
+    loom_backend_t backends[2] = {lctx->backend_cpu, lctx->backend_dev};
+    for (int d = 0; d < 2; d++) {
+        if (!backends[d]) continue;
+        enum loom_status st = LOOM_OK;
+        lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backends[d], &st);
+        if (st != LOOM_OK) return st;
+        if (lctx->kv_buffers[d]) {
+            loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
+            loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (%s, %d cells)",
+                     loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backends[d]),
+                     loom_type_name(lctx->params.cache_type), (int)n_ctx);
+        }
+    }
+    return LOOM_OK;
+}
+
+void loom_llama_context_free(struct loom_llama_context * lctx) {
+    if (!lctx) return;
+    loom_backend_sched_free(lctx->sched);
+    for (int d = 0; d < 2; d++) {
+        loom_backend_buffer_free(lctx->kv_buffers[d]);
+        loom_free(lctx->ctx_kv[d]);
+    }
+    loom_backend_free(lctx->backend_dev);
+    loom_backend_free(lctx->backend_cpu);
+    free(lctx->k_cache);
+    free(lctx->v_cache);
+    free(lctx->graph_mem);
+    free(lctx->logits);
+    free(lctx);
+}
+
+static enum loom_status init_backends(struct loom_llama_context * lctx) {
+    lctx->backend_cpu = loom_backend_cpu_init();
+    if (!lctx->backend_cpu) return LOOM_ERR_OOM;
+    loom_backend_cpu_set_n_threads(lctx->backend_cpu, lctx->params.n_threads > 0 ? lctx->params.n_threads
+                                                                                 : loom_backend_cpu_get_n_threads(lctx->backend_cpu));
+    if (lctx->model->dev_offload) {
+        lctx->backend_dev = loom_backend_dev_init(lctx->model->dev_offload, NULL);
+        if (!lctx->backend_dev) return LOOM_ERR_BACKEND;
+    }
+    loom_backend_t list[2];
+    int n = 0;
+    if (lctx->backend_dev) list[n++] = lctx->backend_dev;
+    list[n++] = lctx->backend_cpu;
+    lctx->sched = loom_backend_sched_new(list, NULL, n, loom_llama_graph_max_nodes(lctx->model));
+    return lctx->sched ? LOOM_OK : LOOM_ERR_OOM;
+}
+
+enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
+                                        struct loom_llama_context ** out) {
+    *out = NULL;
+    const struct loom_hparams * hp = &model->hp;
+    if (params.n_ctx <= 0) params.n_ctx = hp->n_ctx_train;
+    if (params.n_batch <= 0 || params.n_batch > params.n_ctx) params.n_batch = params.n_ctx;
+    if (params.n_ctx <= 0 || params.n_ctx > (1 << 24)) {
+        loom_log(LOOM_LOG_ERROR, "context size %d out of range", params.n_ctx);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (params.cache_type != LOOM_TYPE_F32 && params.cache_type != LOOM_TYPE_F16) {
+        loom_log(LOOM_LOG_ERROR, "KV cache type %s not supported (f32 or f16)", loom_type_name(params.cache_type));
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    struct loom_llama_context * lctx = calloc(1, sizeof *lctx);
+    if (!lctx) return LOOM_ERR_OOM;
+    lctx->model = model;
+    lctx->params = params;
+    size_t max_nodes = loom_llama_graph_max_nodes(model);
+    lctx->graph_mem_size = max_nodes * 2 * loom_tensor_overhead() + loom_graph_overhead(max_nodes) + 4096;
+    lctx->graph_mem = malloc(lctx->graph_mem_size);
+    size_t n_out = params.logits_all ? (size_t)params.n_batch : 1;
+    lctx->logits = malloc(n_out * (size_t)hp->n_vocab * sizeof(float));
+    enum loom_status st = lctx->graph_mem && lctx->logits ? LOOM_OK : LOOM_ERR_OOM;
+    if (st == LOOM_OK) st = init_backends(lctx);
+    if (st == LOOM_OK) st = kv_cache_init(lctx);
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));
+        loom_llama_context_free(lctx);
+        return st;
+    }
+    *out = lctx;
+    return LOOM_OK;
+}
+
+int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx) { return lctx->params.n_ctx; }
+int32_t loom_llama_n_past(const struct loom_llama_context * lctx) { return lctx->n_past; }
+loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx) { return lctx->sched; }
+
+void loom_llama_kv_clear(struct loom_llama_context * lctx) {
+    lctx->n_past = 0;
+    for (int d = 0; d < 2; d++) {
+        if (lctx->kv_buffers[d]) loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
+    }
+}
+
+/* Fills the step's inputs: token ids, positions, and the causal mask (0 where a query may attend,
+ * -inf for later positions). */
+static enum loom_status set_inputs(struct loom_llama_context * lctx, const struct loom_graph_inputs * in,
+                                   const int32_t * tokens, int32_t n) {
+    const int32_t n_kv = lctx->n_past + n;
+    int32_t * pos = malloc((size_t)n * sizeof *pos);
+    float * mask = malloc((size_t)n * (size_t)n_kv * sizeof *mask);
+    enum loom_status st = pos && mask ? LOOM_OK : LOOM_ERR_OOM;
+    if (st == LOOM_OK) {
+        for (int32_t i = 0; i < n; i++) {
+            pos[i] = lctx->n_past + i;
+            for (int32_t j = 0; j < n_kv; j++) mask[(size_t)i * n_kv + j] = j <= pos[i] ? 0.0f : -INFINITY;
+        }
+        st = loom_backend_tensor_set(in->tokens, tokens, 0, (size_t)n * sizeof *tokens);
+    }
+    if (st == LOOM_OK) st = loom_backend_tensor_set(in->pos, pos, 0, (size_t)n * sizeof *pos);
+    if (st == LOOM_OK) st = loom_backend_tensor_set(in->kq_mask, mask, 0, (size_t)n * n_kv * sizeof *mask);
+    free(pos);
+    free(mask);
+    return st;
+}
+
+static enum loom_status decode_batch(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n) {
+    struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
+    struct loom_context * ctx = loom_init(ip);
+    if (!ctx) return LOOM_ERR_OOM;
+    loom_backend_sched_reset(lctx->sched);
+    struct loom_graph_inputs in;
+    struct loom_cgraph * g = loom_llama_build_graph(lctx, ctx, n, &in);
+    enum loom_status st = loom_backend_sched_alloc_graph(lctx->sched, g);
+    if (st == LOOM_OK) st = set_inputs(lctx, &in, tokens, n);
+    if (st == LOOM_OK) st = loom_backend_sched_graph_compute(lctx->sched, g);
+    if (st == LOOM_OK) {
+        lctx->n_logits = (int32_t)in.logits->ne[1];
+        st = loom_backend_tensor_get(in.logits, lctx->logits, 0, loom_nbytes(in.logits));
+    }
+    if (st == LOOM_OK) lctx->n_past += n;
+    loom_free(ctx);
+    return st;
+}
+
+enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens) {
+    if (n_tokens <= 0) return LOOM_ERR_INVALID_ARG;
+    if (n_tokens > lctx->params.n_ctx - lctx->n_past) {
+        loom_log(LOOM_LOG_ERROR, "%d tokens do not fit in the context: %d of %d positions used", n_tokens, lctx->n_past,
+                 lctx->params.n_ctx);
+        return LOOM_ERR_TOO_LARGE;
+    }
+    for (int32_t i = 0; i < n_tokens; i++) {
+        if (tokens[i] < 0 || tokens[i] >= lctx->model->hp.n_vocab) {
+            loom_log(LOOM_LOG_ERROR, "token id %d outside the vocabulary (0..%d)", tokens[i], lctx->model->hp.n_vocab - 1);
+            return LOOM_ERR_INVALID_ARG;
+        }
+    }
+    for (int32_t i = 0; i < n_tokens; i += lctx->params.n_batch) {
+        int32_t n = n_tokens - i < lctx->params.n_batch ? n_tokens - i : lctx->params.n_batch;
+        enum loom_status st = decode_batch(lctx, tokens + i, n);
+        if (st != LOOM_OK) return st;
+    }
+    return LOOM_OK;
+}
+
+const float * loom_llama_get_logits(const struct loom_llama_context * lctx) {
+    return lctx->logits + (size_t)(lctx->n_logits - 1) * lctx->model->hp.n_vocab;
+}
+
+const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i) {
+    if (i < 0 || i >= lctx->n_logits) return NULL;
+    return lctx->logits + (size_t)i * lctx->model->hp.n_vocab;
+}

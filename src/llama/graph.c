@@ -1,0 +1,103 @@
+/* graph.c -- the LLaMA forward graph of one decode step, with the KV cache viewed in place. */
+#include "model-impl.h"
+
+#include <math.h>
+
+size_t loom_llama_graph_max_nodes(const struct loom_model * model) {
+    return 64 + (size_t)model->hp.n_layer * 48;
+}
+
+/* Writes the step's K and V into the cache (views of the cache's own buffers) and returns the
+ * attention output [n_embd, n_tokens]. Positions n_past .. n_past + n_tokens - 1. */
+static struct loom_tensor * attention(struct loom_llama_context * lctx, struct loom_context * ctx, struct loom_cgraph * g,
+                                      int il, struct loom_tensor * cur, const struct loom_graph_inputs * in, int32_t n_tokens) {
+    const struct loom_hparams * hp = &lctx->model->hp;
+    const struct loom_layer * L = &lctx->model->layers[il];
+    const int64_t head_dim = hp->n_embd / hp->n_head;
+    const int64_t n_embd_kv = head_dim * hp->n_head_kv;
+    const int64_t n_ctx = lctx->params.n_ctx;
+    const int64_t n_kv = lctx->n_past + n_tokens;
+    struct loom_tensor * kc = lctx->k_cache[il];
+    struct loom_tensor * vc = lctx->v_cache[il];
+
+    struct loom_tensor * q = loom_mul_mat(ctx, L->wq, cur);
+    struct loom_tensor * k = loom_mul_mat(ctx, L->wk, cur);
+    struct loom_tensor * v = loom_mul_mat(ctx, L->wv, cur);
+    q = loom_rope(ctx, loom_reshape_3d(ctx, q, head_dim, hp->n_head, n_tokens), in->pos, hp->n_rot, LOOM_ROPE_NORMAL,
+                  hp->rope_freq_base, hp->rope_freq_scale);
+    k = loom_rope(ctx, loom_reshape_3d(ctx, k, head_dim, hp->n_head_kv, n_tokens), in->pos, hp->n_rot, LOOM_ROPE_NORMAL,
+                  hp->rope_freq_base, hp->rope_freq_scale);
+    loom_format_name(q, "q-%d", il);
+    loom_format_name(k, "k-%d", il);
+
+    /* store: K rows at positions n_past..; V transposed (one row per channel, positions contiguous) */
+    size_t es = loom_type_size(kc->type);
+    struct loom_tensor * k_dst = loom_view_1d(ctx, kc, n_tokens * n_embd_kv, (size_t)lctx->n_past * n_embd_kv * es);
+    struct loom_tensor * v_dst = loom_view_2d(ctx, vc, n_tokens, n_embd_kv, (size_t)n_ctx * es, (size_t)lctx->n_past * es);
+    struct loom_tensor * v_t = loom_transpose(ctx, loom_reshape_2d(ctx, v, n_embd_kv, n_tokens));
+    struct loom_tensor * k_store = loom_cpy(ctx, k, k_dst);
+    struct loom_tensor * v_store = loom_cpy(ctx, v_t, v_dst);
+    loom_build_forward_expand(g, k_store);
+    loom_build_forward_expand(g, v_store);
+    /* the stores must run where the cache lives */
+    loom_backend_t owner = L->offloaded ? lctx->backend_dev : lctx->backend_cpu;
+    loom_backend_sched_set_tensor_backend(lctx->sched, k_store, owner);
+    loom_backend_sched_set_tensor_backend(lctx->sched, v_store, owner);
+
+    struct loom_tensor * Q = loom_permute(ctx, q, 0, 2, 1, 3);                     /* [head_dim, n_tokens, n_head] */
+    struct loom_tensor * K = loom_view_3d(ctx, kc, head_dim, n_kv, hp->n_head_kv,   /* [head_dim, n_kv, n_head_kv] */
+                                          (size_t)n_embd_kv * es, (size_t)head_dim * es, 0);
+    struct loom_tensor * V = loom_view_3d(ctx, vc, n_kv, head_dim, hp->n_head_kv,   /* [n_kv, head_dim, n_head_kv] */
+                                          (size_t)n_ctx * es, (size_t)n_ctx * head_dim * es, 0);
+    struct loom_tensor * kq = loom_mul_mat(ctx, K, Q);                              /* [n_kv, n_tokens, n_head] */
+    kq = loom_soft_max_ext(ctx, kq, in->kq_mask, 1.0f / sqrtf((float)head_dim));
+    struct loom_tensor * kqv = loom_mul_mat(ctx, V, kq);                            /* [head_dim, n_tokens, n_head] */
+    struct loom_tensor * merged = loom_permute(ctx, kqv, 0, 2, 1, 3);               /* [head_dim, n_head, n_tokens] */
+    cur = loom_cont_2d(ctx, merged, hp->n_embd, n_tokens);
+    loom_format_name(cur, "attn-%d", il);
+    return loom_mul_mat(ctx, L->wo, cur);
+}
+
+static struct loom_tensor * feed_forward(struct loom_context * ctx, const struct loom_layer * L, struct loom_tensor * cur) {
+    struct loom_tensor * gate = loom_silu(ctx, loom_mul_mat(ctx, L->ffn_gate, cur));
+    struct loom_tensor * up = loom_mul_mat(ctx, L->ffn_up, cur);
+    return loom_mul_mat(ctx, L->ffn_down, loom_mul(ctx, gate, up));
+}
+
+struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
+                                            struct loom_graph_inputs * in) {
+    const struct loom_model * m = lctx->model;
+    const struct loom_hparams * hp = &m->hp;
+    const int64_t n_kv = lctx->n_past + n_tokens;
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, loom_llama_graph_max_nodes(m));
+
+    in->tokens = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
+    in->pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
+    in->kq_mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, n_tokens);
+    loom_set_name(in->tokens, "inp_tokens");
+    loom_set_name(in->pos, "inp_pos");
+    loom_set_name(in->kq_mask, "kq_mask");
+    loom_set_input(in->tokens);
+    loom_set_input(in->pos);
+    loom_set_input(in->kq_mask);
+
+    struct loom_tensor * x = loom_get_rows(ctx, m->tok_embd, in->tokens);
+    loom_set_name(x, "inp_embd");
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct loom_layer * L = &m->layers[il];
+        struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), L->attn_norm);
+        x = loom_add(ctx, x, attention(lctx, ctx, g, il, cur, in, n_tokens));
+        cur = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), L->ffn_norm);
+        x = loom_add(ctx, x, feed_forward(ctx, L, cur));
+        loom_format_name(x, "l_out-%d", il);
+    }
+    if (!lctx->params.logits_all && n_tokens > 1) {
+        x = loom_view_2d(ctx, x, hp->n_embd, 1, x->nb[1], (size_t)(n_tokens - 1) * x->nb[1]);
+    }
+    x = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), m->output_norm);
+    in->logits = loom_mul_mat(ctx, m->output, x);
+    loom_set_name(in->logits, "logits");
+    loom_set_output(in->logits);
+    loom_build_forward_expand(g, in->logits);
+    return g;
+}

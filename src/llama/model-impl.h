@@ -1,0 +1,85 @@
+/* model-impl.h -- the model and inference-context structures shared by the runner's files. */
+#ifndef LOOM_LLAMA_MODEL_IMPL_H
+#define LOOM_LLAMA_MODEL_IMPL_H
+
+#include "loom-llama.h"
+
+/* Weights of one transformer block (GGUF names "blk.N.*"). */
+struct loom_layer {
+    struct loom_tensor * attn_norm;  /* [n_embd] */
+    struct loom_tensor * wq;         /* [n_embd, n_embd] */
+    struct loom_tensor * wk;         /* [n_embd, n_embd_kv] */
+    struct loom_tensor * wv;         /* [n_embd, n_embd_kv] */
+    struct loom_tensor * wo;         /* [n_embd, n_embd] */
+    struct loom_tensor * ffn_norm;   /* [n_embd] */
+    struct loom_tensor * ffn_gate;   /* [n_embd, n_ff] */
+    struct loom_tensor * ffn_up;     /* [n_embd, n_ff] */
+    struct loom_tensor * ffn_down;   /* [n_ff, n_embd] */
+    bool offloaded;                  /* runs on the offload device */
+};
+
+#define LOOM_MODEL_MAX_BUFFERS 16
+
+struct loom_model {
+    struct loom_hparams hp;
+    struct loom_vocab * vocab;
+    enum loom_type wtype;            /* the type of most weight matrices */
+
+    struct loom_tensor * tok_embd;   /* [n_embd, n_vocab] */
+    struct loom_tensor * output_norm;/* [n_embd] */
+    struct loom_tensor * output;     /* [n_embd, n_vocab]; == tok_embd when tied */
+    struct loom_layer * layers;      /* [n_layer] */
+    bool output_offloaded;
+
+    loom_backend_dev_t dev_offload;  /* NULL when nothing is offloaded */
+    struct loom_context * ctx_host;  /* metadata of host-resident weights */
+    struct loom_context * ctx_dev;   /* metadata of offloaded weights */
+    loom_backend_buffer_t buffers[LOOM_MODEL_MAX_BUFFERS];
+    int n_buffers;
+
+    void * mapping;                  /* the mmap of the file, or NULL */
+    size_t mapping_size;             /* bytes */
+    bool mlocked;
+
+    uint64_t n_params;
+    uint64_t n_bytes;
+    char desc[64];
+};
+
+struct loom_llama_context {
+    struct loom_model * model;
+    struct loom_llama_context_params params;
+
+    loom_backend_t backend_cpu;
+    loom_backend_t backend_dev;      /* NULL without offload */
+    loom_backend_sched_t sched;
+
+    /* KV cache: per layer K [n_embd_kv, n_ctx] and V stored transposed [n_ctx, n_embd_kv] */
+    struct loom_context * ctx_kv[2];    /* [0] host layers, [1] offloaded layers */
+    struct loom_tensor ** k_cache;
+    struct loom_tensor ** v_cache;
+    loom_backend_buffer_t kv_buffers[2];
+    int32_t n_past;
+
+    /* per-step graph metadata */
+    void * graph_mem;
+    size_t graph_mem_size;
+
+    float * logits;                  /* [n_vocab * n_outputs] */
+    int32_t n_logits;                /* rows of logits held */
+};
+
+/* Builds the forward graph for 'n_tokens' tokens at positions n_past.. in the metadata context
+ * 'ctx'; returns the logits tensor ([n_vocab, n_outputs]) and sets the input tensors. */
+struct loom_graph_inputs {
+    struct loom_tensor * tokens;     /* I32 [n_tokens] */
+    struct loom_tensor * pos;        /* I32 [n_tokens] */
+    struct loom_tensor * kq_mask;    /* F32 [n_kv, n_tokens] */
+    struct loom_tensor * logits;     /* F32 [n_vocab, n_outputs] */
+};
+struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
+                                            struct loom_graph_inputs * inputs);
+/* Nodes a graph may have at most (for sizing the scheduler and the metadata arena). */
+size_t loom_llama_graph_max_nodes(const struct loom_model * model);
+
+#endif

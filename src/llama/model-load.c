@@ -1,0 +1,191 @@
+/* model-load.c -- loading a llama GGUF: metadata, the expected tensors and where each runs. */
+#include "loom-gguf.h"
+#include "model-loader.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct loom_model_params loom_model_default_params(void) {
+    return (struct loom_model_params){
+        .n_gpu_layers = 0,
+        .device = NULL,
+        .use_mmap = true,
+        .use_mlock = false,
+        .no_host_copy = false,
+        .progress = NULL,
+        .progress_user_data = NULL,
+    };
+}
+
+static bool type_computable(enum loom_type t) {
+    return t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16;
+}
+
+/* Creates the metadata of weight 'name' with the expected shape, in 'ctx', after checking the
+ * file's tensor info. 'status' is set on the first failure (later calls then do nothing). */
+static struct loom_tensor * weight(struct loom_model * m, const struct loom_gguf * g, struct loom_context * ctx,
+                                   const char * name, int64_t ne0, int64_t ne1, enum loom_status * status) {
+    if (*status != LOOM_OK) return NULL;
+    int64_t i = loom_gguf_find_tensor(g, name);
+    if (i < 0) {
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' is missing from the model file", name);
+        *status = LOOM_ERR_FORMAT;
+        return NULL;
+    }
+    const int64_t * ne = loom_gguf_tensor_ne(g, i);
+    int n_dims = loom_gguf_tensor_n_dims(g, i);
+    int64_t want_ne1 = ne1 ? ne1 : 1;
+    bool shape_ok = ne[0] == ne0 && (n_dims < 2 || ne[1] == want_ne1) && (n_dims >= 2 || want_ne1 == 1);
+    for (int d = 2; d < n_dims; d++) shape_ok = shape_ok && ne[d] == 1;
+    if (!shape_ok) {
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name, (long long)ne[0],
+                 (long long)(n_dims > 1 ? ne[1] : 1), (long long)ne0, (long long)want_ne1);
+        *status = LOOM_ERR_FORMAT;
+        return NULL;
+    }
+    enum loom_type type = loom_gguf_tensor_type(g, i);
+    if (!type_computable(type)) {
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' has type %s, which Loom cannot compute with yet (f32, f16, bf16)", name,
+                 loom_type_name(type));
+        *status = LOOM_ERR_UNSUPPORTED;
+        return NULL;
+    }
+    struct loom_tensor * t = ne1 ? loom_new_tensor_2d(ctx, type, ne0, ne1) : loom_new_tensor_1d(ctx, type, ne0);
+    loom_set_name(t, name);
+    loom_set_weight(t);
+    m->n_params += (uint64_t)loom_nelements(t);
+    m->n_bytes += loom_nbytes(t);
+    return t;
+}
+
+static loom_backend_dev_t pick_offload_device(const struct loom_model_params * p) {
+    if (p->n_gpu_layers <= 0) return NULL;
+    if (p->device) {
+        loom_backend_dev_t d = loom_backend_dev_by_name(p->device);
+        if (!d) loom_log(LOOM_LOG_ERROR, "no device named '%s'", p->device);
+        return d;
+    }
+    for (size_t i = 0; i < loom_backend_dev_count(); i++) {
+        loom_backend_dev_t d = loom_backend_dev_get(i);
+        if (loom_backend_dev_type(d) != LOOM_BACKEND_DEV_TYPE_CPU) return d;
+    }
+    loom_log(LOOM_LOG_WARN, "-ngl %d asked, but there is no device to offload to: running on the CPU", p->n_gpu_layers);
+    return NULL;
+}
+
+static enum loom_status create_weights(struct loom_model * m, const struct loom_gguf * g) {
+    const struct loom_hparams * hp = &m->hp;
+    const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
+    size_t n_max = 8 + (size_t)hp->n_layer * 10;
+    struct loom_init_params ip = {.mem_size = n_max * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
+    m->ctx_host = loom_init(ip);
+    m->ctx_dev = loom_init(ip);
+    if (!m->ctx_host || !m->ctx_dev) return LOOM_ERR_OOM;
+
+    enum loom_status st = LOOM_OK;
+    m->tok_embd = weight(m, g, m->ctx_host, "token_embd.weight", hp->n_embd, hp->n_vocab, &st);
+    struct loom_context * out_ctx = m->output_offloaded ? m->ctx_dev : m->ctx_host;
+    m->output_norm = weight(m, g, out_ctx, "output_norm.weight", hp->n_embd, 0, &st);
+    if (loom_gguf_find_tensor(g, "output.weight") >= 0) {
+        m->output = weight(m, g, out_ctx, "output.weight", hp->n_embd, hp->n_vocab, &st);
+    } else if (m->output_offloaded) {
+        /* tied classifier on another device: a second copy of the embedding's bytes */
+        m->output = weight(m, g, out_ctx, "token_embd.weight", hp->n_embd, hp->n_vocab, &st);
+        if (m->output) m->n_params -= (uint64_t)loom_nelements(m->output), m->n_bytes -= loom_nbytes(m->output);
+    } else {
+        m->output = m->tok_embd;
+    }
+    for (int il = 0; il < hp->n_layer && st == LOOM_OK; il++) {
+        struct loom_layer * L = &m->layers[il];
+        struct loom_context * c = L->offloaded ? m->ctx_dev : m->ctx_host;
+        char name[LOOM_MAX_NAME];
+#define W(field, suffix, ne0, ne1)                                          \
+        snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);        \
+        L->field = weight(m, g, c, name, ne0, ne1, &st)
+        W(attn_norm, "attn_norm", hp->n_embd, 0);
+        W(wq, "attn_q", hp->n_embd, hp->n_embd);
+        W(wk, "attn_k", hp->n_embd, n_embd_kv);
+        W(wv, "attn_v", hp->n_embd, n_embd_kv);
+        W(wo, "attn_output", hp->n_embd, hp->n_embd);
+        W(ffn_norm, "ffn_norm", hp->n_embd, 0);
+        W(ffn_gate, "ffn_gate", hp->n_embd, hp->n_ff);
+        W(ffn_up, "ffn_up", hp->n_embd, hp->n_ff);
+        W(ffn_down, "ffn_down", hp->n_ff, hp->n_embd);
+#undef W
+    }
+    if (st == LOOM_OK) m->wtype = m->layers[0].wq->type;
+    return st;
+}
+
+void loom_model_free(struct loom_model * m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_buffers; i++) loom_backend_buffer_free(m->buffers[i]);
+    if (m->mapping) loom_model_unmap(m);
+    loom_free(m->ctx_host);
+    loom_free(m->ctx_dev);
+    loom_vocab_free(m->vocab);
+    free(m->layers);
+    free(m);
+}
+
+static const char * size_label(uint64_t n_params, char * buf, size_t size) {
+    if (n_params >= 1000000000ull) snprintf(buf, size, "%.1fB", n_params / 1e9);
+    else if (n_params >= 1000000ull) snprintf(buf, size, "%.0fM", n_params / 1e6);
+    else snprintf(buf, size, "%.0fK", n_params / 1e3);
+    return buf;
+}
+
+enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out) {
+    *out = NULL;
+    int64_t t0 = loom_time_us();
+    char err[512];
+    struct loom_gguf * g = NULL;
+    enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "%s", err);
+        return st;
+    }
+    struct loom_model * m = calloc(1, sizeof *m);
+    if (!m) {
+        loom_gguf_free(g);
+        return LOOM_ERR_OOM;
+    }
+    st = loom_model_read_hparams(g, &m->hp);
+    if (st == LOOM_OK) st = loom_model_read_vocab(g, &m->vocab);
+    if (st == LOOM_OK) {
+        m->hp.n_vocab = loom_vocab_n_tokens(m->vocab);
+        m->dev_offload = pick_offload_device(&params);
+        if (params.n_gpu_layers > 0 && params.device && !m->dev_offload) st = LOOM_ERR_INVALID_ARG;
+    }
+    if (st == LOOM_OK) {
+        int ngl = m->dev_offload ? params.n_gpu_layers : 0;
+        m->output_offloaded = ngl >= m->hp.n_layer;
+        m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+        if (!m->layers) st = LOOM_ERR_OOM;
+        for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) m->layers[il].offloaded = il >= m->hp.n_layer - ngl;
+        if (st == LOOM_OK) st = create_weights(m, g);
+    }
+    if (st == LOOM_OK) st = loom_model_place_weights(m, g, path, &params);
+    loom_gguf_free(g);
+    if (st != LOOM_OK) {
+        loom_model_free(m);
+        return st;
+    }
+    char label[32];
+    char type[16];
+    snprintf(type, sizeof type, "%s", loom_type_name(m->wtype));
+    for (char * c = type; *c; c++) *c = (char)toupper((unsigned char)*c);
+    snprintf(m->desc, sizeof m->desc, "llama %s %s", size_label(m->n_params, label, sizeof label), type);
+    loom_log(LOOM_LOG_INFO, "model: %s, %.2f GiB, %.2f bits per weight, loaded in %.1f ms", m->desc, m->n_bytes / 1073741824.0,
+             m->n_params ? 8.0 * m->n_bytes / m->n_params : 0.0, (loom_time_us() - t0) / 1000.0);
+    *out = m;
+    return LOOM_OK;
+}
+
+const struct loom_hparams * loom_model_hparams(const struct loom_model * m) { return &m->hp; }
+const struct loom_vocab * loom_model_vocab(const struct loom_model * m) { return m->vocab; }
+uint64_t loom_model_n_params(const struct loom_model * m) { return m->n_params; }
+uint64_t loom_model_size(const struct loom_model * m) { return m->n_bytes; }
+const char * loom_model_desc(const struct loom_model * m) { return m->desc; }

@@ -1,0 +1,142 @@
+/* model-meta.c -- hyper-parameters and vocabulary from a GGUF file's metadata. */
+#include "loom-gguf.h"
+#include "model-loader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads a required u32 key into a positive int32. */
+static enum loom_status req_u32(const struct loom_gguf * g, const char * key, int32_t * out) {
+    char err[256];
+    uint32_t v = 0;
+    enum loom_status st = loom_gguf_read_u32(g, key, &v, err, sizeof err);
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "%s", err);
+        return st;
+    }
+    if (v == 0 || v > (1u << 30)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range", key, v);
+        return LOOM_ERR_FORMAT;
+    }
+    *out = (int32_t)v;
+    return LOOM_OK;
+}
+
+enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom_hparams * hp) {
+    size_t len = 0;
+    const char * arch = loom_gguf_get_str(g, "general.architecture", NULL, &len);
+    if (!arch) {
+        loom_log(LOOM_LOG_ERROR, "metadata key 'general.architecture' is missing");
+        return LOOM_ERR_FORMAT;
+    }
+    if (len != 5 || memcmp(arch, "llama", 5) != 0) {
+        loom_log(LOOM_LOG_ERROR, "architecture '%.*s' is not supported (Loom runs 'llama')", (int)(len > 64 ? 64 : len), arch);
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    memset(hp, 0, sizeof *hp);
+    enum loom_status st = LOOM_OK;
+    if (st == LOOM_OK) st = req_u32(g, "llama.embedding_length", &hp->n_embd);
+    if (st == LOOM_OK) st = req_u32(g, "llama.block_count", &hp->n_layer);
+    if (st == LOOM_OK) st = req_u32(g, "llama.attention.head_count", &hp->n_head);
+    if (st == LOOM_OK) st = req_u32(g, "llama.feed_forward_length", &hp->n_ff);
+    if (st != LOOM_OK) return st;
+    hp->n_ctx_train = (int32_t)loom_gguf_get_u32(g, "llama.context_length", 2048);
+    hp->n_head_kv = (int32_t)loom_gguf_get_u32(g, "llama.attention.head_count_kv", (uint32_t)hp->n_head);
+    if (hp->n_embd % hp->n_head != 0) {
+        loom_log(LOOM_LOG_ERROR, "embedding length %d is not a multiple of the head count %d", hp->n_embd, hp->n_head);
+        return LOOM_ERR_FORMAT;
+    }
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0) {
+        loom_log(LOOM_LOG_ERROR, "head count %d is not a multiple of the KV head count %d", hp->n_head, hp->n_head_kv);
+        return LOOM_ERR_FORMAT;
+    }
+    hp->n_rot = (int32_t)loom_gguf_get_u32(g, "llama.rope.dimension_count", (uint32_t)(hp->n_embd / hp->n_head));
+    if (hp->n_rot <= 0 || hp->n_rot % 2 || hp->n_rot > hp->n_embd / hp->n_head) {
+        loom_log(LOOM_LOG_ERROR, "rope dimension count %d is invalid for head size %d", hp->n_rot, hp->n_embd / hp->n_head);
+        return LOOM_ERR_FORMAT;
+    }
+    if (hp->n_ctx_train <= 0) hp->n_ctx_train = 2048;
+    hp->rope_freq_base = loom_gguf_get_f32(g, "llama.rope.freq_base", 10000.0f);
+    float scale = loom_gguf_get_f32(g, "llama.rope.scale_linear", 1.0f);
+    hp->rope_freq_scale = scale > 0 ? 1.0f / scale : 1.0f;
+    hp->rms_eps = loom_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (!(hp->rope_freq_base > 0) || !(hp->rms_eps >= 0)) {
+        loom_log(LOOM_LOG_ERROR, "rope base or RMS epsilon out of range");
+        return LOOM_ERR_FORMAT;
+    }
+    return LOOM_OK;
+}
+
+enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_vocab ** out) {
+    *out = NULL;
+    char err[256];
+    size_t len = 0;
+    const char * model = loom_gguf_get_str(g, "tokenizer.ggml.model", NULL, &len);
+    if (!model) {
+        loom_log(LOOM_LOG_ERROR, "metadata key 'tokenizer.ggml.model' is missing");
+        return LOOM_ERR_FORMAT;
+    }
+    if (len != 5 || memcmp(model, "llama", 5) != 0) {
+        loom_log(LOOM_LOG_ERROR, "tokenizer '%.*s' is not supported (Loom reads 'llama' SentencePiece vocabularies)",
+                 (int)(len > 64 ? 64 : len), model);
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    enum loom_status st = loom_gguf_expect_arr(g, "tokenizer.ggml.tokens", LOOM_GGUF_TYPE_STRING, LOOM_GGUF_ANY_N, err, sizeof err);
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "%s", err);
+        return st;
+    }
+    uint64_t n = loom_gguf_get_arr_n(g, "tokenizer.ggml.tokens");
+    if (n == 0 || n > LOOM_VOCAB_MAX_TOKENS) {
+        loom_log(LOOM_LOG_ERROR, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n);
+        return LOOM_ERR_FORMAT;
+    }
+    const float * scores = NULL;
+    const int32_t * types = NULL;
+    if (loom_gguf_find_key(g, "tokenizer.ggml.scores") >= 0) {
+        st = loom_gguf_expect_arr(g, "tokenizer.ggml.scores", LOOM_GGUF_TYPE_FLOAT32, n, err, sizeof err);
+        if (st != LOOM_OK) {
+            loom_log(LOOM_LOG_ERROR, "%s", err);
+            return st;
+        }
+        scores = loom_gguf_get_arr_data(g, "tokenizer.ggml.scores");
+    }
+    if (loom_gguf_find_key(g, "tokenizer.ggml.token_type") >= 0) {
+        st = loom_gguf_expect_arr(g, "tokenizer.ggml.token_type", LOOM_GGUF_TYPE_INT32, n, err, sizeof err);
+        if (st != LOOM_OK) {
+            loom_log(LOOM_LOG_ERROR, "%s", err);
+            return st;
+        }
+        types = loom_gguf_get_arr_data(g, "tokenizer.ggml.token_type");
+    }
+    const char ** texts = malloc(n * sizeof *texts);
+    size_t * lens = malloc(n * sizeof *lens);
+    float * scores_copy = scores ? malloc(n * sizeof *scores_copy) : NULL;
+    int32_t * types_copy = types ? malloc(n * sizeof *types_copy) : NULL;
+    if (!texts || !lens || (scores && !scores_copy) || (types && !types_copy)) {
+        st = LOOM_ERR_OOM;
+    } else {
+        for (uint64_t i = 0; i < n; i++) texts[i] = loom_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &lens[i]);
+        /* the array data in a file need not be aligned for direct float access */
+        if (scores) memcpy(scores_copy, scores, n * sizeof *scores_copy);
+        if (types) memcpy(types_copy, types, n * sizeof *types_copy);
+        struct loom_vocab_params vp = loom_vocab_default_params();
+        vp.n_tokens = (int32_t)n;
+        vp.texts = texts;
+        vp.text_lens = lens;
+        vp.scores = scores_copy;
+        vp.types = types_copy;
+        vp.bos_id = (int32_t)loom_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", 1);
+        vp.eos_id = (int32_t)loom_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", 2);
+        vp.unk_id = (int32_t)loom_gguf_get_i64(g, "tokenizer.ggml.unknown_token_id", 0);
+        vp.add_bos = loom_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", true);
+        vp.add_space_prefix = loom_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", true);
+        st = loom_vocab_new(&vp, out);
+    }
+    free(texts);
+    free(lens);
+    free(scores_copy);
+    free(types_copy);
+    return st;
+}

@@ -1,0 +1,232 @@
+/* model-weights.c -- placing a model's weights: zero-copy over the mmap'd file where the device
+ * can read host memory, otherwise uploaded into device buffers (from the mapping or by read()). */
+#include "loom-cpu.h"
+#include "loom-gguf.h"
+#include "model-loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+struct load_state {
+    struct loom_model * m;
+    const struct loom_gguf * g;
+    const struct loom_model_params * params;
+    int fd;
+    uint8_t * map;           /* whole-file mapping or NULL */
+    uint64_t data_offset;    /* absolute offset of the data section */
+    uint64_t bytes_total;
+    uint64_t bytes_done;
+    uintptr_t keep_lo, keep_hi;  /* the part of the mapping zero-copy buffers use */
+};
+
+static uint64_t file_offset(const struct load_state * s, const struct loom_tensor * t) {
+    return s->data_offset + loom_gguf_tensor_offset(s->g, loom_gguf_find_tensor(s->g, t->name));
+}
+
+static enum loom_status progress(struct load_state * s, uint64_t bytes) {
+    s->bytes_done += bytes;
+    if (s->params->progress && s->bytes_total &&
+        !s->params->progress((float)((double)s->bytes_done / (double)s->bytes_total), s->params->progress_user_data)) {
+        loom_log(LOOM_LOG_ERROR, "model loading cancelled");
+        return LOOM_ERR_CANCELLED;
+    }
+    return LOOM_OK;
+}
+
+static enum loom_status add_buffer(struct loom_model * m, loom_backend_buffer_t buf) {
+    if (m->n_buffers >= LOOM_MODEL_MAX_BUFFERS) {
+        loom_backend_buffer_free(buf);
+        return LOOM_ERR_OOM;
+    }
+    loom_backend_buffer_set_usage(buf, LOOM_BACKEND_BUFFER_USAGE_WEIGHTS);
+    m->buffers[m->n_buffers++] = buf;
+    return LOOM_OK;
+}
+
+static int count_tensors(struct loom_context * ctx) {
+    int n = 0;
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) n++;
+    return n;
+}
+
+static void log_buffer(const char * what, loom_backend_buffer_t buf, int n_tensors) {
+    loom_log(LOOM_LOG_INFO, "%-12s model buffer size = %10.2f MiB (%d tensors)", what,
+             loom_backend_buffer_get_size(buf) / 1048576.0, n_tensors);
+}
+
+/* Wraps the span of the mapping that holds ctx's tensors as a buffer of 'dev' and places each
+ * tensor at its file address. Returns LOOM_ERR_UNSUPPORTED when the device cannot wrap it. */
+static enum loom_status place_zero_copy(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev) {
+    uint64_t lo = UINT64_MAX, hi = 0, max_size = 0;
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
+        uint64_t off = file_offset(s, t), n = loom_nbytes(t);
+        lo = off < lo ? off : lo;
+        hi = off + n > hi ? off + n : hi;
+        max_size = n > max_size ? n : max_size;
+    }
+    loom_backend_buffer_t buf = loom_backend_dev_buffer_from_host_ptr(dev, s->map + lo, hi - lo, max_size);
+    if (!buf) return LOOM_ERR_UNSUPPORTED;
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
+        enum loom_status st = loom_backend_tensor_alloc(buf, t, s->map + file_offset(s, t));
+        if (st != LOOM_OK) {
+            loom_backend_buffer_free(buf);
+            return st;
+        }
+    }
+    uintptr_t a = (uintptr_t)(s->map + lo), b = (uintptr_t)(s->map + hi);
+    s->keep_lo = s->keep_lo && s->keep_lo < a ? s->keep_lo : a;
+    s->keep_hi = s->keep_hi > b ? s->keep_hi : b;
+    char what[64];
+    snprintf(what, sizeof what, "%s_Mapped", loom_backend_dev_name(dev));
+    log_buffer(what, buf, count_tensors(ctx));
+    return add_buffer(s->m, buf);
+}
+
+/* Reads 'size' bytes at file offset 'off' into 'dst' with pread (no mapping). */
+static enum loom_status read_at(int fd, void * dst, uint64_t size, uint64_t off) {
+    uint8_t * p = dst;
+    while (size > 0) {
+        ssize_t r = pread(fd, p, size > (1u << 30) ? (1u << 30) : size, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            loom_log(LOOM_LOG_ERROR, "cannot read the model file at byte %llu: %s", (unsigned long long)off,
+                     r < 0 ? strerror(errno) : "unexpected end of file");
+            return LOOM_ERR_IO;
+        }
+        p += r;
+        off += (uint64_t)r;
+        size -= (uint64_t)r;
+    }
+    return LOOM_OK;
+}
+
+/* Allocates ctx's tensors in the device's buffer type and copies their bytes in. */
+static enum loom_status place_copy(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev) {
+    loom_backend_buffer_type_t buft = loom_backend_dev_buffer_type(dev);
+    enum loom_status st = LOOM_OK;
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, buft, &st);
+    if (!buf) return st != LOOM_OK ? st : LOOM_ERR_OOM;
+    st = add_buffer(s->m, buf);
+    if (st != LOOM_OK) return st;
+    log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx));
+    bool host = loom_backend_buft_is_host(buft);
+    void * staging = NULL;
+    size_t staging_size = 0;
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t && st == LOOM_OK; t = loom_get_next_tensor(ctx, t)) {
+        size_t n = loom_nbytes(t);
+        uint64_t off = file_offset(s, t);
+        if (s->map) {
+            st = loom_backend_tensor_set(t, s->map + off, 0, n);
+        } else if (host) {
+            st = read_at(s->fd, t->data, n, off);
+        } else {
+            if (n > staging_size) {
+                free(staging);
+                staging = malloc(n);
+                staging_size = staging ? n : 0;
+                if (!staging) st = LOOM_ERR_OOM;
+            }
+            if (st == LOOM_OK) st = read_at(s->fd, staging, n, off);
+            if (st == LOOM_OK) st = loom_backend_tensor_set(t, staging, 0, n);
+        }
+        if (st == LOOM_OK) st = progress(s, n);
+    }
+    free(staging);
+    return st;
+}
+
+static enum loom_status place_group(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev, bool zero_copy) {
+    if (!loom_get_first_tensor(ctx)) return LOOM_OK;
+    if (zero_copy && s->map) {
+        enum loom_status st = place_zero_copy(s, ctx, dev);
+        if (st == LOOM_OK) {
+            uint64_t n = 0;
+            for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) n += loom_nbytes(t);
+            return progress(s, n);
+        }
+        if (st != LOOM_ERR_UNSUPPORTED) return st;
+        loom_log(LOOM_LOG_WARN, "%s cannot read the mapped file in place: uploading its weights", loom_backend_dev_name(dev));
+    }
+    return place_copy(s, ctx, dev);
+}
+
+static void lock_memory(struct load_state * s) {
+    struct loom_model * m = s->m;
+    bool ok = true;
+    if (s->keep_hi > s->keep_lo) ok = mlock((void *)s->keep_lo, s->keep_hi - s->keep_lo) == 0;
+    for (int i = 0; i < m->n_buffers && ok; i++) {
+        loom_backend_buffer_t b = m->buffers[i];
+        if (loom_backend_buffer_is_host(b) && loom_backend_buffer_get_size(b) &&
+            !((uintptr_t)loom_backend_buffer_get_base(b) >= s->keep_lo && (uintptr_t)loom_backend_buffer_get_base(b) < s->keep_hi)) {
+            ok = mlock(loom_backend_buffer_get_base(b), loom_backend_buffer_get_size(b)) == 0;
+        }
+    }
+    if (!ok) {
+        struct rlimit rl;
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        loom_log(LOOM_LOG_WARN, "--mlock: cannot lock the model in memory (%s; RLIMIT_MEMLOCK is %llu bytes): continuing unlocked",
+                 strerror(errno), (unsigned long long)rl.rlim_cur);
+    } else {
+        m->mlocked = true;
+    }
+}
+
+/* Unmaps the parts of the file mapping no buffer uses (the header, offloaded weights, the tail). */
+static void release_unused(struct load_state * s) {
+    struct loom_model * m = s->m;
+    size_t page = loom_page_size();
+    uintptr_t base = (uintptr_t)s->map, end = base + m->mapping_size;
+    if (s->keep_hi <= s->keep_lo) {
+        munmap(s->map, m->mapping_size);
+        m->mapping = NULL;
+        m->mapping_size = 0;
+        return;
+    }
+    uintptr_t lo = s->keep_lo & ~(uintptr_t)(page - 1);
+    uintptr_t hi = (s->keep_hi + page - 1) & ~(uintptr_t)(page - 1);
+    if (hi > end) hi = end;
+    if (lo > base) munmap((void *)base, lo - base);
+    if (end > hi) munmap((void *)hi, end - hi);
+    m->mapping = (void *)lo;
+    m->mapping_size = hi - lo;
+}
+
+void loom_model_unmap(struct loom_model * m) {
+    if (m->mapping) munmap(m->mapping, m->mapping_size);
+    m->mapping = NULL;
+    m->mapping_size = 0;
+}
+
+enum loom_status loom_model_place_weights(struct loom_model * m, const struct loom_gguf * g, const char * path,
+                                          const struct loom_model_params * params) {
+    struct load_state s = {.m = m, .g = g, .params = params, .fd = -1, .data_offset = loom_gguf_data_offset(g)};
+    s.bytes_total = m->n_bytes;
+    s.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (s.fd < 0) {
+        loom_log(LOOM_LOG_ERROR, "cannot open '%s': %s", path, strerror(errno));
+        return LOOM_ERR_IO;
+    }
+    if (params->use_mmap) {
+        size_t size = (size_t)loom_gguf_file_size(g);
+        void * map = mmap(NULL, size, PROT_READ, MAP_SHARED, s.fd, 0);
+        if (map == MAP_FAILED) {
+            loom_log(LOOM_LOG_WARN, "cannot map '%s' (%s): reading it instead", path, strerror(errno));
+        } else {
+            s.map = map;
+            m->mapping = map;
+            m->mapping_size = size;
+        }
+    }
+    loom_backend_dev_t cpu = loom_backend_dev_by_name("CPU");
+    enum loom_status st = place_group(&s, m->ctx_host, cpu, true);
+    if (st == LOOM_OK && m->dev_offload) st = place_group(&s, m->ctx_dev, m->dev_offload, params->no_host_copy);
+    if (st == LOOM_OK && s.map) release_unused(&s);
+    if (st == LOOM_OK && params->use_mlock) lock_memory(&s);
+    close(s.fd);
+    return st;
+}
