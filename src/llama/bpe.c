@@ -3,7 +3,7 @@
  * Kudo & Richardson 2018 ("SentencePiece"); the merge order is by the score of the merged piece,
  * as in SentencePiece's bpe_model. Symbols form a doubly linked list over the text; candidate pairs
  * sit in a binary max-heap; a pair whose symbols changed since it was pushed is recognised as stale
- * when popped (its recorded length no longer matches), so each merge costs O(log n). */
+ * when popped (its recorded length no longer matches), so the whole run costs O(n log n). */
 #include "vocab-impl.h"
 
 #include <stdlib.h>
@@ -13,10 +13,13 @@ struct sym {
     int32_t start, len;   /* bytes of the text; len 0 = merged into its left neighbour */
 };
 
+/* The right symbol is not stored: while 'left' keeps its length, its 'next' cannot change (a
+ * symbol's next changes only when it absorbs that neighbour), and both lengths only grow. So the
+ * pair is current exactly when left is alive and len(left) + len(left.next) still equals 'len'. */
 struct pair {
-    float score;          /* of the merged piece */
-    int32_t left, right;  /* symbols */
-    int32_t len;          /* bytes of left + right when pushed */
+    float score;   /* of the merged piece */
+    int32_t left;  /* symbol */
+    int32_t len;   /* bytes of left + right when pushed */
 };
 
 struct bpe {
@@ -65,7 +68,7 @@ static void try_pair(struct bpe * b, int32_t l, int32_t r) {
     int32_t len = b->syms[l].len + b->syms[r].len;
     int32_t id = loom_vocab_find_text(b->v, b->text + b->syms[l].start, (size_t)len);
     if (id < 0) return;
-    heap_push(b, (struct pair){b->v->scores[id], l, r, len});
+    heap_push(b, (struct pair){b->v->scores[id], l, len});
 }
 
 static enum loom_status emit(const struct bpe * b, const struct sym * s, struct loom_tokbuf * out, bool * prev_unk) {
@@ -109,8 +112,10 @@ enum loom_status loom_bpe_encode(const struct loom_vocab * v, const char * text,
 
     while (b.n_heap > 0) {
         struct pair p = heap_pop(&b);
-        struct sym * l = &b.syms[p.left], * r = &b.syms[p.right];
-        if (l->len == 0 || r->len == 0 || l->next != p.right || l->len + r->len != p.len) continue; /* stale */
+        struct sym * l = &b.syms[p.left];
+        if (l->len == 0 || l->next < 0) continue; /* stale */
+        struct sym * r = &b.syms[l->next];
+        if (l->len + r->len != p.len) continue; /* stale */
         l->len += r->len;
         r->len = 0;
         l->next = r->next;
