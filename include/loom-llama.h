@@ -316,6 +316,10 @@ const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, 
 /* The scheduler (for introspection: splits, copies, buffer sizes). */
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
+/* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
+ * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama'). */
+enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
+
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,
  * n_heads, n_kv_heads, vocab_size (negative: untied classifier), seq_len -- then F32 weights in
  * llama2.c's order) and its tokenizer file into a GGUF llama model at 'out_path' with the standard

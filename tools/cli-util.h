@@ -3,6 +3,7 @@
 #define LOOM_TOOLS_CLI_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Parse the whole string as a number in [lo, hi]; on failure print one line

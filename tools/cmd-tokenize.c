@@ -1,10 +1,83 @@
-/* cmd-tokenize.c -- placeholder until the subcommand lands. */
+/* cmd-tokenize.c -- `loom tokenize`: print the token ids and pieces of a text. */
+#include "cli-util.h"
 #include "commands.h"
+#include "loom-llama.h"
 
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE * f) {
+    fprintf(f,
+            "usage: loom tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special] [--ids]\n"
+            "  prints one line per token: id and piece (or only the ids as a list with --ids)\n");
+}
 
 int loom_cmd_tokenize(int argc, char ** argv) {
-    (void)argc;
-    fprintf(stderr, "loom %s: not built yet\n", argv[0]);
-    return 1;
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
+        {"file", required_argument, 0, 'f'}, {"no-bos", no_argument, 0, 'B'},
+        {"parse-special", no_argument, 0, 'S'}, {"ids", no_argument, 0, 'I'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool no_bos = false, special = false, ids_only = false;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long_only(argc, argv, ":m:p:f:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': text = optarg; break;
+        case 'f': file = optarg; break;
+        case 'B': no_bos = true; break;
+        case 'S': special = true; break;
+        case 'I': ids_only = true; break;
+        case 'h': usage(stdout); return 0;
+        case ':': fprintf(stderr, "loom tokenize: option '%s' needs a value\n", argv[optind - 1]); return 1;
+        default: fprintf(stderr, "loom tokenize: unknown option '%s'\n", argv[optind - 1]); return 1;
+        }
+    }
+    if (optind < argc || !model || (!text && !file) || (text && file)) {
+        fprintf(stderr, "loom tokenize: need -m MODEL and one of -p TEXT or -f FILE (see -h)\n");
+        return 1;
+    }
+    cli_log_setup(false);
+    char * buf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    if (file) {
+        buf = cli_read_file("tokenize", file, &len);
+        if (!buf) return 1;
+        text = buf;
+    }
+    struct loom_vocab * vocab = NULL;
+    if (loom_vocab_load_gguf(model, &vocab) != LOOM_OK) {
+        fprintf(stderr, "loom tokenize: %s\n", cli_last_error("cannot read the vocabulary"));
+        free(buf);
+        return 1;
+    }
+    bool add_bos = !no_bos && loom_vocab_get_add_bos(vocab);
+    int32_t n = loom_tokenize(vocab, text, len, add_bos, special, NULL, 0);
+    if (n < 0) n = -n;
+    int32_t * toks = malloc(((size_t)n + 1) * sizeof *toks);
+    int rc = 0;
+    if (!toks || (n = loom_tokenize(vocab, text, len, add_bos, special, toks, n + 1)) < 0) {
+        fprintf(stderr, "loom tokenize: %s\n", cli_last_error("cannot tokenize the text"));
+        rc = 1;
+    } else if (ids_only) {
+        putchar('[');
+        for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", toks[i]);
+        puts("]");
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            char piece[512];
+            int32_t pn = loom_token_to_piece(vocab, toks[i], piece, sizeof piece, true);
+            printf("%6d -> '%.*s'\n", toks[i], pn > 0 ? pn : 0, piece);
+        }
+    }
+    free(toks);
+    free(buf);
+    loom_vocab_free(vocab);
+    return rc;
 }

@@ -140,3 +140,17 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
     free(types_copy);
     return st;
 }
+
+enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out) {
+    *out = NULL;
+    char err[512];
+    struct loom_gguf * g = NULL;
+    enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "%s", err);
+        return st;
+    }
+    st = loom_model_read_vocab(g, out);
+    loom_gguf_free(g);
+    return st;
+}

@@ -5,6 +5,7 @@
 #include "model-loader.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +180,7 @@ static void lock_memory(struct load_state * s) {
 /* Unmaps the parts of the file mapping no buffer uses (the header, offloaded weights, the tail). */
 static void release_unused(struct load_state * s) {
     struct loom_model * m = s->m;
-    size_t page = loom_page_size();
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uintptr_t base = (uintptr_t)s->map, end = base + m->mapping_size;
     if (s->keep_hi <= s->keep_lo) {
         munmap(s->map, m->mapping_size);

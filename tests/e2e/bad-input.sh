@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Bad input to `loom run` and `loom tokenize`: exactly one line on stderr, exit status 1, never a crash.
+# usage: bad-input.sh LOOM_BIN MODEL
+set -u
+bin=$1 model=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+expect_fail() {
+  local what=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 1 ] || [ "$lines" -ne 1 ]; then
+    echo "FAIL: $what: exit $rc, $lines stderr lines:"; head -5 "$tmp/err"; fails=$((fails + 1))
+  else
+    echo "ok: $what: $(cat "$tmp/err")"
+  fi
+}
+printf 'not a gguf file at all' >"$tmp/text.gguf"
+head -c 100 "$model" >"$tmp/truncated.gguf"
+long=$(for i in $(seq 1 300); do printf 'Once upon a time '; done)
+expect_fail "missing model" "$bin" run -m "$tmp/none.gguf" -p hi
+expect_fail "no model flag" "$bin" run -p hi
+expect_fail "not a GGUF" "$bin" run -m "$tmp/text.gguf" -p hi
+expect_fail "truncated GGUF" "$bin" run -m "$tmp/truncated.gguf" -p hi
+expect_fail "unknown flag" "$bin" run -m "$model" --bogus
+expect_fail "bad number" "$bin" run -m "$model" -n abc
+expect_fail "negative threads" "$bin" run -m "$model" -t -3
+expect_fail "missing value" "$bin" run -m "$model" -n
+expect_fail "prompt longer than context" "$bin" run -m "$model" -c 64 -p "$long"
+expect_fail "prompt file longer than context" bash -c "printf '%s' '$long' >'$tmp/p.txt'; exec '$bin' run -m '$model' -c 64 -f '$tmp/p.txt'"
+expect_fail "missing prompt file" "$bin" run -m "$model" -f "$tmp/none.txt"
+expect_fail "unknown device" "$bin" run -m "$model" -ngl 1 --device nosuch -p hi
+expect_fail "unknown command" "$bin" frobnicate
+[ $fails -eq 0 ] && echo "all bad inputs rejected cleanly" || exit 1
