@@ -320,6 +320,24 @@ loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
  * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama'). */
 enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
 
+/* Shape and contents of a synthetic model written by loom_gen_model. */
+struct loom_gen_params {
+    int32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx;
+    enum loom_type type;          /* F32, F16 or BF16 for the matrices (norm weights are always F32) */
+    bool tied;                    /* no separate output.weight (the embedding is shared) */
+    uint64_t seed;                /* the weights depend only on the seed and the shape */
+    const char * tokenizer_path;  /* llama2.c tokenizer file for the vocabulary, or NULL: byte-level */
+    const char * name;            /* general.name */
+};
+/* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
+ * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
+enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
+/* Writes a LLaMA-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
+ * approximation), norm weights 1 + N(0, 0.01^2), streamed so the model never sits in memory.
+ * Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...), LOOM_ERR_IO,
+ * LOOM_ERR_FORMAT (bad tokenizer file), LOOM_ERR_OOM. */
+enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
+
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,
  * n_heads, n_kv_heads, vocab_size (negative: untied classifier), seq_len -- then F32 weights in
  * llama2.c's order) and its tokenizer file into a GGUF llama model at 'out_path' with the standard

@@ -1,0 +1,227 @@
+/* gen-model.c -- synthetic LLaMA models with random weights, streamed into a GGUF file. */
+#include "loom-gguf.h"
+#include "loom-llama.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum loom_status loom_vocab_write_gguf(const struct loom_vocab * v, struct loom_gguf_writer * w);
+
+struct preset {
+    const char * name;
+    int32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx;
+};
+
+static const struct preset presets[] = {
+    {"260k", 64, 172, 5, 8, 4, 512, 512},
+    {"15m", 288, 768, 6, 6, 6, 32000, 256},
+    {"110m", 768, 2048, 12, 12, 12, 32000, 1024},
+    {"1b", 2048, 5632, 22, 32, 4, 32000, 2048},
+    {"7b", 4096, 11008, 32, 32, 32, 32000, 4096},
+};
+
+enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (!strcmp(presets[i].name, name)) {
+            const struct preset * s = &presets[i];
+            *p = (struct loom_gen_params){s->n_embd, s->n_ff, s->n_layer, s->n_head, s->n_head_kv, s->n_vocab, s->n_ctx,
+                                          LOOM_TYPE_F32, false, 42, NULL, s->name};
+            return LOOM_OK;
+        }
+    }
+    loom_log(LOOM_LOG_ERROR, "unknown preset '%s' (260k, 15m, 110m, 1b, 7b)", name);
+    return LOOM_ERR_INVALID_ARG;
+}
+
+/* ---------------------------------------------------------------- random numbers */
+
+static uint64_t splitmix64(uint64_t * s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Fills 'out' with n values ~ mean + sigma * N(0,1): the sum of four 16-bit uniforms (Irwin-Hall),
+ * centred and scaled to unit variance -- close to normal and much cheaper than Box-Muller. The
+ * stream depends only on 'seed', so blocks can be generated in parallel. */
+static void fill_normal(float * out, size_t n, uint64_t seed, float mean, float sigma) {
+    uint64_t s = seed;
+    const float k = sigma * 1.7320508f / 65536.0f; /* sqrt(12/4) per unit of 1/65536 */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = splitmix64(&s);
+        float sum = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) + (float)((r >> 32) & 0xffff) + (float)(r >> 48);
+        out[i] = mean + (sum - 2.0f * 65535.0f) * k;
+    }
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+struct gen_tensor {
+    char name[LOOM_MAX_NAME];
+    int n_dims;
+    int64_t ne[2];
+    bool norm;
+};
+
+static int list_tensors(const struct loom_gen_params * p, struct gen_tensor * t) {
+    int n = 0;
+    const int64_t kv = (int64_t)p->n_embd / p->n_head * p->n_head_kv;
+#define T(nd, n0, n1, isnorm, ...) do { snprintf(t[n].name, LOOM_MAX_NAME, __VA_ARGS__); t[n].n_dims = nd; t[n].ne[0] = n0; t[n].ne[1] = n1; t[n].norm = isnorm; n++; } while (0)
+    T(2, p->n_embd, p->n_vocab, false, "token_embd.weight");
+    for (int l = 0; l < p->n_layer; l++) {
+        T(1, p->n_embd, 1, true, "blk.%d.attn_norm.weight", l);
+        T(2, p->n_embd, p->n_embd, false, "blk.%d.attn_q.weight", l);
+        T(2, p->n_embd, kv, false, "blk.%d.attn_k.weight", l);
+        T(2, p->n_embd, kv, false, "blk.%d.attn_v.weight", l);
+        T(2, p->n_embd, p->n_embd, false, "blk.%d.attn_output.weight", l);
+        T(1, p->n_embd, 1, true, "blk.%d.ffn_norm.weight", l);
+        T(2, p->n_embd, p->n_ff, false, "blk.%d.ffn_gate.weight", l);
+        T(2, p->n_ff, p->n_embd, false, "blk.%d.ffn_down.weight", l);
+        T(2, p->n_embd, p->n_ff, false, "blk.%d.ffn_up.weight", l);
+    }
+    T(1, p->n_embd, 1, true, "output_norm.weight");
+    if (!p->tied) T(2, p->n_embd, p->n_vocab, false, "output.weight");
+#undef T
+    return n;
+}
+
+static enum loom_status check_params(const struct loom_gen_params * p) {
+    if (p->n_embd <= 0 || p->n_ff <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_vocab <= 0 ||
+        p->n_ctx <= 0 || p->n_embd % p->n_head || p->n_head % p->n_head_kv || (p->n_embd / p->n_head) % 2 ||
+        p->n_layer > 4096 || p->n_vocab > (1 << 24)) {
+        loom_log(LOOM_LOG_ERROR, "invalid model shape: the head count must divide the embedding length (even head size) "
+                                 "and the KV head count must divide the head count; all sizes positive");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (p->type != LOOM_TYPE_F32 && p->type != LOOM_TYPE_F16 && p->type != LOOM_TYPE_BF16) {
+        loom_log(LOOM_LOG_ERROR, "type %s not supported for generated models (f32, f16, bf16)", loom_type_name(p->type));
+        return LOOM_ERR_INVALID_ARG;
+    }
+    return LOOM_OK;
+}
+
+/* A byte-level vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then unused fillers. */
+static enum loom_status byte_vocab(int32_t n_vocab, struct loom_vocab ** out) {
+    if (n_vocab < 259) {
+        loom_log(LOOM_LOG_ERROR, "a byte-level vocabulary needs at least 259 entries, the model has %d", n_vocab);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    char (*texts)[24] = malloc((size_t)n_vocab * sizeof *texts);
+    const char ** ptrs = malloc((size_t)n_vocab * sizeof *ptrs);
+    int32_t * types = malloc((size_t)n_vocab * sizeof *types);
+    enum loom_status st = texts && ptrs && types ? LOOM_OK : LOOM_ERR_OOM;
+    for (int32_t i = 0; st == LOOM_OK && i < n_vocab; i++) {
+        if (i == 0) snprintf(texts[i], 24, "<unk>"), types[i] = 2;
+        else if (i == 1) snprintf(texts[i], 24, "<s>"), types[i] = 3;
+        else if (i == 2) snprintf(texts[i], 24, "</s>"), types[i] = 3;
+        else if (i < 259) snprintf(texts[i], 24, "<0x%02X>", i - 3), types[i] = 6;
+        else snprintf(texts[i], 24, "<unused%d>", i - 259), types[i] = 5;
+        ptrs[i] = texts[i];
+    }
+    if (st == LOOM_OK) {
+        struct loom_vocab_params vp = loom_vocab_default_params();
+        vp.n_tokens = n_vocab;
+        vp.texts = ptrs;
+        vp.types = types;
+        vp.bos_id = 1;
+        vp.eos_id = 2;
+        vp.unk_id = 0;
+        st = loom_vocab_new(&vp, out);
+    }
+    free(texts);
+    free(ptrs);
+    free(types);
+    return st;
+}
+
+static enum loom_status set_metadata(struct loom_gguf_writer * w, const struct loom_gen_params * p) {
+    enum loom_status st = LOOM_OK;
+    uint32_t file_type = p->type == LOOM_TYPE_F32 ? 0 : p->type == LOOM_TYPE_F16 ? 1 : 32;
+#define SET(call) if (st == LOOM_OK) st = (call)
+    SET(loom_gguf_writer_set_str(w, "general.architecture", "llama"));
+    SET(loom_gguf_writer_set_str(w, "general.name", p->name ? p->name : "loom-random"));
+    SET(loom_gguf_writer_set_u32(w, "general.file_type", file_type));
+    SET(loom_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)p->n_ctx));
+    SET(loom_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)p->n_embd));
+    SET(loom_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)p->n_ff));
+    SET(loom_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)p->n_layer));
+    SET(loom_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)p->n_head));
+    SET(loom_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)p->n_head_kv));
+    SET(loom_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)(p->n_embd / p->n_head)));
+    SET(loom_gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f));
+    SET(loom_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
+#undef SET
+    return st;
+}
+
+#define GEN_CHUNK ((size_t)1 << 20) /* elements generated per block (one seed each) */
+
+/* Generates and writes one tensor's data in blocks, in parallel, deterministically. */
+static enum loom_status write_tensor(struct loom_gguf_writer * w, const struct gen_tensor * t, enum loom_type type,
+                                     uint64_t seed, float * fbuf, void * obuf, size_t buf_elems) {
+    size_t n = (size_t)(t->ne[0] * t->ne[1]);
+    enum loom_type out_type = t->norm ? LOOM_TYPE_F32 : type;
+    size_t esize = loom_type_size(out_type);
+    const struct loom_type_traits * tt = loom_type_get_traits(out_type);
+    char err[256];
+    for (size_t done = 0; done < n; done += buf_elems) {
+        size_t m = n - done < buf_elems ? n - done : buf_elems;
+        size_t n_blocks = (m + GEN_CHUNK - 1) / GEN_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (size_t b = 0; b < n_blocks; b++) {
+            size_t i0 = b * GEN_CHUNK, len = m - i0 < GEN_CHUNK ? m - i0 : GEN_CHUNK;
+            uint64_t s = seed ^ ((done + i0) / GEN_CHUNK + 1) * 0xD1B54A32D192ED03ull;
+            fill_normal(fbuf + i0, len, s, t->norm ? 1.0f : 0.0f, t->norm ? 0.01f : 0.02f);
+            tt->from_float(fbuf + i0, (uint8_t *)obuf + i0 * esize, (int64_t)len);
+        }
+        enum loom_status st = loom_gguf_writer_write_data(w, obuf, m * esize, err, sizeof err);
+        if (st != LOOM_OK) {
+            loom_log(LOOM_LOG_ERROR, "%s", err);
+            return st;
+        }
+    }
+    return LOOM_OK;
+}
+
+enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path) {
+    enum loom_status st = check_params(p);
+    if (st != LOOM_OK) return st;
+    struct loom_vocab * vocab = NULL;
+    st = p->tokenizer_path ? loom_vocab_load_llama2c(p->tokenizer_path, p->n_vocab, &vocab) : byte_vocab(p->n_vocab, &vocab);
+    if (st != LOOM_OK) return st;
+
+    size_t max_t = 4 + (size_t)p->n_layer * 9;
+    struct gen_tensor * ts = calloc(max_t, sizeof *ts);
+    struct loom_gguf_writer * w = loom_gguf_writer_new();
+    size_t buf_elems = 16 * GEN_CHUNK;
+    float * fbuf = malloc(buf_elems * sizeof *fbuf);
+    void * obuf = malloc(buf_elems * sizeof(float));
+    if (!ts || !w || !fbuf || !obuf) st = LOOM_ERR_OOM;
+    int n = st == LOOM_OK ? list_tensors(p, ts) : 0;
+    if (st == LOOM_OK) st = set_metadata(w, p);
+    if (st == LOOM_OK) st = loom_vocab_write_gguf(vocab, w);
+    if (st == LOOM_OK && p->tokenizer_path) st = loom_gguf_writer_protect(w, p->tokenizer_path);
+    for (int i = 0; i < n && st == LOOM_OK; i++) {
+        st = loom_gguf_writer_add_tensor(w, ts[i].name, ts[i].norm ? LOOM_TYPE_F32 : p->type, ts[i].n_dims, ts[i].ne, NULL);
+    }
+    char err[256];
+    if (st == LOOM_OK) {
+        st = loom_gguf_writer_begin(w, out_path, err, sizeof err);
+        if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
+    }
+    for (int i = 0; i < n && st == LOOM_OK; i++) {
+        st = write_tensor(w, &ts[i], p->type, p->seed * 0x9E3779B97F4A7C15ull + (uint64_t)i, fbuf, obuf, buf_elems);
+    }
+    if (st == LOOM_OK) {
+        st = loom_gguf_writer_finish(w, err, sizeof err);
+        if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
+    }
+    loom_gguf_writer_free(w);
+    loom_vocab_free(vocab);
+    free(ts);
+    free(fbuf);
+    free(obuf);
+    return st;
+}
