@@ -282,6 +282,8 @@ const struct loom_hparams * loom_model_hparams(const struct loom_model * model);
 const struct loom_vocab * loom_model_vocab(const struct loom_model * model);
 uint64_t loom_model_n_params(const struct loom_model * model);   /* elements of all weights */
 uint64_t loom_model_size(const struct loom_model * model);       /* bytes of all weights */
+/* "CPU", or the offload device's registry name ("CUDA0", "sim0") followed by "+CPU". */
+const char * loom_model_backend_name(const struct loom_model * model);
 /* A short description, e.g. "llama 260K F32". */
 const char * loom_model_desc(const struct loom_model * model);
 

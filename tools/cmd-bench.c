@@ -1,10 +1,261 @@
-/* cmd-bench.c -- placeholder until the subcommand lands. */
+/* cmd-bench.c -- `loom bench`: prompt-processing and generation speed, in the spirit of the field's bench tool. */
+#include "cli-util.h"
 #include "commands.h"
+#include "loom-llama.h"
 
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_LIST 16
+
+struct bench_opts {
+    const char * models[MAX_LIST];
+    int n_models;
+    long long prompts[MAX_LIST], gens[MAX_LIST], threads[MAX_LIST], ngls[MAX_LIST], batches[MAX_LIST];
+    int n_prompts, n_gens, n_threads, n_ngls, n_batches;
+    long long reps;
+    enum { OUT_MD, OUT_JSON, OUT_CSV } output;
+    bool progress;
+};
+
+struct bench_result {
+    const char * model_path;
+    char desc[64];
+    uint64_t size, n_params;
+    const char * backend;
+    long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen;
+    double avg_ns, stddev_ns, avg_ts, stddev_ts;
+};
+
+static void usage(FILE * f) {
+    fprintf(f,
+            "usage: loom bench -m MODEL.gguf [-m MODEL2.gguf ...] [options]\n"
+            "  -p, --n-prompt N[,N...]   prompt sizes for the pp test (default 512; 0 skips)\n"
+            "  -n, --n-gen N[,N...]      generated tokens for the tg test (default 128; 0 skips)\n"
+            "  -r, --repetitions N       timed repetitions after one warm-up run (default 5)\n"
+            "  -t, --threads N[,N...]    CPU threads (default: all cores)\n"
+            "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0)\n"
+            "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
+            "  -o, --output md|json|csv  output format (default md)\n"
+            "      --progress            progress lines on stderr (default: when stderr is a terminal)\n");
+}
+
+static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},   {"n-prompt", required_argument, 0, 'p'},
+        {"n-gen", required_argument, 0, 'n'},   {"repetitions", required_argument, 0, 'r'},
+        {"threads", required_argument, 0, 't'}, {"ngl", required_argument, 0, 'g'},
+        {"n-gpu-layers", required_argument, 0, 'g'}, {"batch-size", required_argument, 0, 'b'},
+        {"output", required_argument, 0, 'o'},  {"progress", no_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+    };
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {n_cpu > 0 ? n_cpu : 1},
+                             .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5,
+                             .output = OUT_MD, .progress = isatty(STDERR_FILENO)};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long_only(argc, argv, ":m:p:n:r:t:b:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            if (o->n_models >= MAX_LIST) return fprintf(stderr, "loom bench: too many models\n"), false;
+            o->models[o->n_models++] = optarg;
+            break;
+        case 'p': if ((o->n_prompts = cli_parse_int_list("bench", "-p", optarg, 0, 1 << 20, o->prompts, MAX_LIST)) < 0) return false; break;
+        case 'n': if ((o->n_gens = cli_parse_int_list("bench", "-n", optarg, 0, 1 << 20, o->gens, MAX_LIST)) < 0) return false; break;
+        case 't': if ((o->n_threads = cli_parse_int_list("bench", "-t", optarg, 1, 1024, o->threads, MAX_LIST)) < 0) return false; break;
+        case 'g': if ((o->n_ngls = cli_parse_int_list("bench", "-ngl", optarg, 0, 100000, o->ngls, MAX_LIST)) < 0) return false; break;
+        case 'b': if ((o->n_batches = cli_parse_int_list("bench", "-b", optarg, 1, 1 << 20, o->batches, MAX_LIST)) < 0) return false; break;
+        case 'r': if (!cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps)) return false; break;
+        case 'o':
+            if (!strcmp(optarg, "md")) o->output = OUT_MD;
+            else if (!strcmp(optarg, "json")) o->output = OUT_JSON;
+            else if (!strcmp(optarg, "csv")) o->output = OUT_CSV;
+            else return fprintf(stderr, "loom bench: invalid value '%s' for -o (md, json, csv)\n", optarg), false;
+            break;
+        case 'P': o->progress = true; break;
+        case 'h': *help = true; return true;
+        case ':': fprintf(stderr, "loom bench: option '%s' needs a value\n", argv[optind - 1]); return false;
+        default: fprintf(stderr, "loom bench: unknown option '%s'\n", argv[optind - 1]); return false;
+        }
+    }
+    if (optind < argc || o->n_models == 0) {
+        fprintf(stderr, "loom bench: need at least one -m MODEL.gguf (see -h)\n");
+        return false;
+    }
+    return true;
+}
+
+/* Random token ids (tokenization is not measured). */
+static void fill_tokens(int32_t * t, int n, int32_t n_vocab, uint64_t * s) {
+    for (int i = 0; i < n; i++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((*s >> 33) % (uint64_t)n_vocab);
+    }
+}
+
+/* One timed run: a prompt of n_prompt tokens in one decode call, or n_gen single-token decodes. */
+static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * toks, long long n_prompt, long long n_gen,
+                                 int32_t n_vocab, uint64_t * seed, double * ns) {
+    loom_llama_kv_clear(lctx);
+    enum loom_status st = LOOM_OK;
+    int64_t t0 = loom_time_us();
+    if (n_prompt > 0) {
+        fill_tokens(toks, (int)n_prompt, n_vocab, seed);
+        t0 = loom_time_us();
+        st = loom_llama_decode(lctx, toks, (int32_t)n_prompt);
+    } else {
+        for (long long i = 0; i < n_gen && st == LOOM_OK; i++) {
+            fill_tokens(toks, 1, n_vocab, seed);
+            st = loom_llama_decode(lctx, toks, 1);
+        }
+    }
+    *ns = (double)(loom_time_us() - t0) * 1000.0;
+    return st;
+}
+
+static void print_header(const struct bench_opts * o) {
+    if (o->output == OUT_MD) {
+        printf("| model | size | params | backend | threads | ngl | test | t/s |\n");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+    } else if (o->output == OUT_CSV) {
+        printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,n_prompt,n_gen,"
+               "avg_ns,stddev_ns,avg_ts,stddev_ts\n");
+    } else {
+        printf("[\n");
+    }
+}
+
+static void print_result(const struct bench_opts * o, const struct bench_result * r, bool first) {
+    if (o->output == OUT_MD) {
+        char test[32];
+        if (r->n_prompt) snprintf(test, sizeof test, "pp%lld", r->n_prompt);
+        else snprintf(test, sizeof test, "tg%lld", r->n_gen);
+        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %lld | %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
+               r->n_params / 1e6, r->backend, r->n_threads, r->n_gpu_layers, test, r->avg_ts, r->stddev_ts);
+    } else if (o->output == OUT_CSV) {
+        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path, r->desc,
+               (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads, r->n_gpu_layers,
+               r->n_batch, r->n_prompt, r->n_gen, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+    } else {
+        printf("%s  {\"model_filename\": \"", first ? "" : ",\n");
+        for (const char * c = r->model_path; *c; c++) {
+            if (*c == '"' || *c == '\\') printf("\\%c", *c);
+            else if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
+            else putchar(*c);
+        }
+        printf("\", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backends\": \"%s\", "
+               "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"n_prompt\": %lld, \"n_gen\": %lld, "
+               "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f}",
+               r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
+               r->n_gpu_layers, r->n_batch, r->n_prompt, r->n_gen, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+    }
+    fflush(stdout);
+}
+
+/* Runs one test (pp or tg) for one configuration: warm-up, then 'reps' timed runs. */
+static bool bench_test(const struct bench_opts * o, struct loom_llama_context * lctx, struct bench_result * r, int32_t * toks,
+                       int32_t n_vocab) {
+    uint64_t seed = 1234;
+    double * ns = calloc((size_t)o->reps, sizeof *ns);
+    if (!ns) return false;
+    double warm;
+    bool ok = run_once(lctx, toks, r->n_prompt, r->n_gen, n_vocab, &seed, &warm) == LOOM_OK;
+    for (long long i = 0; ok && i < o->reps; i++) {
+        if (o->progress) {
+            fprintf(stderr, "bench: %s %s%lld, t %lld, ngl %lld: run %lld/%lld\n", r->desc, r->n_prompt ? "pp" : "tg",
+                    r->n_prompt ? r->n_prompt : r->n_gen, r->n_threads, r->n_gpu_layers, i + 1, o->reps);
+        }
+        ok = run_once(lctx, toks, r->n_prompt, r->n_gen, n_vocab, &seed, &ns[i]) == LOOM_OK;
+    }
+    if (ok) {
+        double n_tok = (double)(r->n_prompt ? r->n_prompt : r->n_gen), s_ns = 0, s_ts = 0;
+        for (long long i = 0; i < o->reps; i++) s_ns += ns[i], s_ts += n_tok * 1e9 / ns[i];
+        r->avg_ns = s_ns / (double)o->reps;
+        r->avg_ts = s_ts / (double)o->reps;
+        double v_ns = 0, v_ts = 0;
+        for (long long i = 0; i < o->reps; i++) {
+            v_ns += (ns[i] - r->avg_ns) * (ns[i] - r->avg_ns);
+            double ts = n_tok * 1e9 / ns[i];
+            v_ts += (ts - r->avg_ts) * (ts - r->avg_ts);
+        }
+        r->stddev_ns = o->reps > 1 ? sqrt(v_ns / (double)(o->reps - 1)) : 0;
+        r->stddev_ts = o->reps > 1 ? sqrt(v_ts / (double)(o->reps - 1)) : 0;
+    }
+    free(ns);
+    return ok;
+}
 
 int loom_cmd_bench(int argc, char ** argv) {
-    (void)argc;
-    fprintf(stderr, "loom %s: not built yet\n", argv[0]);
-    return 1;
+    struct bench_opts o;
+    bool help = false;
+    if (!parse(argc, argv, &o, &help)) return 1;
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    cli_log_setup(false);
+    print_header(&o);
+    bool first = true;
+    for (int mi = 0; mi < o.n_models; mi++) {
+        for (int gi = 0; gi < o.n_ngls; gi++) {
+            struct loom_model_params mp = loom_model_default_params();
+            mp.n_gpu_layers = (int)o.ngls[gi];
+            struct loom_model * model = NULL;
+            if (loom_model_load(o.models[mi], mp, &model) != LOOM_OK) {
+                fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot load the model"));
+                return 1;
+            }
+            const struct loom_hparams * hp = loom_model_hparams(model);
+            long long max_tok = 1;
+            for (int i = 0; i < o.n_prompts; i++) max_tok = o.prompts[i] > max_tok ? o.prompts[i] : max_tok;
+            for (int i = 0; i < o.n_gens; i++) max_tok = o.gens[i] > max_tok ? o.gens[i] : max_tok;
+            int32_t * toks = malloc((size_t)max_tok * sizeof *toks);
+            for (int ti = 0; ti < o.n_threads && toks; ti++) {
+                for (int bi = 0; bi < o.n_batches; bi++) {
+                    struct loom_llama_context_params cp = loom_llama_context_default_params();
+                    cp.n_ctx = (int32_t)max_tok;
+                    cp.n_batch = (int32_t)o.batches[bi];
+                    cp.n_threads = (int32_t)o.threads[ti];
+                    cp.cache_type = LOOM_TYPE_F16;
+                    struct loom_llama_context * lctx = NULL;
+                    if (loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {
+                        fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot create the context"));
+                        free(toks);
+                        loom_model_free(model);
+                        return 1;
+                    }
+                    for (int ti2 = 0; ti2 < o.n_prompts + o.n_gens; ti2++) {
+                        struct bench_result r = {.model_path = o.models[mi], .size = loom_model_size(model),
+                                                 .n_params = loom_model_n_params(model), .n_threads = o.threads[ti],
+                                                 .n_gpu_layers = o.ngls[gi], .n_batch = o.batches[bi]};
+                        snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
+                        r.backend = loom_model_backend_name(model);
+                        if (ti2 < o.n_prompts) r.n_prompt = o.prompts[ti2];
+                        else r.n_gen = o.gens[ti2 - o.n_prompts];
+                        if (r.n_prompt == 0 && r.n_gen == 0) continue;
+                        if (!bench_test(&o, lctx, &r, toks, hp->n_vocab)) {
+                            fprintf(stderr, "loom bench: %s\n", cli_last_error("the run failed"));
+                            loom_llama_context_free(lctx);
+                            free(toks);
+                            loom_model_free(model);
+                            return 1;
+                        }
+                        print_result(&o, &r, first);
+                        first = false;
+                    }
+                    loom_llama_context_free(lctx);
+                }
+            }
+            free(toks);
+            loom_model_free(model);
+        }
+    }
+    if (o.output == OUT_JSON) printf("\n]\n");
+    return 0;
 }

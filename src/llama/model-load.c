@@ -189,3 +189,10 @@ const struct loom_vocab * loom_model_vocab(const struct loom_model * m) { return
 uint64_t loom_model_n_params(const struct loom_model * m) { return m->n_params; }
 uint64_t loom_model_size(const struct loom_model * m) { return m->n_bytes; }
 const char * loom_model_desc(const struct loom_model * m) { return m->desc; }
+
+const char * loom_model_backend_name(const struct loom_model * m) {
+    if (!m->dev_offload) return "CPU";
+    static __thread char buf[80];
+    snprintf(buf, sizeof buf, "%s+CPU", loom_backend_dev_name(m->dev_offload));
+    return buf;
+}
