@@ -116,12 +116,15 @@ int32_t loom_vocab_find(const struct loom_vocab * vocab, const char * text, size
  *  2. each remaining text segment that starts the input or follows a parsed control token gets
  *     one space prepended when the vocabulary's add_space_prefix is set (empty segments get none,
  *     so "" gives no tokens); spaces are then written U+2581;
- *  3. user-defined pieces are matched verbatim (longest first) and kept whole;
+ *  3. user-defined pieces are matched verbatim in that escaped text (longest first; so a U+2581
+ *     in them matches a space) and kept whole;
  *  4. the rest is split into UTF-8 characters, and the adjacent pair whose concatenation is a
  *     normal or user-defined piece with the highest score is merged, repeatedly (ties: leftmost);
  *     a priority queue keeps this O(n log n) in the text length;
  *  5. a final symbol that is not a piece becomes its byte pieces "<0xNN>" (or, without byte
- *     fallback, the unknown token).
+ *     fallback, the unknown token: one per run of such symbols, as SentencePiece does).
+ * Only normal and user-defined pieces are ever produced by merging, so text never turns into
+ * control, byte or unused tokens by accident.
  * With 'add_bos' the vocabulary's BOS comes first (pass loom_vocab_get_add_bos for the default).
  * Writes up to 'n_max' ids to 'tokens' (may be NULL when n_max is 0).
  * Returns the number of ids; -(needed) when 'n_max' is smaller than the number needed (nothing
@@ -147,10 +150,12 @@ enum loom_detok_flag {
 };
 
 /* Decodes a whole sequence: the concatenation of loom_token_to_piece for each id, except that when
- * the vocabulary's add_space_prefix is set (and LOOM_DETOK_KEEP_SPACE_PREFIX is not), one leading
- * space is removed from the first non-control token at the start of the sequence and from the
- * first non-control token after each control token (BOS, EOS, ...): the inverse of loom_tokenize's
- * step 2, so that decode(tokenize(s)) == s. Bytes are returned as they are (invalid UTF-8 is not
+ * the vocabulary's add_space_prefix is set (and LOOM_DETOK_KEEP_SPACE_PREFIX is not), the first
+ * non-control token at the start of the sequence, and the first non-control token after each
+ * control token (BOS, EOS, ...), loses one leading space if it is a text piece (normal,
+ * user-defined, unused) that starts with one: the inverse of loom_tokenize's step 2, so that
+ * decode(tokenize(s)) == s (with LOOM_DETOK_SPECIAL matching 'parse_special', and not counting a
+ * literal U+2581 in 's', which SentencePiece cannot tell from a space). Bytes are returned as they are (invalid UTF-8 is not
  * replaced; see struct loom_detok for streaming). 'flags' is a set of enum loom_detok_flag.
  * Returns bytes written (no NUL), -(needed) when 'size' is too small, or LOOM_TOKEN_ERROR (logged)
  * for a NULL vocab, NULL tokens with n_tokens > 0, negative n_tokens/size, an id out of range,

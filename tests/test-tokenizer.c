@@ -474,6 +474,58 @@ static void test_hostile(const char * tmp_path) {
     g_quiet = false;
 }
 
+/* Random byte strings (mostly invalid UTF-8) survive encode/decode exactly through byte fallback. */
+static void test_random_bytes(const struct loom_vocab * v, const char * name) {
+    uint64_t rng = 777;
+    for (int trial = 0; trial < 500; trial++) {
+        char text[64];
+        size_t n = (size_t)test_rand_range(&rng, 0, 63);
+        for (size_t i = 0; i < n; i++) {
+            /* bias towards spaces and bytes that start or continue multi-byte characters */
+            int kind = (int)test_rand_range(&rng, 0, 3);
+            text[i] = kind == 0 ? ' ' : kind == 1 ? (char)test_rand_range(&rng, 0x80, 0xFF) : (char)test_rand_range(&rng, 0, 0x7F);
+        }
+        check_round_trip_ex(v, name, text, n, false, false);
+    }
+}
+
+/* Mutated copies of a real tokenizer file load or fail cleanly (run under the sanitizers in CI). */
+static void test_mutations(const char * path) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return;
+    static uint8_t orig[8192], buf[8192];
+    size_t size = fread(orig, 1, sizeof orig, f);
+    fclose(f);
+    uint64_t rng = 31337;
+    bool quiet = g_quiet;
+    g_quiet = true;
+    int ok = 0, format = 0, other = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        memcpy(buf, orig, size);
+        int flips = (int)test_rand_range(&rng, 1, 4);
+        for (int k = 0; k < flips; k++) {
+            /* the header region of the first entries holds the lengths worth corrupting */
+            size_t at = (size_t)test_rand_range(&rng, 0, trial % 2 ? 64 : (int64_t)size - 1);
+            buf[at] = (uint8_t)test_rand_u64(&rng);
+        }
+        size_t n = trial % 3 == 0 ? (size_t)test_rand_range(&rng, 0, (int64_t)size) : size;
+        struct loom_vocab * v = NULL;
+        enum loom_status st = loom_vocab_load_llama2c_buffer(buf, n, 0, &v);
+        if (st == LOOM_OK) {
+            int32_t ids[64];
+            loom_tokenize(v, "hello world", 11, true, true, ids, 64);
+            loom_vocab_free(v);
+            ok++;
+        } else if (st == LOOM_ERR_FORMAT && !v) {
+            format++;
+        } else {
+            other++;
+        }
+    }
+    g_quiet = quiet;
+    CHECK(other == 0, "mutated files: %d ok, %d format errors, %d other outcomes", ok, format, other);
+}
+
 int main(void) {
     loom_log_set(log_capture, NULL);
     FILE * probe = fopen(test_model_path("tokenizer.bin"), "rb");
@@ -508,6 +560,9 @@ int main(void) {
     test_against_naive(l2, "llama2");
     test_long_text(l2);
     test_hostile("test-tokenizer-hostile.bin");
+    test_random_bytes(t512, "tok512 random bytes");
+    test_random_bytes(l2, "llama2 random bytes");
+    test_mutations(test_model_path("tok512.bin"));
 
     loom_vocab_free(t512);
     loom_vocab_free(l2);

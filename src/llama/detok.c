@@ -193,7 +193,7 @@ enum loom_status loom_detok_push(struct loom_detok * d, int32_t token, const cha
     s = (struct sink){d->work + d->n_held, total - d->n_held, 0, skip};
     render(v, token, special, &s);
     d->armed = armed;
-    memcpy(d->work, d->held, d->n_held);
+    if (d->n_held) memcpy(d->work, d->held, d->n_held);
     total = d->n_held + s.n;
 
     /* Emit complete characters, replace invalid subparts, hold an incomplete tail. */
@@ -216,7 +216,7 @@ enum loom_status loom_detok_push(struct loom_detok * d, int32_t token, const cha
             i += (size_t)-r;
         }
     }
-    *text = d->out;
+    *text = k ? d->out : ""; /* never NULL, even before the first allocation */
     *len = k;
     return LOOM_OK;
 }
