@@ -50,6 +50,9 @@ struct loom_backend_buffer {
     void * context;
     size_t size;
     enum loom_backend_buffer_usage usage;
+    /* start of the wrapped host span when made by loom_backend_dev_buffer_from_host_ptr, else NULL
+     * (set by the generic wrapper; see loom_backend_buffer_host_ptr_addr) */
+    const void * host_span;
 };
 
 /* Creates a buffer object (the implementation's memory lives in 'context'). NULL on OOM. */
@@ -92,7 +95,9 @@ struct loom_backend_device_i {
     /* (optional) pinned host memory */
     loom_backend_buffer_type_t (*get_host_buffer_type)(loom_backend_dev_t dev);
     /* (optional) wraps one page-aligned span [ptr, ptr + size) that is <= the buffer type's max_size;
-     * the generic wrapper does the page alignment and the overlapping chunking */
+     * the generic wrapper does the page alignment and the overlapping chunking. The address a host
+     * byte gets must not depend on the chunk: addr(p) = p + a fixed offset (0 for host devices), so
+     * that overlapping chunks agree and the whole span maps linearly from the first chunk's base. */
     loom_backend_buffer_t (*buffer_from_host_ptr)(loom_backend_dev_t dev, void * ptr, size_t size);
     bool (*supports_op)(loom_backend_dev_t dev, const struct loom_tensor * op);
     bool (*supports_buft)(loom_backend_dev_t dev, loom_backend_buffer_type_t buft);
@@ -125,12 +130,34 @@ static inline struct loom_tensor * loom_tensor_storage(const struct loom_tensor 
     return (struct loom_tensor *)t;
 }
 
+/* A copy of 't' that names its storage directly: for a view, the base's buffer and the view's
+ * own address (base data + 'view_offs'), with 'view_src' cleared, so that an implementation that
+ * is handed it sees no view. Meaningful only while the base is allocated. */
+static inline struct loom_tensor loom_tensor_flatten(const struct loom_tensor * t) {
+    struct loom_tensor f = *t;
+    if (t->view_src) {
+        f.buffer = t->view_src->buffer;
+        f.data = t->view_src->data ? (uint8_t *)t->view_src->data + t->view_offs : NULL;
+        f.view_src = NULL;
+        f.view_offs = 0;
+    }
+    return f;
+}
+
+/* Checks that bytes [offset, offset + size) of 't' exist and that its storage is allocated; on
+ * success '*base' is the storage (the base for a view) and '*base_offs' the bytes from its data.
+ * Logs (prefixed with 'what') and returns LOOM_ERR_INVALID_ARG otherwise. */
+enum loom_status loom_tensor_resolve_range(const struct loom_tensor * t, size_t offset, size_t size, const char * what,
+                                           struct loom_tensor ** base, size_t * base_offs);
+
 /* Bytes per page of host memory (sysconf), cached. */
 size_t loom_page_size(void);
 
 /* The registry's built-in device lists; each returns the number of devices it added to 'devs'
  * (at most 'max'). Absent backends provide a stub that returns 0. */
 size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t max);
+/* Simulated devices asked for by LOOM_SIM_DEVICES (src/sim/sim-env.c). */
+size_t loom_sim_register_env_devices(loom_backend_dev_t * devs, size_t max);
 loom_backend_dev_t loom_cpu_device(void);
 
 #endif
