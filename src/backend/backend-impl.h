@@ -39,7 +39,7 @@ struct loom_backend_buffer_i {
     enum loom_status (*get_tensor)(loom_backend_buffer_t buffer, const struct loom_tensor * tensor, void * data, size_t offset, size_t size);
     /* (optional) copy loom_nbytes(src) bytes into 'dst' (which lives in this buffer) when it can
      * reach 'src' directly (same device family); returns false when not supported -- the caller
-     * then stages through host memory. */
+     * then stages through host memory. Both are flattened (loom_tensor_flatten): never views. */
     bool (*cpy_tensor)(loom_backend_buffer_t buffer, const struct loom_tensor * src, struct loom_tensor * dst);
     enum loom_status (*clear)(loom_backend_buffer_t buffer, uint8_t value);
 };
@@ -63,14 +63,18 @@ loom_backend_buffer_t loom_backend_buffer_init(loom_backend_buffer_type_t buft, 
 struct loom_backend_i {
     const char * (*get_name)(loom_backend_t backend);
     void (*free)(loom_backend_t backend);
-    /* (optional) async copies; NULL means the wrappers copy synchronously */
+    /* (optional) async copies; NULL means the wrappers copy synchronously. The wrappers check the
+     * range and pass storage (never a view) that lives in a buffer of this backend's device;
+     * anything else goes the synchronous way. */
     enum loom_status (*set_tensor_async)(loom_backend_t backend, struct loom_tensor * tensor, const void * data, size_t offset, size_t size);
     enum loom_status (*get_tensor_async)(loom_backend_t backend, const struct loom_tensor * tensor, void * data, size_t offset, size_t size);
-    /* (optional) returns false when it cannot do this pair; the wrapper then copies synchronously */
+    /* (optional) returns false when it cannot do this pair; the wrapper then copies synchronously.
+     * Called on 'backend_dst' with flattened tensors; 'dst' lives on backend_dst's device. */
     bool (*cpy_tensor_async)(loom_backend_t backend_src, loom_backend_t backend_dst, const struct loom_tensor * src, struct loom_tensor * dst);
     /* (optional) defaults to a no-op */
     enum loom_status (*synchronize)(loom_backend_t backend);
-    /* may return before the work completes when the device is asynchronous */
+    /* may return before the work completes when the device is asynchronous; the wrapper has checked
+     * that every node and source lives in memory the device supports (supports_buft) */
     enum loom_status (*graph_compute)(loom_backend_t backend, struct loom_cgraph * graph);
     /* (optional) events; required when the device's caps.events is true */
     enum loom_status (*event_record)(loom_backend_t backend, loom_backend_event_t event);

@@ -107,7 +107,9 @@ loom_backend_buffer_type_t loom_backend_cpu_buffer_type(void) {
 }
 
 loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size) {
-    return wrap(loom_backend_cpu_buffer_type(), ptr, size, false);
+    loom_backend_buffer_t b = wrap(loom_backend_cpu_buffer_type(), ptr, size, false);
+    if (b) b->host_span = ptr; /* host bytes keep their own addresses (loom_backend_buffer_host_ptr_addr) */
+    return b;
 }
 
 /* ---------------------------------------------------------------- backend */
