@@ -62,8 +62,10 @@ enum loom_backend_buffer_usage loom_backend_buffer_get_usage(loom_backend_buffer
 enum loom_status loom_backend_buffer_clear(loom_backend_buffer_t buffer, uint8_t value);
 /* True when the buffer is a multi-buffer (a set of buffers freed together). */
 bool loom_backend_buffer_is_multi(loom_backend_buffer_t buffer);
-/* Combines 'n' buffers into one handle that frees them together and forwards usage/clear to
- * every part. Takes ownership of the parts. Returns NULL (freeing nothing) on allocation failure. */
+/* Combines 'n' buffers (plain buffers, all of one buffer type) into one handle that frees them
+ * together and forwards usage/clear to every part; its size is the sum of theirs. Takes ownership
+ * of the parts on success. Returns NULL, freeing nothing, when n is 0, a part is NULL, a
+ * multi-buffer or of another type (logged), or on allocation failure. */
 loom_backend_buffer_t loom_backend_multi_buffer_new(loom_backend_buffer_t * buffers, size_t n);
 size_t loom_backend_multi_buffer_count(loom_backend_buffer_t buffer);  /* 1 for a plain buffer */
 loom_backend_buffer_t loom_backend_multi_buffer_get(loom_backend_buffer_t buffer, size_t i);

@@ -338,6 +338,27 @@ static void run_sim(uint64_t * rng, int iters) {
     }
 }
 
+/* Multi-buffers hold plain buffers of one type; anything else is refused and nothing is freed. */
+static void test_multi_buffer_rules(void) {
+    loom_backend_dev_t sim = loom_sim_device_new("sim-multi", NULL);
+    loom_backend_buffer_t c1 = loom_backend_buft_alloc_buffer(loom_backend_cpu_buffer_type(), 100);
+    loom_backend_buffer_t c2 = loom_backend_buft_alloc_buffer(loom_backend_cpu_buffer_type(), 50);
+    loom_backend_buffer_t s1 = loom_backend_buft_alloc_buffer(loom_backend_dev_buffer_type(sim), 100);
+    loom_backend_buffer_t mixed[2] = {c1, s1}, same[2] = {c1, c2};
+    g_n_errors = 0;
+    CHECK(loom_backend_multi_buffer_new(mixed, 2) == NULL && g_n_errors == 1, "parts of two buffer types are refused");
+    loom_backend_buffer_t m = loom_backend_multi_buffer_new(same, 2);
+    CHECK(m && loom_backend_buffer_get_size(m) == 150 && loom_backend_multi_buffer_count(m) == 2, "a multi-buffer of two parts");
+    loom_backend_buffer_t nested[1] = {m};
+    CHECK(loom_backend_multi_buffer_new(nested, 1) == NULL, "nesting is refused");
+    CHECK(loom_backend_multi_buffer_new(same, 0) == NULL, "no parts");
+    loom_backend_buffer_set_usage(m, LOOM_BACKEND_BUFFER_USAGE_WEIGHTS);
+    CHECK(loom_backend_buffer_get_usage(c2) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS, "usage reaches the parts");
+    loom_backend_buffer_free(m); /* frees c1 and c2 */
+    loom_backend_buffer_free(s1);
+    loom_sim_device_free(sim);
+}
+
 int main(void) {
     loom_log_set(capture_log, NULL);
     uint64_t rng = 0x10057A11C0FFEEull;
@@ -345,6 +366,7 @@ int main(void) {
     run_cpu(&rng, 800);
     run_host_limits(&rng, 1200);
     run_sim(&rng, 1500);
+    test_multi_buffer_rules();
     fprintf(stderr, "test-backend-alloc: %d random tensor sets (%d split over several buffers, %d too large, %d views) in %.2f s\n",
             g_sets, g_multi, g_too_large, g_views, (loom_time_us() - t0) / 1e6);
     CHECK(g_multi > 100 && g_too_large > 50 && g_views > 500, "the random sets cover splitting, too-large tensors and views");
