@@ -194,7 +194,8 @@ enum loom_status loom_backend_tensor_copy_async(loom_backend_t backend_src, loom
 enum loom_status loom_backend_synchronize(loom_backend_t backend);
 /* Computes every node of 'graph' in order. All tensors (nodes, sources, views) must already have
  * data in buffers this backend can read (loom_backend_supports_buft; context memory counts as host
- * memory): otherwise LOOM_ERR_INVALID_ARG naming the tensor, and nothing is computed. Returns
+ * memory), and every view must address its base's storage (loom_backend_view_init): otherwise
+ * LOOM_ERR_INVALID_ARG naming the tensor, and nothing is computed. Returns
  * LOOM_ERR_UNSUPPORTED naming the node when an op is not supported; the device's status on
  * failure. Completes before returning. */
 enum loom_status loom_backend_graph_compute(loom_backend_t backend, struct loom_cgraph * graph);

@@ -118,6 +118,27 @@ static void test_foreign_tensor(loom_backend_dev_t sim, loom_backend_buffer_type
     loom_free(ca);
 }
 
+/* A view made before its base was allocated, never initialised: refused (it would be read at a
+ * NULL address by the CPU), accepted once loom_backend_view_init has run. */
+static void test_stale_view(const char * label, loom_backend_dev_t dev, loom_backend_buffer_type_t buft) {
+    struct loom_context * ca = meta_ctx(2), * cg = meta_ctx(8);
+    struct loom_tensor * a = loom_new_tensor_2d(ca, LOOM_TYPE_F32, 8, 8);
+    struct loom_tensor * v = loom_view_2d(cg, a, 4, 4, a->nb[1], 0);
+    struct loom_tensor * t = loom_transpose(cg, v);
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ca, buft, NULL);
+    struct loom_cgraph * g = loom_new_graph_custom(cg, 64);
+    loom_build_forward_expand(g, t);
+    loom_backend_t be = loom_backend_dev_init(dev, NULL);
+    g_n_errors = 0;
+    CHECK(loom_backend_graph_compute(be, g) == LOOM_ERR_INVALID_ARG && g_n_errors == 1, "%s: an uninitialised view is refused", label);
+    CHECK(loom_backend_view_init(v) == LOOM_OK && loom_backend_view_init(t) == LOOM_OK, "%s: view_init", label);
+    CHECK(loom_backend_graph_compute(be, g) == LOOM_OK, "%s: accepted once initialised", label);
+    loom_backend_free(be);
+    loom_backend_buffer_free(buf);
+    loom_free(cg);
+    loom_free(ca);
+}
+
 /* ---------------------------------------------------------------- values equal the CPU's */
 
 struct model {
@@ -268,6 +289,8 @@ int main(void) {
     test_foreign_tensor(plain, loom_backend_dev_buffer_type(other), "sim-c1 tensor in a sim-c0 graph");
     test_foreign_tensor(plain, loom_backend_cpu_buffer_type(), "CPU tensor in a sim-c0 graph");
     test_restore_after_kernels(plain);
+    test_stale_view("sim", plain, loom_backend_dev_buffer_type(plain));
+    test_stale_view("cpu", loom_backend_dev_by_name("CPU"), loom_backend_cpu_buffer_type());
     test_values();
 
     /* a graph over wrapped host memory */

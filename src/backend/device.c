@@ -174,6 +174,11 @@ enum loom_status loom_backend_synchronize(loom_backend_t backend) {
 static bool readable(loom_backend_dev_t dev, const struct loom_tensor * t, const struct loom_tensor * node) {
     size_t offs;
     const struct loom_tensor * base = loom_tensor_storage(t, &offs);
+    if (t != base && base->data && (t->buffer != base->buffer || t->data != (void *)((uint8_t *)base->data + offs))) {
+        loom_log(LOOM_LOG_ERROR, "%s: view '%s' (of node '%s') does not address its base's storage: loom_backend_view_init it",
+                 loom_backend_dev_name(dev), t->name, node->name);
+        return false;
+    }
     if (base->buffer) {
         if (loom_backend_dev_supports_buft(dev, base->buffer->buft)) return true;
         loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' (of node '%s') lives in a %s buffer, which the device cannot read",
