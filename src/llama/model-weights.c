@@ -73,7 +73,8 @@ static enum loom_status place_zero_copy(struct load_state * s, struct loom_conte
     loom_backend_buffer_t buf = loom_backend_dev_buffer_from_host_ptr(dev, s->map + lo, hi - lo, max_size);
     if (!buf) return LOOM_ERR_UNSUPPORTED;
     for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
-        enum loom_status st = loom_backend_tensor_alloc(buf, t, s->map + file_offset(s, t));
+        void * addr = loom_backend_buffer_host_ptr_addr(buf, s->map + file_offset(s, t));
+        enum loom_status st = addr ? loom_backend_tensor_alloc(buf, t, addr) : LOOM_ERR_INVALID_ARG;
         if (st != LOOM_OK) {
             loom_backend_buffer_free(buf);
             return st;
