@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <fcntl.h>
 
 #define CORPUS_DIR "gguf-corpus"
@@ -44,6 +45,22 @@ static int run_info(const char * bin, const char * path, char * errbuf, size_t e
     close(efd);
     unlink(errpath);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Removes the .gguf files of an earlier run (case numbers shift when cases are added). */
+static void clear_corpus(void) {
+    DIR * d = opendir(CORPUS_DIR);
+    if (!d) return;
+    struct dirent * e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n > 5 && !strcmp(e->d_name + n - 5, ".gguf")) {
+            char path[512];
+            snprintf(path, sizeof path, CORPUS_DIR "/%s", e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
 }
 
 static int count_lines(const char * s) {
@@ -127,6 +144,7 @@ int main(void) {
         fprintf(stderr, "cannot create %s: %s\n", CORPUS_DIR, strerror(errno));
         return 1;
     }
+    clear_corpus();
     const char * bin = getenv("LOOM_BIN");
     if (!bin || access(bin, X_OK) != 0) {
         printf("note: LOOM_BIN not set: checking the library only, not `loom info`\n");
