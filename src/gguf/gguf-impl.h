@@ -29,21 +29,27 @@ bool gguf_grow(void ** ptr, size_t * cap, size_t need, size_t elem);
 
 /* ---------------------------------------------------------------- name index (gguf-index.c) */
 
-/* Open-addressing hash of indices into an array of strings, keyed by the strings' bytes. */
-struct gguf_index {
-    int64_t * slots;   /* -1 = empty */
-    size_t n_slots;    /* a power of two, or 0 */
-    size_t n_used;
+struct gguf_index_entry {
+    const char * name;  /* not owned */
+    size_t len;         /* bytes */
+    int64_t id;
 };
 
-uint64_t gguf_hash(const char * s, size_t len);
-/* Inserts 'id' under (s, len) unless present. Returns -1 when inserted, the existing id when the
- * name is present, or -2 when out of memory. 'names_of(ctx, id, &len)' gives a stored id's name. */
+/* Names sorted by bytes (ties by id). */
+struct gguf_index {
+    struct gguf_index_entry * entries;
+    size_t n;
+};
+
+/* 'names_of(ctx, id, &len)' gives name 'id' (0 <= id < n). */
 typedef const char * (*gguf_name_fn)(const void * ctx, int64_t id, size_t * len);
-int64_t gguf_index_insert(struct gguf_index * ix, const char * s, size_t len, int64_t id, gguf_name_fn names_of,
-                          const void * ctx);
-int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len, gguf_name_fn names_of,
-                        const void * ctx);
+/* Indexes names 0..n-1. Returns false when out of memory. '*dup' is the lowest id whose name an
+ * earlier id already has, or -1 when all names are distinct. */
+bool gguf_index_build(struct gguf_index * ix, size_t n, gguf_name_fn names_of, const void * ctx, int64_t * dup);
+/* The id of a name (binary search), or -1; with duplicates, any of them. */
+int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len);
+/* The lowest id with this name, or -1. */
+int64_t gguf_index_first(const struct gguf_index * ix, const char * s, size_t len);
 void gguf_index_free(struct gguf_index * ix);
 
 /* ---------------------------------------------------------------- the reader's handle */

@@ -21,7 +21,6 @@ static enum loom_status read_field(struct gguf_parser * p, void * dst, uint64_t 
 
 /* Reads one record into 't'; 'i' is its index, 'at' its byte offset. */
 static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_tensor * t, uint64_t i, uint64_t at) {
-    struct loom_gguf * g = p->g;
     char what[GGUF_QUOTE_SIZE + 16];
     snprintf(what, sizeof what, "tensor #%llu", (unsigned long long)i);
     enum loom_status st = gguf_read_str(p, &t->name, LOOM_GGUF_MAX_TENSOR_NAME, what, at);
@@ -35,14 +34,6 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
     if (memchr(t->name.data, '\0', t->name.len)) {
         return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: name contains a NUL byte", what,
                          (unsigned long long)at);
-    }
-    int64_t prev = gguf_index_insert(&g->tensor_index, t->name.data, t->name.len, (int64_t)i, gguf_tensor_name_of, g);
-    if (prev == -2) {
-        return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "%s at byte %llu: out of memory", what, (unsigned long long)at);
-    }
-    if (prev >= 0) {
-        return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: duplicate tensor name (first at byte %llu)",
-                         what, (unsigned long long)at, (unsigned long long)g->tensors[prev].info_offset);
     }
     uint32_t n_dims;
     if ((st = read_field(p, &n_dims, 4, what, at)) != LOOM_OK) return st;
@@ -88,6 +79,18 @@ enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tens
         t->info_offset = at;
         enum loom_status st = read_tensor_info(p, t, i, at);
         if (st != LOOM_OK) return st;
+    }
+    int64_t dup;
+    if (!gguf_index_build(&g->tensor_index, g->n_tensors, gguf_tensor_name_of, g, &dup)) {
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "tensor infos: out of memory for the index");
+    }
+    if (dup >= 0) {
+        const struct gguf_tensor * t = &g->tensors[dup];
+        int64_t first = gguf_index_first(&g->tensor_index, t->name.data, (size_t)t->name.len);
+        char q[GGUF_QUOTE_SIZE];
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "tensor '%s' at byte %llu: duplicate tensor name (first at byte %llu)",
+                         gguf_quote(t->name.data, t->name.len, GGUF_QUOTE_SHOWN, q, sizeof q),
+                         (unsigned long long)t->info_offset, (unsigned long long)g->tensors[first].info_offset);
     }
     return LOOM_OK;
 }

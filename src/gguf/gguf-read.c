@@ -216,14 +216,6 @@ enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv) {
                              (unsigned long long)at);
         }
         snprintf(what, sizeof what, "key '%s'", q);
-        int64_t prev = gguf_index_insert(&g->key_index, kv->key.data, kv->key.len, (int64_t)i, gguf_kv_name_of, g);
-        if (prev == -2) {
-            return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "%s at byte %llu: out of memory", what, (unsigned long long)at);
-        }
-        if (prev >= 0) {
-            return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: duplicate key (first at byte %llu)", what,
-                             (unsigned long long)at, (unsigned long long)g->kv[prev].offset);
-        }
         uint32_t type;
         if ((st = read_u32(p, &type, what, at)) != LOOM_OK) return st;
         if (type >= LOOM_GGUF_TYPE_COUNT) {
@@ -232,6 +224,18 @@ enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv) {
         }
         kv->type = (enum loom_gguf_type)type;
         if ((st = read_value(p, kv, what, at)) != LOOM_OK) return st;
+    }
+    int64_t dup;
+    if (!gguf_index_build(&g->key_index, g->n_kv, gguf_kv_name_of, g, &dup)) {
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "keys: out of memory for the index");
+    }
+    if (dup >= 0) {
+        const struct gguf_kv * kv = &g->kv[dup];
+        int64_t first = gguf_index_first(&g->key_index, kv->key.data, (size_t)kv->key.len);
+        char q[GGUF_QUOTE_SIZE];
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "key '%s' at byte %llu: duplicate key (first at byte %llu)",
+                         gguf_quote(kv->key.data, kv->key.len, GGUF_QUOTE_SHOWN, q, sizeof q),
+                         (unsigned long long)kv->offset, (unsigned long long)g->kv[first].offset);
     }
     return LOOM_OK;
 }
