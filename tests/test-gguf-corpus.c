@@ -137,6 +137,51 @@ static void check_prefixes(const struct gen_case * c) {
     CHECK(bad == 0, "%s: %d prefixes not rejected as malformed", c->name, bad);
 }
 
+/* A large valid file (100k keys, 100k tensors): opens in O(n log n) and every name is found. */
+static void check_many(void) {
+    const uint32_t n = 100000;
+    struct gen_buf b = {0};
+    gen_bytes(&b, "GGUF", 4);
+    gen_u32(&b, 3);
+    gen_u64(&b, n);
+    gen_u64(&b, n);
+    char name[64];
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "key.%u", i * 2654435761u); /* scattered order */
+        gen_str(&b, name);
+        gen_u32(&b, 4);
+        gen_u32(&b, i);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "blk.%u.w", n - i);
+        gen_str(&b, name);
+        gen_u32(&b, 1);
+        gen_u64(&b, 8);
+        gen_u32(&b, 0);
+        gen_u64(&b, (uint64_t)i * 32);
+    }
+    gen_zeros(&b, (32 - b.size % 32) % 32 + (size_t)n * 32);
+    int64_t t0 = loom_time_us();
+    struct loom_gguf * g = NULL;
+    char err[512] = "";
+    CHECK(loom_gguf_open_memory(b.data, b.size, &g, err, sizeof err) == LOOM_OK, "many: %s", err);
+    int64_t t1 = loom_time_us();
+    if (g) {
+        int missing = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            snprintf(name, sizeof name, "key.%u", i * 2654435761u);
+            missing += loom_gguf_get_u32(g, name, UINT32_MAX) != i;
+            snprintf(name, sizeof name, "blk.%u.w", n - i);
+            missing += loom_gguf_find_tensor(g, name) != (int64_t)i;
+        }
+        CHECK(missing == 0, "many: %d names not found", missing);
+        loom_gguf_free(g);
+    }
+    printf("100k keys + 100k tensors (%zu bytes): open %.1f ms, 200k lookups %.1f ms\n", b.size, (t1 - t0) / 1e3,
+           (loom_time_us() - t1) / 1e3);
+    gen_free(&b);
+}
+
 int main(void) {
     struct gen_case * cases;
     size_t n = gen_cases(&cases);
@@ -157,6 +202,7 @@ int main(void) {
     }
     CHECK(n_bad >= 30, "only %zu malformed cases", n_bad);
     check_prefixes(&cases[0]);
+    check_many();
     printf("%zu cases (%zu malformed) in %s/\n", n, n_bad, CORPUS_DIR);
     gen_cases_free(cases, n);
     return test_finish("test-gguf-corpus");
