@@ -165,6 +165,9 @@ struct gguf_parser {
 enum loom_status gguf_parse_header(struct gguf_parser * p);
 enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv);
 enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tensors);
+/* Reads 'n' bytes for 'what' (an item starting at byte 'at'); reports truncation (LOOM_ERR_FORMAT)
+ * or a failed read (LOOM_ERR_IO). */
+enum loom_status gguf_read_bytes(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at);
 /* Reads a string (u64 length + bytes) into the arena; 'max_len' caps the length; 'what' names
  * the item for messages (e.g. "key 'x'"), 'at' is the item's byte offset. */
 enum loom_status gguf_read_str(struct gguf_parser * p, struct gguf_str * out, uint64_t max_len, const char * what,

@@ -3,22 +3,6 @@
 
 #include <string.h>
 
-static enum loom_status read_field(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at) {
-    uint64_t pos = p->src->pos;
-    enum loom_status st = gguf_source_read(p->src, dst, n);
-    if (st == LOOM_ERR_FORMAT) {
-        return gguf_fail(p->err, p->err_size, st,
-                         "%s at byte %llu: truncated: %llu bytes needed at byte %llu, file ends at byte %llu", what,
-                         (unsigned long long)at, (unsigned long long)n, (unsigned long long)pos,
-                         (unsigned long long)p->src->size);
-    }
-    if (st != LOOM_OK) {
-        return gguf_fail(p->err, p->err_size, st, "%s at byte %llu: read failed at byte %llu: %s", what,
-                         (unsigned long long)at, (unsigned long long)pos, strerror(p->src->err_no));
-    }
-    return LOOM_OK;
-}
-
 /* Reads one record into 't'; 'i' is its index, 'at' its byte offset. */
 static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_tensor * t, uint64_t i, uint64_t at) {
     char what[GGUF_QUOTE_SIZE + 16];
@@ -36,7 +20,7 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
                          (unsigned long long)at);
     }
     uint32_t n_dims;
-    if ((st = read_field(p, &n_dims, 4, what, at)) != LOOM_OK) return st;
+    if ((st = gguf_read_bytes(p, &n_dims, 4, what, at)) != LOOM_OK) return st;
     if (n_dims < 1 || n_dims > LOOM_MAX_DIMS) {
         return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: n_dims %u is not in 1..%d", what,
                          (unsigned long long)at, n_dims, LOOM_MAX_DIMS);
@@ -45,7 +29,7 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
     for (int d = 0; d < LOOM_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
         uint64_t ne;
-        if ((st = read_field(p, &ne, 8, what, at)) != LOOM_OK) return st;
+        if ((st = gguf_read_bytes(p, &ne, 8, what, at)) != LOOM_OK) return st;
         if (ne == 0) {
             return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT,
                              "%s at byte %llu: ne[%u] is 0 (empty tensors are not supported)", what, (unsigned long long)at, d);
@@ -57,13 +41,13 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
         t->ne[d] = (int64_t)ne;
     }
     uint32_t type;
-    if ((st = read_field(p, &type, 4, what, at)) != LOOM_OK) return st;
+    if ((st = gguf_read_bytes(p, &type, 4, what, at)) != LOOM_OK) return st;
     if (!loom_type_is_known((int)type)) {
         return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: unknown tensor type id %u", what,
                          (unsigned long long)at, type);
     }
     t->type = (enum loom_type)type;
-    return read_field(p, &t->offset, 8, what, at);
+    return gguf_read_bytes(p, &t->offset, 8, what, at);
 }
 
 enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tensors) {
