@@ -94,20 +94,27 @@ enum loom_status loom_gguf_open_memory(const void * data, size_t size, struct lo
 /* Frees a handle (NULL is allowed). Pointers returned by the getters die with it. */
 void loom_gguf_free(struct loom_gguf * g);
 
-uint32_t loom_gguf_version(const struct loom_gguf * g);      /* 2 or 3 */
-uint64_t loom_gguf_file_size(const struct loom_gguf * g);    /* bytes */
-uint32_t loom_gguf_alignment(const struct loom_gguf * g);    /* bytes: 'general.alignment' or 32 */
-/* Absolute byte offset of the data section in the file (a multiple of the alignment). */
+/* The file's format version: 2 or 3. */
+uint32_t loom_gguf_version(const struct loom_gguf * g);
+/* Bytes in the file (or memory image) at open. */
+uint64_t loom_gguf_file_size(const struct loom_gguf * g);
+/* Alignment of tensor data in bytes: 'general.alignment' or 32. */
+uint32_t loom_gguf_alignment(const struct loom_gguf * g);
+/* Absolute byte offset of the data section in the file (a multiple of the alignment). With no
+ * tensors it may equal or exceed the file size (the file may end before the padding). */
 uint64_t loom_gguf_data_offset(const struct loom_gguf * g);
 
 /* ---------------------------------------------------------------- metadata by index
  * Keys are numbered 0..n_kv-1 in file order. An index out of range is a programming error
  * (LOOM_ASSERT). */
 
+/* Number of key-value pairs. */
 int64_t loom_gguf_n_kv(const struct loom_gguf * g);
-/* Index of 'key' (hash lookup, O(1)), or -1 when absent. */
+/* Index of 'key' (binary search in a sorted index, O(log n)), or -1 when absent. */
 int64_t loom_gguf_find_key(const struct loom_gguf * g, const char * key);
-const char * loom_gguf_kv_key(const struct loom_gguf * g, int64_t i);   /* NUL-terminated, no NULs inside */
+/* Key i's name: NUL-terminated, 1..65535 bytes, no NULs inside. */
+const char * loom_gguf_kv_key(const struct loom_gguf * g, int64_t i);
+/* Key i's value type (ARRAY for arrays; see 'loom_gguf_kv_arr_type'). */
 enum loom_gguf_type loom_gguf_kv_type(const struct loom_gguf * g, int64_t i);
 /* Byte offset in the file where key i's record (its key length) starts. */
 uint64_t loom_gguf_kv_offset(const struct loom_gguf * g, int64_t i);
@@ -176,14 +183,19 @@ enum loom_status loom_gguf_expect_arr(const struct loom_gguf * g, const char * k
  * Tensors are numbered 0..n_tensors-1 in file order; an index out of range is a programming
  * error (LOOM_ASSERT). Every returned geometry has been validated at open. */
 
+/* Number of tensor infos. */
 int64_t loom_gguf_n_tensors(const struct loom_gguf * g);
-/* Index of the tensor named 'name' (hash lookup, O(1)), or -1 when absent. */
+/* Index of the tensor named 'name' (binary search, O(log n)), or -1 when absent. */
 int64_t loom_gguf_find_tensor(const struct loom_gguf * g, const char * name);
-const char * loom_gguf_tensor_name(const struct loom_gguf * g, int64_t i);  /* 1..63 bytes, NUL-terminated */
+/* Tensor i's name: 1..63 bytes, NUL-terminated, no NULs inside. */
+const char * loom_gguf_tensor_name(const struct loom_gguf * g, int64_t i);
+/* Tensor i's element type: an id 'loom_type_is_known' accepts (Loom may not compute with it). */
 enum loom_type loom_gguf_tensor_type(const struct loom_gguf * g, int64_t i);
-int loom_gguf_tensor_n_dims(const struct loom_gguf * g, int64_t i);          /* 1..4 */
+/* Tensor i's number of dimensions as stored in the file: 1..4. */
+int loom_gguf_tensor_n_dims(const struct loom_gguf * g, int64_t i);
 /* The shape in ne order: LOOM_MAX_DIMS elements, dimensions past n_dims are 1. */
 const int64_t * loom_gguf_tensor_ne(const struct loom_gguf * g, int64_t i);
+/* Tensor i's element count (ne[0] * ne[1] * ne[2] * ne[3], at most INT64_MAX). */
 int64_t loom_gguf_tensor_nelements(const struct loom_gguf * g, int64_t i);
 /* Byte offset of the tensor's data relative to the data section (a multiple of the alignment);
  * the absolute file offset is loom_gguf_data_offset(g) + this. */
@@ -244,6 +256,7 @@ void loom_gguf_writer_remove_key(struct loom_gguf_writer * w, const char * key);
  * stored as 'general.alignment' (u32) unless it is the default 32, which removes the key. */
 enum loom_status loom_gguf_writer_set_alignment(struct loom_gguf_writer * w, uint32_t alignment);
 
+/* Number of keys and of tensor infos collected so far. */
 int64_t loom_gguf_writer_n_kv(const struct loom_gguf_writer * w);
 int64_t loom_gguf_writer_n_tensors(const struct loom_gguf_writer * w);
 

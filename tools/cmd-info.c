@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ABBREV_N 6 /* array elements shown without --all */
@@ -107,10 +108,17 @@ static void put_name(FILE * f, const char * s, int width) {
         fprintf(f, "%-*s", width, s);
         return;
     }
-    long start = ftell(f);
-    put_quoted(f, s, n, false);
-    long used = start >= 0 ? ftell(f) - start : width;
-    if (used < width) fprintf(f, "%*s", (int)(width - used), "");
+    char * buf = NULL;
+    size_t len = 0;
+    FILE * m = open_memstream(&buf, &len);
+    if (!m) {
+        put_quoted(f, s, n, false);
+        return;
+    }
+    put_quoted(m, s, n, false);
+    fclose(m);
+    fprintf(f, "%s%*s", buf, len < (size_t)width ? width - (int)len : 0, "");
+    free(buf);
 }
 
 /* ---------------------------------------------------------------- values */

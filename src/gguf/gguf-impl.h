@@ -29,21 +29,27 @@ bool gguf_grow(void ** ptr, size_t * cap, size_t need, size_t elem);
 
 /* ---------------------------------------------------------------- name index (gguf-index.c) */
 
-/* Open-addressing hash of indices into an array of strings, keyed by the strings' bytes. */
-struct gguf_index {
-    int64_t * slots;   /* -1 = empty */
-    size_t n_slots;    /* a power of two, or 0 */
-    size_t n_used;
+struct gguf_index_entry {
+    const char * name;  /* not owned */
+    size_t len;         /* bytes */
+    int64_t id;
 };
 
-uint64_t gguf_hash(const char * s, size_t len);
-/* Inserts 'id' under (s, len) unless present. Returns -1 when inserted, the existing id when the
- * name is present, or -2 when out of memory. 'names_of(ctx, id, &len)' gives a stored id's name. */
+/* Names sorted by bytes (ties by id). */
+struct gguf_index {
+    struct gguf_index_entry * entries;
+    size_t n;
+};
+
+/* 'names_of(ctx, id, &len)' gives name 'id' (0 <= id < n). */
 typedef const char * (*gguf_name_fn)(const void * ctx, int64_t id, size_t * len);
-int64_t gguf_index_insert(struct gguf_index * ix, const char * s, size_t len, int64_t id, gguf_name_fn names_of,
-                          const void * ctx);
-int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len, gguf_name_fn names_of,
-                        const void * ctx);
+/* Indexes names 0..n-1. Returns false when out of memory. '*dup' is the lowest id whose name an
+ * earlier id already has, or -1 when all names are distinct. */
+bool gguf_index_build(struct gguf_index * ix, size_t n, gguf_name_fn names_of, const void * ctx, int64_t * dup);
+/* The id of a name (binary search), or -1; with duplicates, any of them. */
+int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len);
+/* The lowest id with this name, or -1. */
+int64_t gguf_index_first(const struct gguf_index * ix, const char * s, size_t len);
 void gguf_index_free(struct gguf_index * ix);
 
 /* ---------------------------------------------------------------- the reader's handle */
@@ -159,6 +165,9 @@ struct gguf_parser {
 enum loom_status gguf_parse_header(struct gguf_parser * p);
 enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv);
 enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tensors);
+/* Reads 'n' bytes for 'what' (an item starting at byte 'at'); reports truncation (LOOM_ERR_FORMAT)
+ * or a failed read (LOOM_ERR_IO). */
+enum loom_status gguf_read_bytes(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at);
 /* Reads a string (u64 length + bytes) into the arena; 'max_len' caps the length; 'what' names
  * the item for messages (e.g. "key 'x'"), 'at' is the item's byte offset. */
 enum loom_status gguf_read_str(struct gguf_parser * p, struct gguf_str * out, uint64_t max_len, const char * what,

@@ -1,80 +1,76 @@
-/* gguf-index.c -- open-addressing hash index from names to indices (keys and tensor names). */
+/* gguf-index.c -- sorted name index (keys, tensor names): O(n log n) to build, O(log n) lookups,
+ * whatever the names. A sorted index rather than a hash table because the names come from
+ * hostile files: crafted collisions cannot make it quadratic. */
 #include "gguf-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* FNV-1a, 64-bit. */
-uint64_t gguf_hash(const char * s, size_t len) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
+static int cmp_names(const char * a, size_t alen, const char * b, size_t blen) {
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    if (c) return c;
+    return alen < blen ? -1 : alen > blen;
 }
 
-static bool same_name(const char * a, size_t alen, const char * b, size_t blen) {
-    return alen == blen && memcmp(a, b, alen) == 0;
+static int cmp_entries(const void * pa, const void * pb) {
+    const struct gguf_index_entry * a = pa;
+    const struct gguf_index_entry * b = pb;
+    int c = cmp_names(a->name, a->len, b->name, b->len);
+    if (c) return c;
+    return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Slot holding (s, len), or the empty slot where it would go. */
-static size_t probe(const struct gguf_index * ix, const char * s, size_t len, gguf_name_fn names_of, const void * ctx) {
-    size_t mask = ix->n_slots - 1;
-    size_t i = (size_t)gguf_hash(s, len) & mask;
-    for (;;) {
-        int64_t id = ix->slots[i];
-        if (id < 0) return i;
-        size_t nlen;
-        const char * name = names_of(ctx, id, &nlen);
-        if (same_name(name, nlen, s, len)) return i;
-        i = (i + 1) & mask;
+bool gguf_index_build(struct gguf_index * ix, size_t n, gguf_name_fn names_of, const void * ctx, int64_t * dup) {
+    *dup = -1;
+    free(ix->entries);
+    ix->entries = NULL;
+    ix->n = 0;
+    if (n == 0) return true;
+    ix->entries = malloc(n * sizeof *ix->entries);
+    if (!ix->entries) return false;
+    for (size_t i = 0; i < n; i++) {
+        struct gguf_index_entry * e = &ix->entries[i];
+        e->id = (int64_t)i;
+        e->name = names_of(ctx, e->id, &e->len);
     }
-}
-
-static bool rehash(struct gguf_index * ix, size_t n_slots, gguf_name_fn names_of, const void * ctx) {
-    int64_t * slots = malloc(n_slots * sizeof *slots);
-    if (!slots) return false;
-    for (size_t i = 0; i < n_slots; i++) slots[i] = -1;
-    struct gguf_index nx = {slots, n_slots, ix->n_used};
-    for (size_t i = 0; i < ix->n_slots; i++) {
-        int64_t id = ix->slots[i];
-        if (id < 0) continue;
-        size_t nlen;
-        const char * name = names_of(ctx, id, &nlen);
-        slots[probe(&nx, name, nlen, names_of, ctx)] = id;
+    ix->n = n;
+    qsort(ix->entries, n, sizeof *ix->entries, cmp_entries);
+    /* equal names are adjacent, in id order: report the duplicate that comes first in the file */
+    for (size_t i = 1; i < n; i++) {
+        const struct gguf_index_entry * a = &ix->entries[i - 1];
+        const struct gguf_index_entry * b = &ix->entries[i];
+        if (!cmp_names(a->name, a->len, b->name, b->len) && (*dup < 0 || b->id < *dup)) *dup = b->id;
     }
-    free(ix->slots);
-    *ix = nx;
     return true;
 }
 
-int64_t gguf_index_insert(struct gguf_index * ix, const char * s, size_t len, int64_t id, gguf_name_fn names_of,
-                          const void * ctx) {
-    /* keep the load factor at most 1/2 */
-    if ((ix->n_used + 1) * 2 > ix->n_slots) {
-        size_t n = ix->n_slots ? ix->n_slots : 16;
-        while ((ix->n_used + 1) * 2 > n) {
-            if (n > SIZE_MAX / 2 / sizeof(int64_t)) return -2;
-            n *= 2;
-        }
-        if (!rehash(ix, n, names_of, ctx)) return -2;
+int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len) {
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct gguf_index_entry * e = &ix->entries[mid];
+        int c = cmp_names(e->name, e->len, s, len);
+        if (c == 0) return e->id;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
-    size_t slot = probe(ix, s, len, names_of, ctx);
-    if (ix->slots[slot] >= 0) return ix->slots[slot];
-    ix->slots[slot] = id;
-    ix->n_used++;
     return -1;
 }
 
-int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len, gguf_name_fn names_of,
-                        const void * ctx) {
-    if (!ix->n_slots) return -1;
-    return ix->slots[probe(ix, s, len, names_of, ctx)];
+int64_t gguf_index_first(const struct gguf_index * ix, const char * s, size_t len) {
+    /* lower bound: with duplicates the lowest id sorts first */
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_names(ix->entries[mid].name, ix->entries[mid].len, s, len) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < ix->n && !cmp_names(ix->entries[lo].name, ix->entries[lo].len, s, len)) return ix->entries[lo].id;
+    return -1;
 }
 
 void gguf_index_free(struct gguf_index * ix) {
-    free(ix->slots);
-    ix->slots = NULL;
-    ix->n_slots = ix->n_used = 0;
+    free(ix->entries);
+    ix->entries = NULL;
+    ix->n = 0;
 }

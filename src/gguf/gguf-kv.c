@@ -12,7 +12,7 @@ int64_t loom_gguf_n_kv(const struct loom_gguf * g) { return (int64_t)g->n_kv; }
 
 int64_t loom_gguf_find_key(const struct loom_gguf * g, const char * key) {
     if (!g || !key) return -1;
-    return gguf_index_find(&g->key_index, key, strlen(key), gguf_kv_name_of, g);
+    return gguf_index_find(&g->key_index, key, strlen(key));
 }
 
 const char * loom_gguf_kv_key(const struct loom_gguf * g, int64_t i) { return kv_at(g, i)->key.data; }

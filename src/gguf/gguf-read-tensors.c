@@ -3,25 +3,8 @@
 
 #include <string.h>
 
-static enum loom_status read_field(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at) {
-    uint64_t pos = p->src->pos;
-    enum loom_status st = gguf_source_read(p->src, dst, n);
-    if (st == LOOM_ERR_FORMAT) {
-        return gguf_fail(p->err, p->err_size, st,
-                         "%s at byte %llu: truncated: %llu bytes needed at byte %llu, file ends at byte %llu", what,
-                         (unsigned long long)at, (unsigned long long)n, (unsigned long long)pos,
-                         (unsigned long long)p->src->size);
-    }
-    if (st != LOOM_OK) {
-        return gguf_fail(p->err, p->err_size, st, "%s at byte %llu: read failed at byte %llu: %s", what,
-                         (unsigned long long)at, (unsigned long long)pos, strerror(p->src->err_no));
-    }
-    return LOOM_OK;
-}
-
 /* Reads one record into 't'; 'i' is its index, 'at' its byte offset. */
 static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_tensor * t, uint64_t i, uint64_t at) {
-    struct loom_gguf * g = p->g;
     char what[GGUF_QUOTE_SIZE + 16];
     snprintf(what, sizeof what, "tensor #%llu", (unsigned long long)i);
     enum loom_status st = gguf_read_str(p, &t->name, LOOM_GGUF_MAX_TENSOR_NAME, what, at);
@@ -36,16 +19,8 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
         return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: name contains a NUL byte", what,
                          (unsigned long long)at);
     }
-    int64_t prev = gguf_index_insert(&g->tensor_index, t->name.data, t->name.len, (int64_t)i, gguf_tensor_name_of, g);
-    if (prev == -2) {
-        return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "%s at byte %llu: out of memory", what, (unsigned long long)at);
-    }
-    if (prev >= 0) {
-        return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: duplicate tensor name (first at byte %llu)",
-                         what, (unsigned long long)at, (unsigned long long)g->tensors[prev].info_offset);
-    }
     uint32_t n_dims;
-    if ((st = read_field(p, &n_dims, 4, what, at)) != LOOM_OK) return st;
+    if ((st = gguf_read_bytes(p, &n_dims, 4, what, at)) != LOOM_OK) return st;
     if (n_dims < 1 || n_dims > LOOM_MAX_DIMS) {
         return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: n_dims %u is not in 1..%d", what,
                          (unsigned long long)at, n_dims, LOOM_MAX_DIMS);
@@ -54,7 +29,7 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
     for (int d = 0; d < LOOM_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
         uint64_t ne;
-        if ((st = read_field(p, &ne, 8, what, at)) != LOOM_OK) return st;
+        if ((st = gguf_read_bytes(p, &ne, 8, what, at)) != LOOM_OK) return st;
         if (ne == 0) {
             return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT,
                              "%s at byte %llu: ne[%u] is 0 (empty tensors are not supported)", what, (unsigned long long)at, d);
@@ -66,13 +41,13 @@ static enum loom_status read_tensor_info(struct gguf_parser * p, struct gguf_ten
         t->ne[d] = (int64_t)ne;
     }
     uint32_t type;
-    if ((st = read_field(p, &type, 4, what, at)) != LOOM_OK) return st;
+    if ((st = gguf_read_bytes(p, &type, 4, what, at)) != LOOM_OK) return st;
     if (!loom_type_is_known((int)type)) {
         return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: unknown tensor type id %u", what,
                          (unsigned long long)at, type);
     }
     t->type = (enum loom_type)type;
-    return read_field(p, &t->offset, 8, what, at);
+    return gguf_read_bytes(p, &t->offset, 8, what, at);
 }
 
 enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tensors) {
@@ -88,6 +63,18 @@ enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tens
         t->info_offset = at;
         enum loom_status st = read_tensor_info(p, t, i, at);
         if (st != LOOM_OK) return st;
+    }
+    int64_t dup;
+    if (!gguf_index_build(&g->tensor_index, g->n_tensors, gguf_tensor_name_of, g, &dup)) {
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "tensor infos: out of memory for the index");
+    }
+    if (dup >= 0) {
+        const struct gguf_tensor * t = &g->tensors[dup];
+        int64_t first = gguf_index_first(&g->tensor_index, t->name.data, (size_t)t->name.len);
+        char q[GGUF_QUOTE_SIZE];
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "tensor '%s' at byte %llu: duplicate tensor name (first at byte %llu)",
+                         gguf_quote(t->name.data, t->name.len, GGUF_QUOTE_SHOWN, q, sizeof q),
+                         (unsigned long long)t->info_offset, (unsigned long long)g->tensors[first].info_offset);
     }
     return LOOM_OK;
 }

@@ -8,8 +8,7 @@
 #define MIN_KV_BYTES 14     /* u64 key length, 1 key byte, u32 type, 1 value byte */
 #define MIN_TENSOR_BYTES 33 /* u64 name length, 1 name byte, u32 n_dims, 1 x u64 ne, u32 type, u64 offset */
 
-/* Reads 'n' bytes for 'what' (an item starting at byte 'at'), reporting truncation or I/O errors. */
-static enum loom_status read_bytes(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at) {
+enum loom_status gguf_read_bytes(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at) {
     uint64_t pos = p->src->pos;
     enum loom_status st = gguf_source_read(p->src, dst, n);
     if (st == LOOM_ERR_FORMAT) {
@@ -26,11 +25,11 @@ static enum loom_status read_bytes(struct gguf_parser * p, void * dst, uint64_t 
 }
 
 static enum loom_status read_u32(struct gguf_parser * p, uint32_t * v, const char * what, uint64_t at) {
-    return read_bytes(p, v, 4, what, at);
+    return gguf_read_bytes(p, v, 4, what, at);
 }
 
 static enum loom_status read_u64(struct gguf_parser * p, uint64_t * v, const char * what, uint64_t at) {
-    return read_bytes(p, v, 8, what, at);
+    return gguf_read_bytes(p, v, 8, what, at);
 }
 
 enum loom_status gguf_read_str(struct gguf_parser * p, struct gguf_str * out, uint64_t max_len, const char * what,
@@ -53,7 +52,7 @@ enum loom_status gguf_read_str(struct gguf_parser * p, struct gguf_str * out, ui
         return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "%s at byte %llu: out of memory for a string of %llu bytes",
                          what, (unsigned long long)at, (unsigned long long)len);
     }
-    st = read_bytes(p, data, len, what, at);
+    st = gguf_read_bytes(p, data, len, what, at);
     if (st != LOOM_OK) return st;
     data[len] = '\0';
     out->len = len;
@@ -63,7 +62,7 @@ enum loom_status gguf_read_str(struct gguf_parser * p, struct gguf_str * out, ui
 
 enum loom_status gguf_parse_header(struct gguf_parser * p) {
     char magic[4];
-    enum loom_status st = read_bytes(p, magic, 4, "header", 0);
+    enum loom_status st = gguf_read_bytes(p, magic, 4, "header", 0);
     if (st != LOOM_OK) return st;
     if (memcmp(magic, LOOM_GGUF_MAGIC, 4) != 0) {
         char q[GGUF_QUOTE_SIZE];
@@ -144,7 +143,7 @@ static enum loom_status read_array(struct gguf_parser * p, struct gguf_kv * kv, 
         return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "%s at byte %llu: out of memory for %llu bytes", what,
                          (unsigned long long)at, (unsigned long long)bytes);
     }
-    enum loom_status st = read_bytes(p, kv->arr, bytes, what, at);
+    enum loom_status st = gguf_read_bytes(p, kv->arr, bytes, what, at);
     if (st != LOOM_OK) return st;
     if (kv->arr_type == LOOM_GGUF_TYPE_BOOL) {
         const uint8_t * b = kv->arr;
@@ -180,7 +179,7 @@ static enum loom_status read_value(struct gguf_parser * p, struct gguf_kv * kv, 
         return read_array(p, kv, what, at);
     }
     default: {
-        enum loom_status st = read_bytes(p, &kv->scalar, loom_gguf_type_size(kv->type), what, at);
+        enum loom_status st = gguf_read_bytes(p, &kv->scalar, loom_gguf_type_size(kv->type), what, at);
         if (st != LOOM_OK) return st;
         if (kv->type == LOOM_GGUF_TYPE_BOOL && kv->scalar.b > 1) {
             return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: bool value %u is not 0 or 1", what,
@@ -216,14 +215,6 @@ enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv) {
                              (unsigned long long)at);
         }
         snprintf(what, sizeof what, "key '%s'", q);
-        int64_t prev = gguf_index_insert(&g->key_index, kv->key.data, kv->key.len, (int64_t)i, gguf_kv_name_of, g);
-        if (prev == -2) {
-            return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "%s at byte %llu: out of memory", what, (unsigned long long)at);
-        }
-        if (prev >= 0) {
-            return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "%s at byte %llu: duplicate key (first at byte %llu)", what,
-                             (unsigned long long)at, (unsigned long long)g->kv[prev].offset);
-        }
         uint32_t type;
         if ((st = read_u32(p, &type, what, at)) != LOOM_OK) return st;
         if (type >= LOOM_GGUF_TYPE_COUNT) {
@@ -232,6 +223,18 @@ enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv) {
         }
         kv->type = (enum loom_gguf_type)type;
         if ((st = read_value(p, kv, what, at)) != LOOM_OK) return st;
+    }
+    int64_t dup;
+    if (!gguf_index_build(&g->key_index, g->n_kv, gguf_kv_name_of, g, &dup)) {
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_OOM, "keys: out of memory for the index");
+    }
+    if (dup >= 0) {
+        const struct gguf_kv * kv = &g->kv[dup];
+        int64_t first = gguf_index_first(&g->key_index, kv->key.data, (size_t)kv->key.len);
+        char q[GGUF_QUOTE_SIZE];
+        return gguf_fail(p->err, p->err_size, LOOM_ERR_FORMAT, "key '%s' at byte %llu: duplicate key (first at byte %llu)",
+                         gguf_quote(kv->key.data, kv->key.len, GGUF_QUOTE_SHOWN, q, sizeof q),
+                         (unsigned long long)kv->offset, (unsigned long long)g->kv[first].offset);
     }
     return LOOM_OK;
 }

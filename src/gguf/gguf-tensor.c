@@ -12,7 +12,7 @@ int64_t loom_gguf_n_tensors(const struct loom_gguf * g) { return (int64_t)g->n_t
 
 int64_t loom_gguf_find_tensor(const struct loom_gguf * g, const char * name) {
     if (!g || !name) return -1;
-    return gguf_index_find(&g->tensor_index, name, strlen(name), gguf_tensor_name_of, g);
+    return gguf_index_find(&g->tensor_index, name, strlen(name));
 }
 
 const char * loom_gguf_tensor_name(const struct loom_gguf * g, int64_t i) { return tensor_at(g, i)->name.data; }

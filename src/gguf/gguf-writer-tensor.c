@@ -11,11 +11,15 @@ enum loom_status loom_gguf_writer_add_tensor(struct loom_gguf_writer * w, const 
         loom_log(LOOM_LOG_ERROR, "gguf writer: tensor name of %zu bytes (must be 1..%d)", len, LOOM_GGUF_MAX_TENSOR_NAME);
         return LOOM_ERR_INVALID_ARG;
     }
+    if (n_dims < 1 || n_dims > LOOM_MAX_DIMS) { /* before reading 'ne' */
+        loom_log(LOOM_LOG_ERROR, "gguf writer: tensor '%s': n_dims %d is not in 1..%d", name, n_dims, LOOM_MAX_DIMS);
+        return LOOM_ERR_INVALID_ARG;
+    }
     struct wtensor t = {.type = type, .n_dims = n_dims, .data = data, .name_len = len};
     memcpy(t.name, name, len + 1);
     for (int d = 0; d < LOOM_MAX_DIMS; d++) t.ne[d] = d < n_dims ? ne[d] : 1;
     int64_t nel;
-    if (n_dims < 1 || n_dims > LOOM_MAX_DIMS || !gguf_tensor_geometry(type, n_dims, t.ne, &nel, &t.size)) {
+    if (!gguf_tensor_geometry(type, n_dims, t.ne, &nel, &t.size)) {
         loom_log(LOOM_LOG_ERROR, "gguf writer: tensor '%s': bad type %d or shape", name, (int)type);
         return LOOM_ERR_INVALID_ARG;
     }
