@@ -24,6 +24,13 @@ struct loom_gallocr {
     struct galloc_place * leaf_place;
     int cap_nodes, cap_leafs;
 
+    /* Chunks replaced or dropped: their memory is released but the handles stay (as dead buffers)
+     * until the allocator is freed, so that tensors of older graphs that still point at them are
+     * recognised as this allocator's and re-placed -- never mistaken for memory placed by someone
+     * else (a new buffer could otherwise reuse the freed handle's address). */
+    loom_backend_buffer_t * retired;
+    int n_retired, cap_retired;
+
     struct galloc_index ix;
     int n_plans;
     bool check;                      /* LOOM_ALLOC_CHECK=1: verify every alloc_graph */
@@ -65,10 +72,63 @@ oom:
 
 loom_gallocr_t loom_gallocr_new(loom_backend_buffer_type_t buft) { return loom_gallocr_new_n(&buft, 1); }
 
-static void free_buffers(loom_gallocr_t g) {
+/* ---------------------------------------------------------------- retired chunks */
+
+static enum loom_status dead_set(loom_backend_buffer_t b, struct loom_tensor * t, const void * d, size_t o, size_t s) {
+    (void)b; (void)d; (void)o; (void)s;
+    loom_log(LOOM_LOG_ERROR, "tensor '%s': its graph's memory was re-planned by the graph allocator; allocate the graph again", t->name);
+    return LOOM_ERR_INVALID_ARG;
+}
+static enum loom_status dead_get(loom_backend_buffer_t b, const struct loom_tensor * t, void * d, size_t o, size_t s) {
+    return dead_set(b, (struct loom_tensor *)t, d, o, s);
+}
+static enum loom_status dead_memset(loom_backend_buffer_t b, struct loom_tensor * t, uint8_t v, size_t o, size_t s) {
+    (void)v;
+    return dead_set(b, t, NULL, o, s);
+}
+static void * dead_base(loom_backend_buffer_t b) { (void)b; return NULL; }
+static enum loom_status dead_clear(loom_backend_buffer_t b, uint8_t v) { (void)b; (void)v; return LOOM_OK; }
+
+static const struct loom_backend_buffer_i dead_iface = {
+    .free_buffer = NULL,
+    .get_base = dead_base,
+    .memset_tensor = dead_memset,
+    .set_tensor = dead_set,
+    .get_tensor = dead_get,
+    .clear = dead_clear,
+};
+
+/* Releases the memory of 'b' and keeps its handle as a dead buffer; frees it outright when even
+ * the list cannot grow (then stale tensors may dangle, as they would without this). */
+static void retire(loom_gallocr_t g, loom_backend_buffer_t b) {
+    if (!b) return;
+    if (g->n_retired == g->cap_retired) {
+        int cap = g->cap_retired ? 2 * g->cap_retired : 8;
+        loom_backend_buffer_t * r = realloc(g->retired, (size_t)cap * sizeof *r);
+        if (!r) {
+            loom_backend_buffer_free(b);
+            return;
+        }
+        g->retired = r;
+        g->cap_retired = cap;
+    }
+    if (b->iface.free_buffer) b->iface.free_buffer(b);
+    b->iface = dead_iface;
+    b->context = NULL;
+    b->size = 0;
+    g->retired[g->n_retired++] = b;
+}
+
+static void free_buffers(loom_gallocr_t g, bool keep_handles) {
     for (int i = 0; i < g->n_bufs; i++) {
         struct id_buffers * b = &g->buffers[i];
-        for (int c = 0; c < b->n_chunks; c++) loom_backend_buffer_free(b->chunks[c]);
+        for (int c = 0; c < b->n_chunks; c++) {
+            if (keep_handles) {
+                retire(g, b->chunks[c]);
+            } else {
+                loom_backend_buffer_free(b->chunks[c]);
+            }
+        }
         free(b->chunks);
         b->chunks = NULL;
         b->n_chunks = 0;
@@ -77,7 +137,9 @@ static void free_buffers(loom_gallocr_t g) {
 
 void loom_gallocr_free(loom_gallocr_t g) {
     if (!g) return;
-    if (g->buffers) free_buffers(g);
+    if (g->buffers) free_buffers(g, false);
+    for (int i = 0; i < g->n_retired; i++) loom_backend_buffer_free(g->retired[i]);
+    free(g->retired);
     if (g->arenas) {
         for (int i = 0; i < g->n_bufs; i++) galloc_arena_release(&g->arenas[i]);
     }
@@ -97,6 +159,9 @@ bool galloc_owns_buffer(loom_gallocr_t g, loom_backend_buffer_t buffer) {
         for (int c = 0; c < g->buffers[i].n_chunks; c++) {
             if (g->buffers[i].chunks[c] == buffer) return true;
         }
+    }
+    for (int i = 0; i < g->n_retired; i++) {
+        if (g->retired[i] == buffer) return true;
     }
     return false;
 }
@@ -208,7 +273,7 @@ static enum loom_status ensure_buffers(loom_gallocr_t g) {
         for (int k = 0; k < a->n_chunks; k++) {
             size_t need = a->chunks[k].high;
             if (b->chunks[k] && loom_backend_buffer_get_size(b->chunks[k]) >= need) continue;
-            loom_backend_buffer_free(b->chunks[k]);
+            retire(g, b->chunks[k]);
             b->chunks[k] = loom_backend_buft_alloc_buffer(g->bufts[i], need);
             if (!b->chunks[k]) {
                 loom_log(LOOM_LOG_ERROR, "graph allocator: cannot allocate %zu bytes of %s (chunk %d)", need,
@@ -221,9 +286,9 @@ static enum loom_status ensure_buffers(loom_gallocr_t g) {
     return LOOM_OK;
 }
 
-/* After a failure: no buffers, no plan. */
+/* After a failure: no buffers (their memory released), no plan. */
 static enum loom_status fail(loom_gallocr_t g, enum loom_status st) {
-    free_buffers(g);
+    free_buffers(g, true);
     g->plan_valid = false;
     return st;
 }

@@ -122,6 +122,27 @@ TU void tv_mul_mat(struct loom_tensor * n) {
     }
 }
 
+/* RoPE (Su et al. 2021) as loom.h documents it: pairs (2i, 2i+1) or (i, i + n_dims/2). */
+TU void tv_rope(struct loom_tensor * n) {
+    const struct loom_tensor * a = n->src[0], * pos = n->src[1];
+    int n_dims = loom_get_op_param_i32(n, 0), mode = loom_get_op_param_i32(n, 1);
+    float base = loom_get_op_param_f32(n, 2), fscale = loom_get_op_param_f32(n, 3);
+    for (int64_t i3 = 0; i3 < n->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < n->ne[2]; i2++) {
+            float p = tv_load(pos, i2, 0, 0, 0);
+            for (int64_t i1 = 0; i1 < n->ne[1]; i1++) {
+                for (int64_t i0 = n_dims; i0 < n->ne[0]; i0++) tv_set(n->type, tv_at(n, i0, i1, i2, i3), tv_load(a, i0, i1, i2, i3));
+                for (int i = 0; i < n_dims / 2; i++) {
+                    float theta = p * fscale * powf(base, -2.0f * (float)i / (float)n_dims);
+                    int64_t j0 = mode == LOOM_ROPE_NEOX ? i : 2 * i, j1 = mode == LOOM_ROPE_NEOX ? i + n_dims / 2 : 2 * i + 1;
+                    float x0 = tv_load(a, j0, i1, i2, i3), x1 = tv_load(a, j1, i1, i2, i3);
+                    tv_set(n->type, tv_at(n, j0, i1, i2, i3), x0 * cosf(theta) - x1 * sinf(theta));
+                    tv_set(n->type, tv_at(n, j1, i1, i2, i3), x0 * sinf(theta) + x1 * cosf(theta));
+                }
+            }
+        }
+}
+
 /* Evaluates one node whose tensors all hold host pointers. */
 TU enum loom_status tv_eval(struct loom_tensor * n) {
     if (n->op == LOOM_OP_NONE || loom_op_is_view(n->op)) return LOOM_OK;
@@ -154,6 +175,9 @@ TU enum loom_status tv_eval(struct loom_tensor * n) {
     case LOOM_OP_MUL_MAT:
         tv_mul_mat(n);
         return LOOM_OK;
+    case LOOM_OP_ROPE:
+        tv_rope(n);
+        return LOOM_OK;
     case LOOM_OP_GET_ROWS:
         TV_FOR(n) {
             int64_t r = (int64_t)tv_load(b, i1, i2, i3, 0);
@@ -177,7 +201,7 @@ TU bool tv_supports(const struct loom_tensor * n) {
     switch (n->op) {
     case LOOM_OP_NONE: case LOOM_OP_VIEW: case LOOM_OP_RESHAPE: case LOOM_OP_PERMUTE: case LOOM_OP_TRANSPOSE:
     case LOOM_OP_ADD: case LOOM_OP_MUL: case LOOM_OP_SCALE: case LOOM_OP_SILU: case LOOM_OP_GELU:
-    case LOOM_OP_RMS_NORM: case LOOM_OP_SOFT_MAX: case LOOM_OP_MUL_MAT: case LOOM_OP_GET_ROWS:
+    case LOOM_OP_RMS_NORM: case LOOM_OP_SOFT_MAX: case LOOM_OP_MUL_MAT: case LOOM_OP_GET_ROWS: case LOOM_OP_ROPE:
     case LOOM_OP_CPY: case LOOM_OP_DUP: case LOOM_OP_CONT:
         return true;
     default:
