@@ -109,8 +109,8 @@ static void test_random_graphs(int n_graphs) {
     uint64_t rng = 777;
     struct totals tot = {0};
     for (int gi = 0; gi < n_graphs; gi++) random_one(gi, &rng, &tot);
-    fprintf(stderr, "random graphs: %d graphs, %d nodes, %d splits (%d graphs split), %d copies (%zu bytes); planned %zu vs naive %zu bytes\n",
-            tot.graphs, tot.nodes, tot.splits, tot.multi_split, tot.copies, tot.copy_bytes, tot.planned, tot.naive);
+    fprintf(stderr, "random graphs: %d graphs, %d nodes, %d splits (%d graphs split), %d copies (%zu bytes); "
+            "planned %zu vs naive %zu bytes\n", tot.graphs, tot.nodes, tot.splits, tot.multi_split, tot.copies, tot.copy_bytes, tot.planned, tot.naive);
     CHECK(tot.multi_split > n_graphs / 2, "most graphs were split over several devices (%d)", tot.multi_split);
     CHECK(tot.copies > 0, "copies happened");
 }
@@ -233,7 +233,8 @@ static void test_assignment(void) {
     unsetenv("LOOM_SCHED_DEBUG");
     CHECK(loom_backend_sched_alloc_graph(sd, a1.graph) == LOOM_OK, "alloc (debug)");
     loom_log_set(NULL, NULL);
-    CHECK(strstr(g_log, "split 0 on") && strstr(g_log, "MUL_MAT") && strstr(g_log, "copy '"), "debug log shows splits, nodes, copies:\n%s", g_log);
+    CHECK(strstr(g_log, "split 0 on") && strstr(g_log, "MUL_MAT") && strstr(g_log, "copy '"),
+          "debug log shows splits, nodes, copies:\n%s", g_log);
 
     loom_backend_sched_t s = loom_backend_sched_new(bs, NULL, 3, 64);
     CHECK(loom_backend_sched_alloc_graph(s, a2.graph) == LOOM_OK, "alloc");

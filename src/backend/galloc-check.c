@@ -44,8 +44,8 @@ static const struct loom_tensor * storage(const struct loom_tensor * t) { return
 
 static void violation(struct checker * c, const char * what, const struct loom_tensor * a, const struct loom_tensor * b) {
     if (c->n_bad++ < MAX_REPORTS) {
-        loom_log(LOOM_LOG_ERROR, "graph allocator check: %s: '%s'%s%s%s", what, a->name, b ? " and '" : "", b ? b->name : "",
-                 b ? "'" : "");
+        loom_log(LOOM_LOG_ERROR, "graph allocator check: %s: '%s'%s%s%s", what, galloc_describe(a).s, b ? " and '" : "",
+                 b ? galloc_describe(b).s : "", b ? "'" : "");
     }
 }
 

@@ -85,6 +85,13 @@ bool galloc_op_can_inplace(enum loom_op op, int src_slot);
  * distinct address). */
 size_t galloc_tensor_size(loom_backend_buffer_type_t buft, const struct loom_tensor * t, size_t align);
 
+/* A printable description of 't' for messages: its name, or its op, type and shape when unnamed.
+ * Use as galloc_describe(t).s within one expression (C11 temporary lifetime). */
+struct galloc_name {
+    char s[LOOM_MAX_NAME + 96];
+};
+struct galloc_name galloc_describe(const struct loom_tensor * t);
+
 /* ---------------------------------------------------------------- the allocator (galloc.c) */
 
 /* True when 'buffer' is one of the buffers this allocator holds. */

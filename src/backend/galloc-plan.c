@@ -1,6 +1,7 @@
 /* galloc-plan.c -- the measuring pass: lifetimes, in-place reuse and offsets for one graph. */
 #include "galloc-impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,17 @@ size_t galloc_tensor_size(loom_backend_buffer_type_t buft, const struct loom_ten
     return loom_pad(sz ? sz : 1, align);
 }
 
+struct galloc_name galloc_describe(const struct loom_tensor * t) {
+    struct galloc_name n;
+    if (t->name[0]) {
+        snprintf(n.s, sizeof n.s, "%s", t->name);
+    } else {
+        snprintf(n.s, sizeof n.s, "(%s %s [%lld %lld %lld %lld])", loom_op_name(t->op), loom_type_name(t->type), (long long)t->ne[0],
+                 (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+    }
+    return n;
+}
+
 /* ---------------------------------------------------------------- planning state */
 
 struct tinfo {
@@ -114,7 +126,7 @@ static enum loom_status allocate(struct planner * p, struct loom_tensor * t, str
     size_t real = loom_backend_buft_get_alloc_size(buft, t);
     if ((real ? real : 1) > a->max_size) {
         loom_log(LOOM_LOG_ERROR, "graph allocator: tensor '%s' needs %zu bytes, more than the largest buffer of %s (%zu bytes)",
-                 t->name, real, loom_backend_buft_name(buft), a->max_size);
+                 galloc_describe(t).s, real, loom_backend_buft_name(buft), a->max_size);
         return LOOM_ERR_TOO_LARGE;
     }
     enum loom_status st = galloc_arena_alloc(a, real ? real : 1, &ti->slot);
@@ -180,8 +192,8 @@ static enum loom_status check_sources(struct planner * p) {
             if (!s || has_storage(s)) continue;
             struct loom_tensor * base = s->view_src ? s->view_src : s;
             if (!info_of(p, s) || !info_of(p, base)) {
-                loom_log(LOOM_LOG_ERROR, "graph allocator: '%s' (used by '%s') needs memory but is not in the graph", s->name,
-                         n->name);
+                loom_log(LOOM_LOG_ERROR, "graph allocator: '%s' (used by '%s') needs memory but is not in the graph",
+                         galloc_describe(s).s, galloc_describe(n).s);
                 return LOOM_ERR_INVALID_ARG;
             }
         }

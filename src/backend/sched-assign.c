@@ -126,28 +126,34 @@ static void pass_expand(loom_backend_sched_t s, struct loom_cgraph * g, bool up,
     }
 }
 
-/* Unassigned nodes go to the first backend that supports them; unsupported assignments move to
- * the next backend (in priority order, wrapping) that supports the op. */
+/* An unsupported assignment moves to the next backend (in priority order, wrapping) that supports
+ * the op. A node left unassigned -- expansion stopped at it because its neighbours' backend cannot
+ * run it -- is treated as if it had that neighbour's backend (the previous compute node's); with no
+ * neighbour, it goes to the first backend that supports it. */
 static enum loom_status pass_fallback(loom_backend_sched_t s, struct loom_cgraph * g) {
+    int prev = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         struct loom_tensor * n = g->nodes[i];
         if (!sched_is_compute_node(n)) continue;
         int * b = sched_tb(s, n);
-        if (supports(s, *b, n)) continue;
-        int start = *b < 0 ? 0 : *b + 1, found = -1;
-        for (int k = 0; k < s->n_backends && found < 0; k++) {
-            int c = (start + k) % s->n_backends;
-            if (supports(s, c, n)) found = c;
+        if (*b < 0 && supports(s, prev, n)) *b = prev;
+        if (!supports(s, *b, n)) {
+            int from = *b >= 0 ? *b : prev, found = -1;
+            for (int k = 0; k < s->n_backends && found < 0; k++) {
+                int c = from < 0 ? k : (from + 1 + k) % s->n_backends;
+                if (supports(s, c, n)) found = c;
+            }
+            if (found < 0) {
+                loom_log(LOOM_LOG_ERROR, "scheduler: no backend supports %s node '%s'", loom_op_name(n->op), galloc_describe(n).s);
+                return LOOM_ERR_UNSUPPORTED;
+            }
+            if (from >= 0) {
+                loom_log(LOOM_LOG_DEBUG, "scheduler: %s cannot run %s '%s'; moved to %s", loom_backend_name(s->backends[from]),
+                         loom_op_name(n->op), galloc_describe(n).s, loom_backend_name(s->backends[found]));
+            }
+            *b = found;
         }
-        if (found < 0) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: no backend supports %s node '%s'", loom_op_name(n->op), n->name);
-            return LOOM_ERR_UNSUPPORTED;
-        }
-        if (*b >= 0) {
-            loom_log(LOOM_LOG_DEBUG, "scheduler: %s cannot run %s '%s'; moved to %s", loom_backend_name(s->backends[*b]),
-                     loom_op_name(n->op), n->name, loom_backend_name(s->backends[found]));
-        }
-        *b = found;
+        prev = *b;
     }
     return LOOM_OK;
 }
@@ -160,15 +166,16 @@ static enum loom_status pass_view_writers(loom_backend_sched_t s, struct loom_cg
         if (!sched_is_compute_node(n) || !n->view_src || sched_is_external(s, n)) continue;
         int * nb = sched_tb(s, n), * bb = sched_tb(s, n->view_src);
         if (!bb) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: the base '%s' of '%s' is not in the graph", n->view_src->name, n->name);
+            loom_log(LOOM_LOG_ERROR, "scheduler: the base '%s' of '%s' is not in the graph", galloc_describe(n->view_src).s,
+                     galloc_describe(n).s);
             return LOOM_ERR_INVALID_ARG;
         }
         if (*bb < 0) {
             *bb = *nb;
         } else if (*bb != *nb) {
             if (!supports(s, *bb, n)) {
-                loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into '%s' on %s, which cannot run %s", n->name, n->view_src->name,
-                         loom_backend_name(s->backends[*bb]), loom_op_name(n->op));
+                loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into '%s' on %s, which cannot run %s", galloc_describe(n).s,
+                         galloc_describe(n->view_src).s, loom_backend_name(s->backends[*bb]), loom_op_name(n->op));
                 return LOOM_ERR_UNSUPPORTED;
             }
             *nb = *bb;

@@ -23,7 +23,7 @@ static enum loom_status copy_inputs(loom_backend_sched_t s, const struct sched_s
         loom_backend_t src = in->src_backend >= 0 ? s->backends[in->src_backend] : dst;
         enum loom_status st = loom_backend_tensor_copy_async(src, dst, in->src, in->copy);
         if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: copying '%s' to %s failed: %s", in->src->name, loom_backend_name(dst),
+            loom_log(LOOM_LOG_ERROR, "scheduler: copying '%s' to %s failed: %s", galloc_describe(in->src).s, loom_backend_name(dst),
                      loom_status_str(st));
             return st;
         }

@@ -53,7 +53,8 @@ static enum loom_status form_splits(loom_backend_sched_t s, struct loom_cgraph *
         if (!sched_is_compute_node(node)) continue;
         int b = *sched_tb(s, node);
         if (sched_is_external(s, node) && !can_access(s, b, node)) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into memory %s cannot reach", node->name, loom_backend_name(s->backends[b]));
+            loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into memory %s cannot reach", galloc_describe(node).s,
+                     loom_backend_name(s->backends[b]));
             return LOOM_ERR_UNSUPPORTED;
         }
         if (s->n_splits == 0 || s->splits[s->n_splits - 1].backend != b) {
@@ -106,11 +107,11 @@ static enum loom_status collect_inputs(loom_backend_sched_t s) {
 static void make_copy(loom_backend_sched_t s, struct sched_input * in, int b, int k) {
     struct loom_tensor * src = in->src;
     struct loom_tensor * c = loom_new_tensor(s->ctx, src->type, LOOM_MAX_DIMS, src->ne);
-    loom_format_name(c, "%s#%s#%d", src->name, loom_backend_name(s->backends[b]), k);
+    loom_format_name(c, "%s#%s#%d", galloc_describe(src).s, loom_backend_name(s->backends[b]), k);
     in->copy = in->base = c;
     if (!loom_is_contiguous(src)) {
         struct loom_tensor * bytes = loom_new_tensor_1d(s->ctx, LOOM_TYPE_I8, (int64_t)loom_nbytes(src));
-        loom_format_name(bytes, "%s#%s#%d (bytes)", src->name, loom_backend_name(s->backends[b]), k);
+        loom_format_name(bytes, "%s#%s#%d (bytes)", galloc_describe(src).s, loom_backend_name(s->backends[b]), k);
         memcpy(c->nb, src->nb, sizeof c->nb);
         c->view_src = bytes;
         c->view_offs = 0;

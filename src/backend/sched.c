@@ -167,7 +167,7 @@ static int backend_index(loom_backend_sched_t s, loom_backend_t backend) {
 void loom_backend_sched_set_tensor_backend(loom_backend_sched_t s, struct loom_tensor * node, loom_backend_t backend) {
     int b = backend_index(s, backend);
     if (b < 0) {
-        loom_log(LOOM_LOG_ERROR, "scheduler: cannot pin '%s' to a backend the scheduler does not have", node->name);
+        loom_log(LOOM_LOG_ERROR, "scheduler: cannot pin '%s' to a backend the scheduler does not have", galloc_describe(node).s);
         return;
     }
     s->pins_version++;
@@ -181,7 +181,7 @@ void loom_backend_sched_set_tensor_backend(loom_backend_sched_t s, struct loom_t
         int cap = s->cap_pins ? 2 * s->cap_pins : 16;
         struct sched_pin * p = realloc(s->pins, (size_t)cap * sizeof *p);
         if (!p) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: out of host memory pinning '%s'", node->name);
+            loom_log(LOOM_LOG_ERROR, "scheduler: out of host memory pinning '%s'", galloc_describe(node).s);
             return;
         }
         s->pins = p;
@@ -229,12 +229,13 @@ void sched_log_plan(loom_backend_sched_t s) {
         loom_log(LOOM_LOG_INFO, "split %d on %s: %d nodes, %d inputs", k, bname, sp->n_nodes, sp->n_inputs);
         for (int i = 0; i < sp->n_inputs; i++) {
             const struct sched_input * in = &s->inputs[sp->first_input + i];
-            loom_log(LOOM_LOG_INFO, "  copy '%s' (%zu bytes%s) from %s", in->src->name, loom_nbytes(in->src),
-                     loom_is_contiguous(in->src) ? "" : ", strided", in->src_backend >= 0 ? loom_backend_name(s->backends[in->src_backend]) : "its buffer");
+            const char * from = in->src_backend >= 0 ? loom_backend_name(s->backends[in->src_backend]) : "its buffer";
+            loom_log(LOOM_LOG_INFO, "  copy '%s' (%zu bytes%s) from %s", galloc_describe(in->src).s, loom_nbytes(in->src),
+                     loom_is_contiguous(in->src) ? "" : ", strided", from);
         }
         for (int i = 0; i < sp->n_nodes; i++) {
             const struct loom_tensor * n = s->split_nodes[sp->first_node + i];
-            loom_log(LOOM_LOG_INFO, "  %-10s %-24s -> %s", loom_op_name(n->op), n->name, bname);
+            loom_log(LOOM_LOG_INFO, "  %-10s %-24s -> %s", loom_op_name(n->op), galloc_describe(n).s, bname);
         }
     }
 }

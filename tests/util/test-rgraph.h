@@ -215,7 +215,8 @@ TU struct rgraph * rg_build(uint64_t seed, int n_ops, loom_backend_buffer_type_t
     rg->rng = seed * 0x9E3779B97F4A7C15ull + 1;
     rg->place_rng = place_seed;
     rg->n_places = n_places;
-    struct loom_init_params ip = {.mem_size = (size_t)(n_ops * 8 + 64) * loom_tensor_overhead() + loom_graph_overhead(2048), .no_alloc = true};
+    size_t mem = (size_t)(n_ops * 8 + 64) * loom_tensor_overhead() + loom_graph_overhead(2048);
+    struct loom_init_params ip = {.mem_size = mem, .no_alloc = true};
     rg->ctx = loom_init(ip);
     for (int p = 0; p < n_places; p++) {
         rg->places[p] = places[p];
