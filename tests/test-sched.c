@@ -7,6 +7,7 @@
 
 static struct tdev * g_sim0, * g_sim1, * g_host;
 static loom_backend_t b_sim0, b_sim1, b_cpu;
+static loom_backend_t b_ref; /* computes references: the host test device, node by node (see test-devices.h) */
 static loom_backend_buffer_type_t g_cpu_buft;
 
 static struct loom_context * new_ctx(size_t n_tensors) {
@@ -35,7 +36,7 @@ static uint8_t * reference(uint64_t seed, int n_ops, size_t * size) {
     enum loom_status st;
     loom_backend_buffer_t all = loom_backend_alloc_ctx_tensors_from_buft(rg->ctx, g_cpu_buft, &st);
     rg_set_inputs(rg, seed);
-    CHECK(all && loom_backend_graph_compute(b_cpu, rg->graph) == LOOM_OK, "reference compute (seed %llu)", (unsigned long long)seed);
+    CHECK(all && loom_backend_graph_compute(b_ref, rg->graph) == LOOM_OK, "reference compute (seed %llu)", (unsigned long long)seed);
     uint8_t * out = rg_read_outputs(rg, size);
     loom_backend_buffer_free(all);
     rg_free(rg);
@@ -481,6 +482,7 @@ int main(void) {
     g_host = tdev_new(&ph);
     b_sim0 = loom_backend_dev_init(&g_sim0->dev, NULL);
     b_sim1 = loom_backend_dev_init(&g_sim1->dev, NULL);
+    b_ref = loom_backend_dev_init(&g_host->dev, NULL);
     if (test_cpu_kernels_available()) {
         b_cpu = loom_backend_cpu_init();
         g_cpu_buft = loom_backend_cpu_buffer_type();
@@ -500,6 +502,7 @@ int main(void) {
     loom_backend_free(b_sim0);
     loom_backend_free(b_sim1);
     loom_backend_free(b_cpu);
+    loom_backend_free(b_ref);
     tdev_free(g_sim0);
     tdev_free(g_sim1);
     tdev_free(g_host);
