@@ -54,7 +54,7 @@ struct totals {
 
 static void random_one(int gi, uint64_t * rng, struct totals * tot) {
     uint64_t seed = 5000 + (uint64_t)gi;
-    int n_ops = (int)test_rand_range(rng, 5, 50);
+    int n_ops = (int)test_rand_range(rng, 5, 80);
     size_t ref_size;
     uint8_t * ref = reference(seed, n_ops, &ref_size);
 
@@ -475,7 +475,7 @@ static void test_lifecycle(void) {
 int main(void) {
     setenv("LOOM_ALLOC_CHECK", "1", 1); /* every allocation below is verified by the overlap checker */
     struct tdev_params p0 = {.name = "tsim0", .alignment = 256, .events = true, .refuse_ops = 1ull << LOOM_OP_GELU};
-    struct tdev_params p1 = {.name = "tsim1", .alignment = 128, .refuse_ops = (1ull << LOOM_OP_SOFT_MAX) | (1ull << LOOM_OP_GET_ROWS)};
+    struct tdev_params p1 = {.name = "tsim1", .alignment = 128, .alloc_extra = 96, .refuse_ops = (1ull << LOOM_OP_SOFT_MAX) | (1ull << LOOM_OP_GET_ROWS)};
     struct tdev_params ph = {.name = "tcpu", .host = true, .alignment = 64};
     g_sim0 = tdev_new(&p0);
     g_sim1 = tdev_new(&p1);

@@ -219,6 +219,7 @@ struct tdev_params {
     int fail_alloc_at;      /* the Nth buffer allocation from now fails (1-based); 0 = never */
     bool events;
     uint64_t refuse_ops;    /* bit (1 << op) set: supports_op says no */
+    size_t alloc_extra;     /* bytes get_alloc_size adds to loom_nbytes (device-side padding) */
 };
 
 struct tdev {
@@ -330,6 +331,9 @@ TU size_t tdev_buft_max_size(loom_backend_buffer_type_t buft) {
     return m ? m : SIZE_MAX;
 }
 TU bool tdev_buft_is_host(loom_backend_buffer_type_t buft) { return ((struct tdev *)buft->context)->p.host; }
+TU size_t tdev_buft_alloc_size(loom_backend_buffer_type_t buft, const struct loom_tensor * t) {
+    return loom_nbytes(t) + ((struct tdev *)buft->context)->p.alloc_extra;
+}
 
 /* ---------------------------------------------------------------- backend */
 
@@ -444,6 +448,7 @@ TU struct tdev * tdev_new(const struct tdev_params * p) {
         .get_alignment = tdev_buft_alignment,
         .get_max_size = tdev_buft_max_size,
         .is_host = tdev_buft_is_host,
+        .get_alloc_size = tdev_buft_alloc_size,
     };
     d->buft.device = &d->dev;
     d->buft.context = d;
