@@ -14,8 +14,8 @@
  *    base alive: the consumers of a view count as consumers of the base.
  *  - Tensors flagged LOOM_TENSOR_FLAG_OUTPUT, and tensors nothing in the graph consumes, are never
  *    freed (the caller reads them after compute).
- *  - Element-wise ops (ADD, MUL, SCALE, SILU, GELU) run in place -- the result takes its source's
- *    memory -- when that source is a non-view intermediate placed by this plan, in the same buffer,
+ *  - Element-wise ops (ADD, MUL, SCALE, SILU, GELU) run in place -- the result takes its first
+ *    source's memory -- when that source is a non-view intermediate placed by this plan, in the same buffer,
  *    with the same layout (loom_are_same_layout), not an input or output, and the node is its only
  *    remaining consumer.
  *  - Free blocks are chosen best-fit (the smallest that grows the buffer least) and adjacent free

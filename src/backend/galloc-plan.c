@@ -49,15 +49,17 @@ void galloc_index_release(struct galloc_index * ix) {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Only the first source: a kernel may write its result before it has read all of a second
+ * source (e.g. dst = a, then dst += b), but never before reading the first element-wise. */
 bool galloc_op_can_inplace(enum loom_op op, int src_slot) {
+    if (src_slot != 0) return false;
     switch (op) {
     case LOOM_OP_ADD:
     case LOOM_OP_MUL:
-        return src_slot <= 1;
     case LOOM_OP_SCALE:
     case LOOM_OP_SILU:
     case LOOM_OP_GELU:
-        return src_slot == 0;
+        return true;
     default:
         return false;
     }
