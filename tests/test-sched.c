@@ -188,6 +188,45 @@ static void test_noncontiguous_views(void) {
     CHECK(live_sim_buffers() == 0, "nothing leaked");
 }
 
+/* ---------------------------------------------------------------- context-allocated host data */
+
+/* A weight whose data lives in a context (host memory, no buffer): read in place by a host backend,
+ * uploaded to a discrete one. */
+static void test_context_data(void) {
+    struct loom_init_params hp = {.mem_size = 4 * loom_tensor_overhead() + 16 * 8 * 4 + 256, .no_alloc = false};
+    struct loom_context * hctx = loom_init(hp);
+    struct loom_tensor * w = loom_new_tensor_2d(hctx, LOOM_TYPE_F32, 16, 8);
+    for (int i = 0; i < 128; i++) ((float *)w->data)[i] = (float)(i % 9) * 0.25f - 1.0f;
+    struct loom_context * ctx = new_ctx(32);
+    struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 16, 4);
+    loom_set_input(x);
+    struct loom_tensor * h0 = loom_mul_mat(ctx, w, x), * h1 = loom_mul_mat(ctx, w, x);
+    loom_set_output(h0);
+    loom_set_output(h1);
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 32);
+    loom_build_forward_expand(g, h0);
+    loom_build_forward_expand(g, h1);
+    loom_backend_t bs[2] = {b_sim0, b_cpu};
+    loom_backend_sched_t s = loom_backend_sched_new(bs, NULL, 2, 32);
+    loom_backend_sched_set_tensor_backend(s, h0, b_sim0);
+    loom_backend_sched_set_tensor_backend(s, h1, b_cpu);
+    CHECK(loom_backend_sched_alloc_graph(s, g) == LOOM_OK, "alloc");
+    CHECK(loom_backend_sched_get_n_copies(s) >= 1, "uploaded to sim0");
+    float xv[64], r0[32], r1[32];
+    for (int i = 0; i < 64; i++) xv[i] = (float)(i % 5) - 2.0f;
+    loom_backend_tensor_set(x, xv, 0, sizeof xv);
+    CHECK(loom_backend_sched_graph_compute(s, g) == LOOM_OK, "compute");
+    loom_backend_tensor_get(h0, r0, 0, sizeof r0);
+    loom_backend_tensor_get(h1, r1, 0, sizeof r1);
+    CHECK(memcmp(r0, r1, sizeof r0) == 0, "same product on sim0 (uploaded) and the CPU (in place)");
+    double want = 0;
+    for (int k = 0; k < 16; k++) want += (double)((float *)w->data)[16 * 2 + k] * xv[16 * 3 + k];
+    CHECK(fabs(r1[3 * 8 + 2] - want) < 1e-4, "value %f vs %f", r1[3 * 8 + 2], want);
+    loom_backend_sched_free(s);
+    loom_free(ctx);
+    loom_free(hctx);
+}
+
 /* ---------------------------------------------------------------- assignment rules */
 
 struct asg {
@@ -494,6 +533,7 @@ int main(void) {
     }
 
     test_assignment();
+    test_context_data();
     test_noncontiguous_views();
     test_lifecycle();
     test_failure_injection();

@@ -21,7 +21,12 @@ static enum loom_status copy_inputs(loom_backend_sched_t s, const struct sched_s
     for (int i = 0; i < sp->n_inputs; i++) {
         const struct sched_input * in = &s->inputs[sp->first_input + i];
         loom_backend_t src = in->src_backend >= 0 ? s->backends[in->src_backend] : dst;
-        enum loom_status st = loom_backend_tensor_copy_async(src, dst, in->src, in->copy);
+        enum loom_status st;
+        if (sched_base(in->src)->buffer) {
+            st = loom_backend_tensor_copy_async(src, dst, in->src, in->copy);
+        } else { /* context-allocated host data: no buffer to copy from, but a host pointer */
+            st = loom_backend_tensor_set_async(dst, in->copy, in->src->data, 0, loom_nbytes(in->src));
+        }
         if (st != LOOM_OK) {
             loom_log(LOOM_LOG_ERROR, "scheduler: copying '%s' to %s failed: %s", galloc_describe(in->src).s, loom_backend_name(dst),
                      loom_status_str(st));

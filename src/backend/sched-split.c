@@ -35,7 +35,8 @@
 static bool can_access(loom_backend_sched_t s, int b, const struct loom_tensor * t) {
     const struct loom_tensor * base = sched_base(t);
     if (sched_is_external(s, t)) {
-        return base->buffer && loom_backend_supports_buft(s->backends[b], loom_backend_buffer_get_type(base->buffer));
+        if (!base->buffer) return loom_backend_buft_is_host(s->bufts[b]); /* context-allocated host data */
+        return loom_backend_supports_buft(s->backends[b], loom_backend_buffer_get_type(base->buffer));
     }
     int sb = sched_storage_backend(s, base);
     return sb < 0 || sb == b || loom_backend_supports_buft(s->backends[b], s->bufts[sb]);

@@ -247,7 +247,8 @@ TU void * tdev_host_ptr(struct tdev * dev, const struct loom_tensor * t) {
     size_t offs;
     const struct loom_tensor * base = loom_tensor_storage(t, &offs);
     loom_backend_buffer_t b = base->buffer;
-    if (!b || !t->data) return NULL;
+    if (!t->data) return NULL;
+    if (!b) return dev->p.host ? t->data : NULL; /* context-allocated host data */
     if (loom_backend_buffer_is_host(b)) return t->data;
     if (b->buft->device != &dev->dev) return NULL;
     struct tdev_buf * c = b->context;
