@@ -78,7 +78,7 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     if (pl->path != MM_DOT) {
         pl->mc = MM_MC / pl->unit * pl->unit;
         if (pl->mc == 0) pl->mc = pl->unit;
-        phase2 = (size_t)pl->mc * MM_KC * 4 + MM_KC * 4 + 64;
+        phase2 = (size_t)(pl->mc + pl->unit) * MM_KC * 4 + 64; /* panels, then the gather rows */
     }
     pl->local = phase1 > phase2 ? phase1 : phase2;
 }
@@ -126,44 +126,47 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
 
 /* ---------------------------------------------------------------- packing */
 
-/* Packs rows [i0, i0 + mc) x k [k0, k0 + kc) of one weight matrix 'w' (row stride nb1, element
- * stride nb0) into panels of MR rows: F32 panel[k][r], or for BF16 pairs panel[k/2][r]. */
+/* Packs rows [i0, i0 + mc) x k [k0, k0 + kc) of one weight matrix 'w' into panels of 'mr' rows:
+ * F32 panel[k][r], or for BF16 pairs panel[k/2][r] (32-bit words, the odd tail paired with 0).
+ * Dense rows go straight to the (SIMD) packer; strided ones are first gathered into 'tmp'
+ * (mr x MM_KC elements). */
 static void mm_pack(const struct cpu_params * p, const struct loom_tensor * a, const uint8_t * w, const struct mm_plan * pl,
-                    int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, void * panels) {
-    const size_t nb0 = a->nb[0], nb1 = a->nb[1];
-    float * row = (float *)((uint8_t *)p->local + (size_t)pl->mc * MM_KC * 4);
-    const int64_t n_panels = (mc + mr - 1) / mr;
-    if (pl->path == MM_GEMM_BF16) {
-        const int64_t kp = (kc + 1) / 2;
-        for (int64_t pi = 0; pi < n_panels; pi++) {
-            uint32_t * panel = (uint32_t *)panels + pi * kp * mr;
-            for (int r = 0; r < mr; r++) {
-                const int64_t i = pi * mr + r;
-                if (i >= mc) {
-                    for (int64_t k = 0; k < kp; k++) panel[k * mr + r] = 0;
-                    continue;
-                }
-                const uint8_t * src = w + (i0 + i) * nb1 + k0 * nb0;
-                for (int64_t k = 0; k < kp; k++) {
-                    uint16_t lo, hi = 0;
-                    memcpy(&lo, src + 2 * k * nb0, 2);
-                    if (2 * k + 1 < kc) memcpy(&hi, src + (2 * k + 1) * nb0, 2);
-                    panel[k * mr + r] = (uint32_t)lo | (uint32_t)hi << 16;
-                }
+                    int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, uint8_t * panels) {
+    const size_t nb0 = a->nb[0], nb1 = a->nb[1], es = loom_type_size(a->type);
+    const bool dense = nb0 == es, pairs = pl->path == MM_GEMM_BF16;
+    uint8_t * tmp = p->local + (size_t)pl->mc * MM_KC * 4;
+    const uint8_t * rows[64];
+    LOOM_ASSERT(mr <= 64);
+    const int64_t kp = pairs ? kc / 2 : kc;          /* whole words the packer moves */
+    const size_t panel_bytes = (size_t)(pairs ? (kc + 1) / 2 : kc) * (size_t)mr * 4;
+    for (int64_t pi = 0; pi * mr < mc; pi++) {
+        const int n_rows = (int)(mc - pi * mr < mr ? mc - pi * mr : mr);
+        enum cpu_wtype wt = pairs ? CPU_W_F32 : pl->wt;
+        for (int r = 0; r < n_rows; r++) {
+            const uint8_t * src = w + (i0 + pi * mr + r) * nb1 + k0 * nb0;
+            if (dense) {
+                rows[r] = src;
+            } else if (pairs) { /* gather BF16 elements, zero-padded to whole pairs */
+                uint16_t * t = (uint16_t *)(tmp + (size_t)r * MM_KC * 4);
+                for (int64_t k = 0; k < kc; k++) memcpy(&t[k], src + k * nb0, 2);
+                if (kc % 2) t[kc] = 0;
+                rows[r] = (const uint8_t *)t;
+            } else {
+                float * t = (float *)(tmp + (size_t)r * MM_KC * 4);
+                cpu_to_f32(p->vec, a->type, src, nb0, t, kc);
+                rows[r] = (const uint8_t *)t;
+                wt = CPU_W_F32;
             }
         }
-        return;
-    }
-    for (int64_t pi = 0; pi < n_panels; pi++) {
-        float * panel = (float *)panels + pi * kc * mr;
-        for (int r = 0; r < mr; r++) {
-            const int64_t i = pi * mr + r;
-            if (i >= mc) {
-                for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = 0.0f;
-                continue;
+        uint8_t * panel = panels + (size_t)pi * panel_bytes;
+        p->vec->pack(rows, n_rows, wt, kp, panel, mr);
+        if (pairs && kc % 2) { /* the last pair of dense rows: (w[kc-1], 0) */
+            uint32_t * last = (uint32_t *)panel + kp * mr;
+            for (int r = 0; r < mr; r++) {
+                uint16_t lo = 0;
+                if (r < n_rows) memcpy(&lo, rows[r] + (kc - 1) * 2, 2);
+                last[r] = lo;
             }
-            cpu_to_f32(p->vec, a->type, w + (i0 + i) * nb1 + k0 * nb0, nb0, row, kc);
-            for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = row[k];
         }
     }
 }
@@ -200,7 +203,7 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
     const int MR = bf16 ? p->vec->gemm_bf16_mr : p->vec->gemm_mr;
     const int NR = bf16 ? p->vec->gemm_bf16_nr : p->vec->gemm_nr;
     const size_t b_elem = bf16 ? 2 : 4;
-    void * panels = p->local;
+    uint8_t * panels = p->local;
     for (int64_t k0 = 0; k0 < pl->K; k0 += MM_KC) {
         const int64_t kc = pl->K - k0 < MM_KC ? pl->K - k0 : MM_KC;
         const size_t panel_bytes = (size_t)(bf16 ? (kc + 1) / 2 : kc) * MR * 4;
@@ -212,7 +215,7 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
                 const uint8_t * bj = bt->b + j * bt->ldb + k0 * b_elem;
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     const int mr = (int)(mc - ir < MR ? mc - ir : MR);
-                    gemm(kc, (const uint8_t *)panels + (ir / MR) * panel_bytes, bj, bt->ldb, nr,
+                    gemm(kc, panels + (ir / MR) * panel_bytes, bj, bt->ldb, nr,
                          bt->c + j * bt->ldc + (i0 + ir) * 4, bt->ldc, mr, k0 > 0);
                 }
             }

@@ -43,6 +43,26 @@ typedef __m256 VF;
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define VF_STORE_BF16(p, v) store_bf16_avx2((uint16_t *)(p), v)
 
+/* 8 x 8 transpose of 32-bit lanes: pairs, quads, then the two 128-bit halves. */
+static inline __attribute__((always_inline)) TARGET void transpose_avx2(__m256 * v) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    for (int g = 0; g < 2; g++) { /* s[4g + c]: column c of each 128-bit half, rows 4g..4g+3 */
+        s[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        s[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+        s[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        s[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+    }
+    for (int c = 0; c < 4; c++) {
+        v[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+        v[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+    }
+}
+#define VF_TRANSPOSE(t) transpose_avx2(t)
+
 #define GEMM_MRV 2
 #define GEMM_NR 6
 #define DOT_MR 4
@@ -59,6 +79,7 @@ static const struct cpu_vec g_table = {
     .dot = {[CPU_W_F32] = dot_f32_avx2, [CPU_W_F16] = dot_f16_avx2, [CPU_W_BF16] = dot_bf16_avx2},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .pack = pack_avx2,
     .gemm_f32 = gemm_f32_avx2,
     .gemm_mr = GEMM_MR,
     .gemm_nr = GEMM_NR,

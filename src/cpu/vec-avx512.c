@@ -40,6 +40,34 @@ static inline __attribute__((always_inline)) TARGET void store_bf16_avx512(uint1
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
+/* 16 x 16 transpose of 32-bit lanes: pairs, quads, then 128-bit lanes twice. */
+static inline __attribute__((always_inline)) TARGET void transpose_avx512(__m512 * v) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castps_si512(v[i]);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* r[4i + c]: column c of each 128-bit lane, rows 4i..4i+3 */
+        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int h = 0; h < 2; h++) { /* rows 8h..8h+7 */
+        for (int c = 0; c < 4; c++) {
+            t[8 * h + c] = _mm512_shuffle_i32x4(r[8 * h + c], r[8 * h + 4 + c], 0x88);
+            t[8 * h + 4 + c] = _mm512_shuffle_i32x4(r[8 * h + c], r[8 * h + 4 + c], 0xdd);
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+    }
+    for (int i = 0; i < 16; i++) v[i] = _mm512_castsi512_ps(r[i]);
+}
+#define VF_TRANSPOSE(t) transpose_avx512(t)
+
 #define GEMM_MRV 3
 #define GEMM_NR 8
 #define DOT_MR 4
@@ -121,6 +149,7 @@ static struct cpu_vec g_table = {
     .dot = {[CPU_W_F32] = dot_f32_avx512, [CPU_W_F16] = dot_f16_avx512, [CPU_W_BF16] = dot_bf16_avx512},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .pack = pack_avx512,
     .gemm_f32 = gemm_f32_avx512,
     .gemm_mr = GEMM_MR,
     .gemm_nr = GEMM_NR,

@@ -50,6 +50,13 @@ static void dot_bf16(int64_t k, const uint8_t * w, size_t ldw, int mr, const uin
     dot_impl(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
 }
 
+static void pack(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel_, int mr) {
+    float * panel = panel_;
+    for (int r = 0; r < mr; r++) {
+        for (int64_t k = 0; k < n; k++) panel[k * mr + r] = r < n_rows ? wload(wt, rows[r], k) : 0.0f;
+    }
+}
+
 enum { S_MR = 8, S_NR = 4 };
 
 static void gemm_f32(int64_t kc, const void * ap_, const uint8_t * b, size_t ldb, int nr, uint8_t * c, size_t ldc, int mr,
@@ -80,6 +87,7 @@ static const struct cpu_vec scalar_table = {
     .dot = {[CPU_W_F32] = dot_f32, [CPU_W_F16] = dot_f16, [CPU_W_BF16] = dot_bf16},
     .dot_mr = 4,
     .dot_nr = 4,
+    .pack = pack,
     .gemm_f32 = gemm_f32,
     .gemm_mr = S_MR,
     .gemm_nr = S_NR,

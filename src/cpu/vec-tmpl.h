@@ -6,6 +6,7 @@
  *   VF_ZERO() VF_LOADU(p) VF_STOREU(p, v) VF_SET1(x) VF_FMA(a, b, c) (= a*b + c) VF_ADD(a, b)
  *   VF_REDUCE(v)    sum of the lanes (a fixed order)
  *   VF_LOAD_F16(p) VF_STORE_F16(p, v) VF_LOAD_BF16(p) VF_STORE_BF16(p, v)  VLEN halves <-> VF
+ *   VF_TRANSPOSE(t)  transposes VLEN vectors t[0..VLEN-1] in place (t[j] becomes column j)
  *   GEMM_MRV, GEMM_NR   the GEMM micro-tile: GEMM_MRV vectors of weight rows x GEMM_NR columns
  *   DOT_MR, DOT_NR      the largest dot-product tile (rows x columns)
  * Kernels follow the contracts in vec.h. Every loop over a tile dimension has a bound that is a
@@ -121,6 +122,36 @@ TARGET static void TMPL(dot_f16)(int64_t k, const uint8_t * w, size_t ldw, int m
 TARGET static void TMPL(dot_bf16)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
                                   uint8_t * c, size_t ldc) {
     TMPL(dot_any)(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
+}
+
+/* ---------------------------------------------------------------- GEMM panels */
+
+/* VLEN rows at a time: VLEN x VLEN blocks loaded (converted to F32), transposed in registers. */
+ALWAYS_INLINE void TMPL(pack_impl)(const enum cpu_wtype wt, const uint8_t * const * rows, int n_rows, int64_t n,
+                                   float * panel, int mr) {
+    for (int v = 0; v < mr; v += VLEN) {
+        const int here = n_rows - v < 0 ? 0 : n_rows - v < VLEN ? n_rows - v : VLEN;
+        int64_t k = 0;
+        for (; k + VLEN <= n; k += VLEN) {
+            VF t[VLEN];
+#pragma GCC unroll 16
+            for (int r = 0; r < VLEN; r++) t[r] = r < here ? TMPL(wload)(wt, rows[v + r], k) : VF_ZERO();
+            VF_TRANSPOSE(t);
+#pragma GCC unroll 16
+            for (int c = 0; c < VLEN; c++) VF_STOREU(panel + (k + c) * mr + v, t[c]);
+        }
+        for (; k < n; k++) {
+            for (int r = 0; r < VLEN; r++) panel[k * mr + v + r] = r < here ? TMPL(wscalar)(wt, rows[v + r], k) : 0.0f;
+        }
+    }
+}
+
+TARGET static void TMPL(pack)(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel, int mr) {
+    switch (wt) {
+    case CPU_W_F16: TMPL(pack_impl)(CPU_W_F16, rows, n_rows, n, panel, mr); break;
+    case CPU_W_BF16: TMPL(pack_impl)(CPU_W_BF16, rows, n_rows, n, panel, mr); break;
+    default: TMPL(pack_impl)(CPU_W_F32, rows, n_rows, n, panel, mr); break;
+    }
 }
 
 /* ---------------------------------------------------------------- GEMM micro-kernel (many columns) */
