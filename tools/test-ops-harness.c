@@ -335,7 +335,7 @@ static void measure(struct built * b, const struct test_case * c, loom_backend_t
     if (loom_backend_is_cpu(backend)) loom_backend_cpu_set_n_threads(backend, threads);
     loom_backend_graph_compute(backend, b->graph); /* warm up */
     double best = INFINITY, total = 0.0;
-    for (int rep = 0; rep < 50 && (rep < 3 || total < 0.5); rep++) {
+    for (int rep = 0; rep < 200 && (rep < 5 || total < 1.0); rep++) {
         int64_t t0 = loom_time_us();
         loom_backend_graph_compute(backend, b->graph);
         double dt = (double)(loom_time_us() - t0) * 1e-6;

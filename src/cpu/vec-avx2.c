@@ -5,6 +5,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TARGET __attribute__((target("avx2,fma,f16c")))
@@ -28,6 +29,15 @@ static inline __attribute__((always_inline)) TARGET void store_bf16_avx2(uint16_
     _mm_storeu_si128((__m128i *)p, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
 }
 
+/* v * 2^n in two exponent steps, each within the normal range, so 2^n may be subnormal or overflow. */
+static inline __attribute__((always_inline)) TARGET __m256 scale2_avx2(__m256 v, __m256 n) {
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(v, s1), s2);
+}
+
 typedef __m256 VF;
 #define VLEN 8
 #define VF_ZERO() _mm256_setzero_ps()
@@ -37,6 +47,14 @@ typedef __m256 VF;
 #define VF_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VF_ADD(a, b) _mm256_add_ps(a, b)
 #define VF_REDUCE(v) hsum_avx2(v)
+#define VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define VF_SUB(a, b) _mm256_sub_ps(a, b)
+#define VF_DIV(a, b) _mm256_div_ps(a, b)
+#define VF_MAX(a, b) _mm256_max_ps(a, b)
+#define VF_MIN(a, b) _mm256_min_ps(a, b)
+#define VF_ROUND(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VF_SCALE2(v, n) scale2_avx2(v, n)
+#define VF_ZERO_LT(y, x, c) _mm256_and_ps(y, _mm256_cmp_ps(x, _mm256_set1_ps(c), _CMP_NLT_UQ))
 #define VF_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define VF_STORE_F16(p, v) _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define VF_LOAD_BF16(p) \
@@ -76,6 +94,9 @@ static const struct cpu_vec g_table = {
     .f32_to_f16 = f32_to_f16_avx2,
     .bf16_to_f32 = bf16_to_f32_avx2,
     .f32_to_bf16 = f32_to_bf16_avx2,
+    .silu = silu_avx2,
+    .gelu = gelu_avx2,
+    .exp_sum = exp_sum_avx2,
     .dot = {[CPU_W_F32] = dot_f32_avx2, [CPU_W_F16] = dot_f16_avx2, [CPU_W_BF16] = dot_bf16_avx2},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,

@@ -6,6 +6,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
@@ -21,6 +22,14 @@ typedef __m512 VF;
 #define VF_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VF_ADD(a, b) _mm512_add_ps(a, b)
 #define VF_REDUCE(v) _mm512_reduce_add_ps(v)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_SUB(a, b) _mm512_sub_ps(a, b)
+#define VF_DIV(a, b) _mm512_div_ps(a, b)
+#define VF_MAX(a, b) _mm512_max_ps(a, b)
+#define VF_MIN(a, b) _mm512_min_ps(a, b)
+#define VF_ROUND(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VF_SCALE2(v, n) _mm512_scalef_ps(v, n)
+#define VF_ZERO_LT(y, x, c) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(c), _CMP_NLT_UQ), y)
 #define VF_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define VF_STORE_F16(p, v) \
     _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
@@ -146,6 +155,9 @@ static struct cpu_vec g_table = {
     .f32_to_f16 = f32_to_f16_avx512,
     .bf16_to_f32 = bf16_to_f32_avx512,
     .f32_to_bf16 = f32_to_bf16_avx512,
+    .silu = silu_avx512,
+    .gelu = gelu_avx512,
+    .exp_sum = exp_sum_avx512,
     .dot = {[CPU_W_F32] = dot_f32_avx512, [CPU_W_F16] = dot_f16_avx512, [CPU_W_BF16] = dot_bf16_avx512},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,

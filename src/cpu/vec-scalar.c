@@ -1,6 +1,7 @@
 /* vec-scalar.c -- the portable kernel table: plain C, one float accumulator per result, summed in k order. */
 #include "cpu/vec.h"
 
+#include <math.h>
 #include <string.h>
 
 static void f16_to_f32(const uint16_t * x, float * y, int64_t n) {
@@ -14,6 +15,26 @@ static void bf16_to_f32(const uint16_t * x, float * y, int64_t n) {
 }
 static void f32_to_bf16(const float * x, uint16_t * y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = loom_fp32_to_bf16(x[i]);
+}
+
+static void silu(const float * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void gelu(const float * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        y[i] = v / (1.0f + expf(-2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+static double exp_sum(float * x, int64_t n, float max) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        s += x[i];
+    }
+    return s;
 }
 
 static inline float wload(enum cpu_wtype wt, const uint8_t * row, int64_t i) {
@@ -84,6 +105,9 @@ static const struct cpu_vec scalar_table = {
     .f32_to_f16 = f32_to_f16,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
+    .silu = silu,
+    .gelu = gelu,
+    .exp_sum = exp_sum,
     .dot = {[CPU_W_F32] = dot_f32, [CPU_W_F16] = dot_f16, [CPU_W_BF16] = dot_bf16},
     .dot_mr = 4,
     .dot_nr = 4,

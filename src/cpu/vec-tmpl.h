@@ -6,6 +6,9 @@
  *   VF_ZERO() VF_LOADU(p) VF_STOREU(p, v) VF_SET1(x) VF_FMA(a, b, c) (= a*b + c) VF_ADD(a, b)
  *   VF_REDUCE(v)    sum of the lanes (a fixed order)
  *   VF_LOAD_F16(p) VF_STORE_F16(p, v) VF_LOAD_BF16(p) VF_STORE_BF16(p, v)  VLEN halves <-> VF
+ *   VF_MUL VF_SUB VF_DIV VF_MAX(a, b) VF_MIN(a, b)  (MAX/MIN return b when either is NaN)
+ *   VF_ROUND(v)     to the nearest integer;  VF_SCALE2(v, n)  v * 2^n for integral n in [-150, 128]
+ *   VF_ZERO_LT(y, x, c)  y with lanes where x < c set to 0
  *   VF_TRANSPOSE(t)  transposes VLEN vectors t[0..VLEN-1] in place (t[j] becomes column j)
  *   GEMM_MRV, GEMM_NR   the GEMM micro-tile: GEMM_MRV vectors of weight rows x GEMM_NR columns
  *   DOT_MR, DOT_NR      the largest dot-product tile (rows x columns)
@@ -39,6 +42,65 @@ TARGET static void TMPL(f32_to_bf16)(const float * x, uint16_t * y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) VF_STORE_BF16(y + i, VF_LOADU(x + i));
     for (; i < n; i++) y[i] = loom_fp32_to_bf16(x[i]);
+}
+
+/* ---------------------------------------------------------------- exp and friends */
+
+/* exp(x), about 1 ulp: n = round(x / ln2), r = x - n ln2 (in two parts), a degree-7 polynomial for
+ * exp(r) on [-ln2/2, ln2/2] (Cephes expf coefficients), scaled by 2^n. Underflow gives 0,
+ * overflow inf, NaN stays NaN. */
+ALWAYS_INLINE VF TMPL(vexp)(VF x) {
+    x = VF_MIN(VF_SET1(88.8f), VF_MAX(VF_SET1(-104.0f), x));
+    const VF n = VF_ROUND(VF_MUL(x, VF_SET1(1.44269504088896341f)));
+    VF r = VF_FMA(n, VF_SET1(-0.693359375f), x);
+    r = VF_FMA(n, VF_SET1(2.12194440e-4f), r);
+    VF p = VF_SET1(1.9875691500e-4f);
+    p = VF_FMA(p, r, VF_SET1(1.3981999507e-3f));
+    p = VF_FMA(p, r, VF_SET1(8.3334519073e-3f));
+    p = VF_FMA(p, r, VF_SET1(4.1665795894e-2f));
+    p = VF_FMA(p, r, VF_SET1(1.6666665459e-1f));
+    p = VF_FMA(p, r, VF_SET1(5.0000001201e-1f));
+    p = VF_FMA(p, VF_MUL(r, r), VF_ADD(r, VF_SET1(1.0f)));
+    return VF_ZERO_LT(VF_SCALE2(p, n), x, -103.9f);
+}
+
+TARGET static void TMPL(silu)(const float * x, float * y, int64_t n) {
+    int64_t i = 0;
+    const VF one = VF_SET1(1.0f);
+    for (; i + VLEN <= n; i += VLEN) {
+        const VF v = VF_LOADU(x + i);
+        VF_STOREU(y + i, VF_DIV(v, VF_ADD(one, TMPL(vexp)(VF_SUB(VF_ZERO(), v)))));
+    }
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+TARGET static void TMPL(gelu)(const float * x, float * y, int64_t n) {
+    const float c = -2.0f * 0.7978845608028654f;
+    int64_t i = 0;
+    const VF one = VF_SET1(1.0f);
+    for (; i + VLEN <= n; i += VLEN) {
+        const VF v = VF_LOADU(x + i);
+        const VF u = VF_MUL(VF_SET1(c), VF_FMA(VF_MUL(VF_SET1(0.044715f), v), VF_MUL(v, v), v));
+        VF_STOREU(y + i, VF_DIV(v, VF_ADD(one, TMPL(vexp)(u))));
+    }
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(c * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+}
+
+TARGET static double TMPL(exp_sum)(float * x, int64_t n, float max) {
+    VF acc = VF_ZERO();
+    const VF m = VF_SET1(max);
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) {
+        const VF e = TMPL(vexp)(VF_SUB(VF_LOADU(x + i), m));
+        VF_STOREU(x + i, e);
+        acc = VF_ADD(acc, e);
+    }
+    double s = VF_REDUCE(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        s += x[i];
+    }
+    return s;
 }
 
 /* ---------------------------------------------------------------- dot products (few columns) */

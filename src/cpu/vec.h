@@ -42,12 +42,22 @@ typedef void (*cpu_gemm_fn)(int64_t kc, const void * ap, const uint8_t * b, size
  * (a multiple of the vector length). */
 typedef void (*cpu_pack_fn)(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel, int mr);
 
+/* Element-wise over 'n' contiguous floats (y may equal x):
+ *   silu: y = x / (1 + exp(-x));  gelu: y = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), which
+ *   equals the tanh form 0.5 x (1 + tanh(...)) without its cancellation for negative x. */
+typedef void (*cpu_unary_fn)(const float * x, float * y, int64_t n);
+/* x[i] = exp(x[i] - max) in place; returns the sum of the new values. */
+typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
+
 struct cpu_vec {
     const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
     cpu_to_f32_fn f16_to_f32;
     cpu_from_f32_fn f32_to_f16;
     cpu_to_f32_fn bf16_to_f32;
     cpu_from_f32_fn f32_to_bf16;
+
+    cpu_unary_fn silu, gelu;
+    cpu_exp_sum_fn exp_sum;
 
     cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
