@@ -182,14 +182,15 @@ struct mm_batch {
     size_t ldc;
 };
 
+/* Results [m0, m1) x [n0, n1) of one batch. */
 static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
-                         const struct mm_batch * bt, int64_t m0, int64_t m1) {
+                         const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const cpu_dot_fn dot = p->vec->dot[pl->wt];
     const int dmr = p->vec->dot_mr, dnr = p->vec->dot_nr;
     for (int64_t i = m0; i < m1; i += dmr) {
         const int mr = (int)(m1 - i < dmr ? m1 - i : dmr);
-        for (int64_t j = 0; j < pl->N; j += dnr) {
-            const int nr = (int)(pl->N - j < dnr ? pl->N - j : dnr);
+        for (int64_t j = n0; j < n1; j += dnr) {
+            const int nr = (int)(n1 - j < dnr ? n1 - j : dnr);
             dot(pl->K, bt->w + i * a->nb[1], a->nb[1], mr, bt->b + j * bt->ldb, bt->ldb, nr, bt->c + j * bt->ldc + i * 4,
                 bt->ldc);
         }
@@ -197,7 +198,7 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
 }
 
 static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
-                          const struct mm_batch * bt, int64_t m0, int64_t m1) {
+                          const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const bool bf16 = pl->path == MM_GEMM_BF16;
     const cpu_gemm_fn gemm = bf16 ? p->vec->gemm_bf16 : p->vec->gemm_f32;
     const int MR = bf16 ? p->vec->gemm_bf16_mr : p->vec->gemm_mr;
@@ -210,8 +211,8 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
         for (int64_t i0 = m0; i0 < m1; i0 += pl->mc) {
             const int64_t mc = m1 - i0 < pl->mc ? m1 - i0 : pl->mc;
             mm_pack(p, a, bt->w, pl, i0, mc, k0, kc, MR, panels);
-            for (int64_t j = 0; j < pl->N; j += NR) {
-                const int nr = (int)(pl->N - j < NR ? pl->N - j : NR);
+            for (int64_t j = n0; j < n1; j += NR) {
+                const int nr = (int)(n1 - j < NR ? n1 - j : NR);
                 const uint8_t * bj = bt->b + j * bt->ldb + k0 * b_elem;
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     const int mr = (int)(mc - ir < MR ? mc - ir : MR);
@@ -244,15 +245,24 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
         cpu_barrier(p);
     }
 
-    /* work units: 'unit' weight rows of one batch */
-    const int64_t per_batch = (pl.M + pl.unit - 1) / pl.unit;
+    /* Work units: 'unit' weight rows x a part of the columns, of one batch. The columns are cut
+     * into parts (whole micro-tiles) only when the row units alone cannot keep every thread busy;
+     * no result depends on how the work is cut. */
+    const int64_t m_units = (pl.M + pl.unit - 1) / pl.unit, batches = pl.nb2 * pl.nb3;
+    const int64_t nr = pl.path == MM_DOT ? p->vec->dot_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
+    int64_t n_parts = 1;
+    if (m_units * batches < 2 * p->nth) n_parts = (2 * p->nth + m_units * batches - 1) / (m_units * batches);
+    const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);
+    n_parts = (pl.N + n_chunk - 1) / n_chunk;
+    const int64_t per_batch = n_parts * m_units;
     int64_t u0, u1;
-    cpu_split(per_batch * pl.nb2 * pl.nb3, p, &u0, &u1);
+    cpu_split(batches * per_batch, p, &u0, &u1);
     while (u0 < u1) {
-        const int64_t batch = u0 / per_batch;
-        const int64_t end = (batch + 1) * per_batch < u1 ? (batch + 1) * per_batch : u1;
-        const int64_t m0 = (u0 - batch * per_batch) * pl.unit;
-        const int64_t m1 = (end - batch * per_batch) * pl.unit < pl.M ? (end - batch * per_batch) * pl.unit : pl.M;
+        /* a run of row units of one batch and column part */
+        const int64_t batch = u0 / per_batch, part = (u0 % per_batch) / m_units, mu = u0 % m_units;
+        const int64_t run = u1 - u0 < m_units - mu ? u1 - u0 : m_units - mu;
+        const int64_t m0 = mu * pl.unit, m1 = (mu + run) * pl.unit < pl.M ? (mu + run) * pl.unit : pl.M;
+        const int64_t n0 = part * n_chunk, n1 = n0 + n_chunk < pl.N ? n0 + n_chunk : pl.N;
         const int64_t i2 = batch % pl.nb2, i3 = batch / pl.nb2;
         struct mm_batch bt = {
             .w = cpu_elem(a, 0, 0, i2 / pl.r2, i3 / pl.r3),
@@ -267,11 +277,11 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
             bt.ldb = b->nb[1];
         }
         if (pl.path == MM_DOT) {
-            mm_block_dot(p, a, &pl, &bt, m0, m1);
+            mm_block_dot(p, a, &pl, &bt, m0, m1, n0, n1);
         } else {
-            mm_block_gemm(p, a, &pl, &bt, m0, m1);
+            mm_block_gemm(p, a, &pl, &bt, m0, m1, n0, n1);
         }
-        u0 = end;
+        u0 += run;
     }
 }
 
