@@ -188,7 +188,11 @@ static void test_outputs_survive(void) {
     loom_backend_tensor_set(x, xv, 0, sizeof xv);
     CHECK(loom_backend_graph_compute(g_host_backend, g) == LOOM_OK, "compute");
     loom_backend_tensor_get(mid, mv, 0, sizeof mv);
-    for (int i = 0; i < 64; i++) CHECK(mv[i] == tv_unary(LOOM_OP_SILU, xv[i], 0), "output value %d after compute", i);
+    /* the kernels' exp is a SIMD approximation: compare within a few ulps, not bit for bit */
+    for (int i = 0; i < 64; i++) {
+        float want = tv_unary(LOOM_OP_SILU, xv[i], 0);
+        CHECK(fabsf(mv[i] - want) <= 1e-6f * fmaxf(1.0f, fabsf(want)), "output value %d after compute", i);
+    }
     loom_gallocr_free(ga);
     loom_free(ctx);
 }

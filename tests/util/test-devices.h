@@ -355,11 +355,16 @@ TU enum loom_status tdev_backend_compute(loom_backend_t backend, struct loom_cgr
         }
         struct loom_tensor node = *n, srcs[LOOM_MAX_SRC];
         node.data = tdev_host_ptr(d, n);
+        /* the copies hold host pointers: present them as context memory to the CPU kernels */
+        node.buffer = NULL;
+        node.view_src = NULL;
         bool ok = node.data != NULL;
         for (int k = 0; k < LOOM_MAX_SRC && ok; k++) {
             if (!n->src[k]) continue;
             srcs[k] = *n->src[k];
             srcs[k].data = tdev_host_ptr(d, n->src[k]);
+            srcs[k].buffer = NULL;
+            srcs[k].view_src = NULL;
             ok = srcs[k].data != NULL;
             node.src[k] = &srcs[k];
         }
