@@ -240,12 +240,25 @@ loom_backend_buffer_t loom_backend_alloc_ctx_tensors(struct loom_context * ctx, 
  *
  * Lifecycle: reserve (optional, with the largest graph) -> for each step: alloc_graph -> set inputs
  * -> graph_compute. Computing a graph other than the one last allocated re-plans it first; the same
- * graph can be computed any number of times. */
+ * graph can be computed any number of times.
+ *
+ * Memory: each backend's intermediates are placed by a graph allocator (loom-alloc.h) in that
+ * backend's compute buffer, by lifetime. Inputs are freed after their last use like any other
+ * intermediate, so set them before every compute. A graph's tensors keep their memory until the
+ * scheduler allocates another graph: read outputs first. "Another graph" is detected from the graph
+ * pointer and a signature of its nodes (ops, shapes, strides, sources, flags, pre-placed memory).
+ * Errors of alloc_graph/reserve/graph_compute (logged): LOOM_ERR_UNSUPPORTED when no backend can run
+ * a node or a node writes into memory its backend cannot reach; LOOM_ERR_TOO_LARGE when a tensor
+ * exceeds a buffer type's max_size; LOOM_ERR_OOM (nothing leaked, no tensor of the graph left
+ * pointing into freed memory); graph_compute also returns the backends' failures.
+ * The design (splits, copies of split inputs, assignment spreading) follows ggml's
+ * ggml_backend_sched; the code is Loom's own (src/backend/sched*.c). */
 
 typedef struct loom_backend_sched * loom_backend_sched_t;
 
 /* 'bufts' may be NULL (each backend's default buffer type). 'graph_size' is the largest number
- * of nodes a graph will have. Returns NULL (logged) on failure. */
+ * of nodes a graph will have (a hint: tables grow as needed). Returns NULL (logged) when a backend
+ * cannot use its buffer type, on more than 16 backends, or out of host memory. */
 loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_backend_buffer_type_t * bufts,
                                             int n_backends, size_t graph_size);
 void loom_backend_sched_free(loom_backend_sched_t sched);

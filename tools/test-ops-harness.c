@@ -335,7 +335,7 @@ static void measure(struct built * b, const struct test_case * c, loom_backend_t
     if (loom_backend_is_cpu(backend)) loom_backend_cpu_set_n_threads(backend, threads);
     loom_backend_graph_compute(backend, b->graph); /* warm up */
     double best = INFINITY, total = 0.0;
-    for (int rep = 0; rep < 50 && (rep < 3 || total < 0.5); rep++) {
+    for (int rep = 0; rep < 200 && (rep < 5 || total < 1.0); rep++) {
         int64_t t0 = loom_time_us();
         loom_backend_graph_compute(backend, b->graph);
         double dt = (double)(loom_time_us() - t0) * 1e-6;
@@ -348,8 +348,13 @@ static void measure(struct built * b, const struct test_case * c, loom_backend_t
         double wbytes = (double)loom_nbytes(b->src[0]);
         snprintf(out, size, "%9.3f ms %8.1f GFLOP/s %7.1f GB/s (weights)", best * 1e3, flops / best * 1e-9, wbytes / best * 1e-9);
     } else {
+        /* bytes the op must move: its result and its sources (GET_ROWS: only the rows it gathers) */
         double bytes = (double)loom_nbytes(b->node);
         for (int s = 0; s < c->n_src; s++) bytes += (double)loom_nbytes(b->src[s]);
+        if (c->op == LOOM_OP_GET_ROWS) {
+            bytes = (double)loom_nbytes(b->node) * (1.0 + (double)loom_type_size(b->src[0]->type) / 4.0) +
+                    (double)loom_nbytes(b->src[1]);
+        }
         snprintf(out, size, "%9.3f ms %8.1f GB/s", best * 1e3, bytes / best * 1e-9);
     }
 }

@@ -57,20 +57,22 @@ static size_t g_work_size;
 
 enum { WORK_ALIGN = 64 };
 
+/* A buffer of at least 'size' bytes: the cached one when it is free ('*cached' true), else a new
+ * one for this call. NULL when out of memory. */
 static uint8_t * work_acquire(size_t size, bool * cached) {
+    size = loom_pad(size ? size : WORK_ALIGN, WORK_ALIGN);
     *cached = !atomic_flag_test_and_set(&g_work_busy);
-    if (!*cached) return aligned_alloc(WORK_ALIGN, loom_pad(size ? size : 1, WORK_ALIGN));
+    if (!*cached) return aligned_alloc(WORK_ALIGN, size);
     if (g_work_size < size) {
         free(g_work);
-        g_work = aligned_alloc(WORK_ALIGN, loom_pad(size, WORK_ALIGN));
+        g_work = aligned_alloc(WORK_ALIGN, size);
         g_work_size = g_work ? size : 0;
     }
-    if (!g_work && size) {
+    if (!g_work) {
         atomic_flag_clear(&g_work_busy);
         *cached = false;
-        return NULL;
     }
-    return g_work ? g_work : (uint8_t *)&g_work_size; /* any valid address when nothing is needed */
+    return g_work;
 }
 
 static void work_release(uint8_t * work, bool cached) {

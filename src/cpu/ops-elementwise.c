@@ -1,15 +1,12 @@
 /* ops-elementwise.c -- ADD and MUL (with broadcasting), SCALE, SILU and GELU, over any source strides. */
 #include "cpu/cpu-impl.h"
 
-#include <math.h>
-
 /* The result is an F32 tensor with dense rows, shaped like its first source. */
 static bool dst_ok(const struct loom_tensor * dst) {
     return dst->type == LOOM_TYPE_F32 && dst->nb[0] == 4 && dst->src[0] && loom_are_same_shape(dst, dst->src[0]);
 }
 
 static size_t row_bytes(const struct loom_tensor * dst) { return (size_t)dst->ne[0] * sizeof(float) + 64; }
-
 
 /* ---------------------------------------------------------------- ADD, MUL */
 
@@ -68,13 +65,6 @@ static void unary_work(const struct loom_tensor * dst, const struct cpu_vec * ve
     *local = row_bytes(dst);
 }
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
-
-static inline float gelu(float x) {
-    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-}
-
 static void unary_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const struct loom_tensor * a = dst->src[0];
     const int64_t ne0 = dst->ne[0];
@@ -88,8 +78,8 @@ static void unary_compute(const struct cpu_params * p, struct loom_tensor * dst)
         float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
         switch (op) {
         case LOOM_OP_SCALE: for (int64_t i = 0; i < ne0; i++) d[i] = x[i] * s; break;
-        case LOOM_OP_SILU: for (int64_t i = 0; i < ne0; i++) d[i] = silu(x[i]); break;
-        default: for (int64_t i = 0; i < ne0; i++) d[i] = gelu(x[i]); break;
+        case LOOM_OP_SILU: p->vec->silu(x, d, ne0); break;
+        default: p->vec->gelu(x, d, ne0); break;
         }
     }
 }

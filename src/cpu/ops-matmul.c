@@ -17,7 +17,7 @@
 enum {
     MM_KC = 256,      /* k per packed slice (even, so BF16 pairs never straddle slices) */
     MM_MC = 256,      /* weight rows per packed block (rounded down to a multiple of MR) */
-    MM_DOT_MAX_N = 4, /* the dot path serves N <= this */
+    MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
 };
 
 enum mm_path { MM_DOT, MM_GEMM, MM_GEMM_BF16 };
@@ -78,7 +78,7 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     if (pl->path != MM_DOT) {
         pl->mc = MM_MC / pl->unit * pl->unit;
         if (pl->mc == 0) pl->mc = pl->unit;
-        phase2 = (size_t)pl->mc * MM_KC * 4 + MM_KC * 4 + 64;
+        phase2 = (size_t)(pl->mc + pl->unit) * MM_KC * 4 + 64; /* panels, then the gather rows */
     }
     pl->local = phase1 > phase2 ? phase1 : phase2;
 }
@@ -126,44 +126,47 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
 
 /* ---------------------------------------------------------------- packing */
 
-/* Packs rows [i0, i0 + mc) x k [k0, k0 + kc) of one weight matrix 'w' (row stride nb1, element
- * stride nb0) into panels of MR rows: F32 panel[k][r], or for BF16 pairs panel[k/2][r]. */
+/* Packs rows [i0, i0 + mc) x k [k0, k0 + kc) of one weight matrix 'w' into panels of 'mr' rows:
+ * F32 panel[k][r], or for BF16 pairs panel[k/2][r] (32-bit words, the odd tail paired with 0).
+ * Dense rows go straight to the (SIMD) packer; strided ones are first gathered into 'tmp'
+ * (mr x MM_KC elements). */
 static void mm_pack(const struct cpu_params * p, const struct loom_tensor * a, const uint8_t * w, const struct mm_plan * pl,
-                    int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, void * panels) {
-    const size_t nb0 = a->nb[0], nb1 = a->nb[1];
-    float * row = (float *)((uint8_t *)p->local + (size_t)pl->mc * MM_KC * 4);
-    const int64_t n_panels = (mc + mr - 1) / mr;
-    if (pl->path == MM_GEMM_BF16) {
-        const int64_t kp = (kc + 1) / 2;
-        for (int64_t pi = 0; pi < n_panels; pi++) {
-            uint32_t * panel = (uint32_t *)panels + pi * kp * mr;
-            for (int r = 0; r < mr; r++) {
-                const int64_t i = pi * mr + r;
-                if (i >= mc) {
-                    for (int64_t k = 0; k < kp; k++) panel[k * mr + r] = 0;
-                    continue;
-                }
-                const uint8_t * src = w + (i0 + i) * nb1 + k0 * nb0;
-                for (int64_t k = 0; k < kp; k++) {
-                    uint16_t lo, hi = 0;
-                    memcpy(&lo, src + 2 * k * nb0, 2);
-                    if (2 * k + 1 < kc) memcpy(&hi, src + (2 * k + 1) * nb0, 2);
-                    panel[k * mr + r] = (uint32_t)lo | (uint32_t)hi << 16;
-                }
+                    int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, uint8_t * panels) {
+    const size_t nb0 = a->nb[0], nb1 = a->nb[1], es = loom_type_size(a->type);
+    const bool dense = nb0 == es, pairs = pl->path == MM_GEMM_BF16;
+    uint8_t * tmp = p->local + (size_t)pl->mc * MM_KC * 4;
+    const uint8_t * rows[64];
+    LOOM_ASSERT(mr <= 64);
+    const int64_t kp = pairs ? kc / 2 : kc;          /* whole words the packer moves */
+    const size_t panel_bytes = (size_t)(pairs ? (kc + 1) / 2 : kc) * (size_t)mr * 4;
+    for (int64_t pi = 0; pi * mr < mc; pi++) {
+        const int n_rows = (int)(mc - pi * mr < mr ? mc - pi * mr : mr);
+        enum cpu_wtype wt = pairs ? CPU_W_F32 : pl->wt;
+        for (int r = 0; r < n_rows; r++) {
+            const uint8_t * src = w + (i0 + pi * mr + r) * nb1 + k0 * nb0;
+            if (dense) {
+                rows[r] = src;
+            } else if (pairs) { /* gather BF16 elements, zero-padded to whole pairs */
+                uint16_t * t = (uint16_t *)(tmp + (size_t)r * MM_KC * 4);
+                for (int64_t k = 0; k < kc; k++) memcpy(&t[k], src + k * nb0, 2);
+                if (kc % 2) t[kc] = 0;
+                rows[r] = (const uint8_t *)t;
+            } else {
+                float * t = (float *)(tmp + (size_t)r * MM_KC * 4);
+                cpu_to_f32(p->vec, a->type, src, nb0, t, kc);
+                rows[r] = (const uint8_t *)t;
+                wt = CPU_W_F32;
             }
         }
-        return;
-    }
-    for (int64_t pi = 0; pi < n_panels; pi++) {
-        float * panel = (float *)panels + pi * kc * mr;
-        for (int r = 0; r < mr; r++) {
-            const int64_t i = pi * mr + r;
-            if (i >= mc) {
-                for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = 0.0f;
-                continue;
+        uint8_t * panel = panels + (size_t)pi * panel_bytes;
+        p->vec->pack(rows, n_rows, wt, kp, panel, mr);
+        if (pairs && kc % 2) { /* the last pair of dense rows: (w[kc-1], 0) */
+            uint32_t * last = (uint32_t *)panel + kp * mr;
+            for (int r = 0; r < mr; r++) {
+                uint16_t lo = 0;
+                if (r < n_rows) memcpy(&lo, rows[r] + (kc - 1) * 2, 2);
+                last[r] = lo;
             }
-            cpu_to_f32(p->vec, a->type, w + (i0 + i) * nb1 + k0 * nb0, nb0, row, kc);
-            for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = row[k];
         }
     }
 }
@@ -179,14 +182,15 @@ struct mm_batch {
     size_t ldc;
 };
 
+/* Results [m0, m1) x [n0, n1) of one batch. */
 static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
-                         const struct mm_batch * bt, int64_t m0, int64_t m1) {
+                         const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const cpu_dot_fn dot = p->vec->dot[pl->wt];
     const int dmr = p->vec->dot_mr, dnr = p->vec->dot_nr;
     for (int64_t i = m0; i < m1; i += dmr) {
         const int mr = (int)(m1 - i < dmr ? m1 - i : dmr);
-        for (int64_t j = 0; j < pl->N; j += dnr) {
-            const int nr = (int)(pl->N - j < dnr ? pl->N - j : dnr);
+        for (int64_t j = n0; j < n1; j += dnr) {
+            const int nr = (int)(n1 - j < dnr ? n1 - j : dnr);
             dot(pl->K, bt->w + i * a->nb[1], a->nb[1], mr, bt->b + j * bt->ldb, bt->ldb, nr, bt->c + j * bt->ldc + i * 4,
                 bt->ldc);
         }
@@ -194,25 +198,25 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
 }
 
 static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
-                          const struct mm_batch * bt, int64_t m0, int64_t m1) {
+                          const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const bool bf16 = pl->path == MM_GEMM_BF16;
     const cpu_gemm_fn gemm = bf16 ? p->vec->gemm_bf16 : p->vec->gemm_f32;
     const int MR = bf16 ? p->vec->gemm_bf16_mr : p->vec->gemm_mr;
     const int NR = bf16 ? p->vec->gemm_bf16_nr : p->vec->gemm_nr;
     const size_t b_elem = bf16 ? 2 : 4;
-    void * panels = p->local;
+    uint8_t * panels = p->local;
     for (int64_t k0 = 0; k0 < pl->K; k0 += MM_KC) {
         const int64_t kc = pl->K - k0 < MM_KC ? pl->K - k0 : MM_KC;
         const size_t panel_bytes = (size_t)(bf16 ? (kc + 1) / 2 : kc) * MR * 4;
         for (int64_t i0 = m0; i0 < m1; i0 += pl->mc) {
             const int64_t mc = m1 - i0 < pl->mc ? m1 - i0 : pl->mc;
             mm_pack(p, a, bt->w, pl, i0, mc, k0, kc, MR, panels);
-            for (int64_t j = 0; j < pl->N; j += NR) {
-                const int nr = (int)(pl->N - j < NR ? pl->N - j : NR);
+            for (int64_t j = n0; j < n1; j += NR) {
+                const int nr = (int)(n1 - j < NR ? n1 - j : NR);
                 const uint8_t * bj = bt->b + j * bt->ldb + k0 * b_elem;
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     const int mr = (int)(mc - ir < MR ? mc - ir : MR);
-                    gemm(kc, (const uint8_t *)panels + (ir / MR) * panel_bytes, bj, bt->ldb, nr,
+                    gemm(kc, panels + (ir / MR) * panel_bytes, bj, bt->ldb, nr,
                          bt->c + j * bt->ldc + (i0 + ir) * 4, bt->ldc, mr, k0 > 0);
                 }
             }
@@ -241,15 +245,24 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
         cpu_barrier(p);
     }
 
-    /* work units: 'unit' weight rows of one batch */
-    const int64_t per_batch = (pl.M + pl.unit - 1) / pl.unit;
+    /* Work units: 'unit' weight rows x a part of the columns, of one batch. The columns are cut
+     * into parts (whole micro-tiles) only when the row units alone cannot keep every thread busy;
+     * no result depends on how the work is cut. */
+    const int64_t m_units = (pl.M + pl.unit - 1) / pl.unit, batches = pl.nb2 * pl.nb3;
+    const int64_t nr = pl.path == MM_DOT ? p->vec->dot_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
+    int64_t n_parts = 1;
+    if (m_units * batches < 2 * p->nth) n_parts = (2 * p->nth + m_units * batches - 1) / (m_units * batches);
+    const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);
+    n_parts = (pl.N + n_chunk - 1) / n_chunk;
+    const int64_t per_batch = n_parts * m_units;
     int64_t u0, u1;
-    cpu_split(per_batch * pl.nb2 * pl.nb3, p, &u0, &u1);
+    cpu_split(batches * per_batch, p, &u0, &u1);
     while (u0 < u1) {
-        const int64_t batch = u0 / per_batch;
-        const int64_t end = (batch + 1) * per_batch < u1 ? (batch + 1) * per_batch : u1;
-        const int64_t m0 = (u0 - batch * per_batch) * pl.unit;
-        const int64_t m1 = (end - batch * per_batch) * pl.unit < pl.M ? (end - batch * per_batch) * pl.unit : pl.M;
+        /* a run of row units of one batch and column part */
+        const int64_t batch = u0 / per_batch, part = (u0 % per_batch) / m_units, mu = u0 % m_units;
+        const int64_t run = u1 - u0 < m_units - mu ? u1 - u0 : m_units - mu;
+        const int64_t m0 = mu * pl.unit, m1 = (mu + run) * pl.unit < pl.M ? (mu + run) * pl.unit : pl.M;
+        const int64_t n0 = part * n_chunk, n1 = n0 + n_chunk < pl.N ? n0 + n_chunk : pl.N;
         const int64_t i2 = batch % pl.nb2, i3 = batch / pl.nb2;
         struct mm_batch bt = {
             .w = cpu_elem(a, 0, 0, i2 / pl.r2, i3 / pl.r3),
@@ -264,11 +277,11 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
             bt.ldb = b->nb[1];
         }
         if (pl.path == MM_DOT) {
-            mm_block_dot(p, a, &pl, &bt, m0, m1);
+            mm_block_dot(p, a, &pl, &bt, m0, m1, n0, n1);
         } else {
-            mm_block_gemm(p, a, &pl, &bt, m0, m1);
+            mm_block_gemm(p, a, &pl, &bt, m0, m1, n0, n1);
         }
-        u0 = end;
+        u0 += run;
     }
 }
 

@@ -16,8 +16,9 @@ static void rope_work(const struct loom_tensor * dst, const struct cpu_vec * vec
     (void)vec;
     (void)n_threads;
     *shared = 0;
-    /* one converted row, and cos/sin of each pair */
-    *local = (size_t)dst->ne[0] * sizeof(float) + 64 + (size_t)loom_get_op_param_i32(dst, 0) * sizeof(float);
+    /* one converted row, cos/sin of each pair (floats), the frequency of each pair (doubles) */
+    const size_t n_dims = (size_t)loom_get_op_param_i32(dst, 0);
+    *local = (size_t)dst->ne[0] * sizeof(float) + 64 + loom_pad(n_dims * sizeof(float), 64) + n_dims / 2 * sizeof(double);
 }
 
 /* Element 'i' (in row-major order) of an I32 tensor of any shape and strides. */
@@ -42,15 +43,17 @@ static void rope_compute(const struct cpu_params * p, struct loom_tensor * dst) 
     const int half = n_dims / 2;
     float * xbuf = (float *)p->local;
     float * cs = (float *)(p->local + (size_t)ne0 * sizeof(float) + 64); /* cos, sin interleaved per pair */
+    double * freq = (double *)(p->local + (size_t)ne0 * sizeof(float) + 64 + loom_pad((size_t)n_dims * sizeof(float), 64));
+    for (int i = 0; i < half; i++) freq[i] = freq_scale * pow(freq_base, -2.0 * i / n_dims);
 
     int64_t r0, r1, i1, i2, i3, cached = -1;
     cpu_split(loom_nrows(dst), p, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         cpu_row_coords(dst, r, &i1, &i2, &i3);
         if (i2 != cached) { /* angles depend on the token only */
-            const double t = (double)i32_at(pos, i2) * freq_scale;
+            const double t = (double)i32_at(pos, i2);
             for (int i = 0; i < half; i++) {
-                const double theta = t * pow(freq_base, -2.0 * i / n_dims);
+                const double theta = t * freq[i];
                 cs[2 * i] = (float)cos(theta);
                 cs[2 * i + 1] = (float)sin(theta);
             }

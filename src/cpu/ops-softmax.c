@@ -23,6 +23,22 @@ static void soft_max_work(const struct loom_tensor * dst, const struct cpu_vec *
     *local = 2 * ((size_t)dst->ne[0] * sizeof(float) + 64);
 }
 
+/* The largest value (-inf for an empty or all -inf row), in 16 independent lanes so that the
+ * compiler can vectorize it. */
+static float row_max(const float * x, int64_t n) {
+    enum { L = 16 };
+    float lane[L];
+    for (int l = 0; l < L; l++) lane[l] = -INFINITY;
+    int64_t i = 0;
+    for (; i + L <= n; i += L) {
+        for (int l = 0; l < L; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    }
+    float max = -INFINITY;
+    for (int l = 0; l < L; l++) max = lane[l] > max ? lane[l] : max;
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    return max;
+}
+
 static void soft_max_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const struct loom_tensor * a = dst->src[0], * mask = dst->src[1];
     const int64_t ne0 = dst->ne[0];
@@ -36,20 +52,17 @@ static void soft_max_compute(const struct cpu_params * p, struct loom_tensor * d
         const float * x = cpu_row_f32(p, a, i1, i2, i3, xbuf);
         const float * m = mask ? cpu_row_f32(p, mask, i1, i2 % mask->ne[2], i3 % mask->ne[3], mbuf) : NULL;
         float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
-        float max = -INFINITY;
-        for (int64_t i = 0; i < ne0; i++) {
-            d[i] = m ? x[i] * scale + m[i] : x[i] * scale;
-            max = d[i] > max ? d[i] : max;
+        if (m) {
+            for (int64_t i = 0; i < ne0; i++) d[i] = x[i] * scale + m[i];
+        } else {
+            for (int64_t i = 0; i < ne0; i++) d[i] = x[i] * scale;
         }
+        const float max = row_max(d, ne0);
         if (max == -INFINITY) { /* everything masked out */
             memset(d, 0, (size_t)ne0 * sizeof(float));
             continue;
         }
-        double sum = 0.0;
-        for (int64_t i = 0; i < ne0; i++) {
-            d[i] = expf(d[i] - max);
-            sum += d[i];
-        }
+        const double sum = p->vec->exp_sum(d, ne0, max);
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < ne0; i++) d[i] *= inv;
     }

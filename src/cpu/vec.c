@@ -12,6 +12,16 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static const struct cpu_vec * g_best;   /* best table the CPU (and LOOM_CPU_ISA) allows */
 static atomic_bool g_scalar;            /* forced scalar path */
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* F16C by CPUID leaf 1, ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c"). */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static const struct cpu_vec * detect(void) {
     const char * cap = getenv("LOOM_CPU_ISA");
     bool allow512 = !cap || !strcmp(cap, "avx512");
@@ -20,10 +30,10 @@ static const struct cpu_vec * detect(void) {
     __builtin_cpu_init();
     if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c") && cpu_vec_avx512(false)) {
+        has_f16c() && cpu_vec_avx512(false)) {
         return cpu_vec_avx512(__builtin_cpu_supports("avx512bf16"));
     }
-    if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+    if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
         cpu_vec_avx2()) {
         return cpu_vec_avx2();
     }

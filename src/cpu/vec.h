@@ -36,6 +36,19 @@ typedef void (*cpu_dot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, con
 typedef void (*cpu_gemm_fn)(int64_t kc, const void * ap, const uint8_t * b, size_t ldb, int nr, uint8_t * c, size_t ldc,
                             int mr, bool accumulate);
 
+/* Packs one GEMM panel: panel[k * mr + r] = rows[r][k] as F32, for r < n_rows and k < n; rows
+ * n_rows .. mr-1 are zeros. Row r holds 'n' dense elements of 'wt' from rows[r] (any alignment);
+ * CPU_W_F32 moves 32-bit words unchanged, so it also packs BF16 pairs. 'mr' is the panel height
+ * (a multiple of the vector length). */
+typedef void (*cpu_pack_fn)(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel, int mr);
+
+/* Element-wise over 'n' contiguous floats (y may equal x):
+ *   silu: y = x / (1 + exp(-x));  gelu: y = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), which
+ *   equals the tanh form 0.5 x (1 + tanh(...)) without its cancellation for negative x. */
+typedef void (*cpu_unary_fn)(const float * x, float * y, int64_t n);
+/* x[i] = exp(x[i] - max) in place; returns the sum of the new values. */
+typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
+
 struct cpu_vec {
     const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
     cpu_to_f32_fn f16_to_f32;
@@ -43,9 +56,13 @@ struct cpu_vec {
     cpu_to_f32_fn bf16_to_f32;
     cpu_from_f32_fn f32_to_bf16;
 
+    cpu_unary_fn silu, gelu;
+    cpu_exp_sum_fn exp_sum;
+
     cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
 
+    cpu_pack_fn pack;             /* weight rows -> GEMM panels */
     cpu_gemm_fn gemm_f32;         /* packed F32 panels x F32 columns */
     int gemm_mr, gemm_nr;
     cpu_gemm_fn gemm_bf16;        /* packed BF16 pair panels x BF16 columns; NULL when absent */
