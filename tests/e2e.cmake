@@ -9,7 +9,7 @@ set_tests_properties(e2e-convert PROPERTIES FIXTURES_SETUP stories260K)
 
 function(loom_e2e name model mode)
   add_test(NAME e2e-${name} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/greedy.sh $<TARGET_FILE:loom-cli> ${model} ${E2E_REF} ${mode} ${ARGN})
-  set_tests_properties(e2e-${name} PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 300)
+  set_tests_properties(e2e-${name} PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 300 RUN_SERIAL TRUE)
 endfunction()
 foreach(src converted llamacpp)
   if(src STREQUAL converted)
