@@ -29,7 +29,10 @@ static enum loom_status dev_buffer_memset(loom_backend_buffer_t buffer, struct l
 static enum loom_status dev_buffer_set(loom_backend_buffer_t buffer, struct loom_tensor * t, const void * data, size_t offset, size_t size) {
     struct lc_buffer * b = (struct lc_buffer *)buffer->context;
     LC_TRY(cudaSetDevice(b->dev->id));
-    return LC_CHECK(cudaMemcpy((char *)t->data + offset, data, size, cudaMemcpyHostToDevice));
+    LC_TRY(cudaMemcpy((char *)t->data + offset, data, size, cudaMemcpyHostToDevice));
+    /* from pageable memory the DMA may still be in flight on the legacy stream, which the
+     * backends' non-blocking streams do not wait for */
+    return LC_CHECK(cudaStreamSynchronize(0));
 }
 
 static enum loom_status dev_buffer_get(loom_backend_buffer_t buffer, const struct loom_tensor * t, void * data, size_t offset, size_t size) {
@@ -53,7 +56,8 @@ static bool any_buffer_cpy(loom_backend_buffer_t buffer, const struct loom_tenso
         return true;
     }
     cudaSetDevice(db->dev->id);
-    return LC_CHECK(cudaMemcpy(d, s, loom_nbytes(src), cudaMemcpyDefault)) == LOOM_OK;
+    /* device-to-device cudaMemcpy returns before the copy is done: wait for it */
+    return LC_CHECK(cudaMemcpy(d, s, loom_nbytes(src), cudaMemcpyDefault)) == LOOM_OK && LC_CHECK(cudaStreamSynchronize(0)) == LOOM_OK;
 }
 
 static enum loom_status dev_buffer_clear(loom_backend_buffer_t buffer, uint8_t value) {

@@ -278,12 +278,22 @@ static bool readable(loom_backend_dev_t dev, const struct loom_tensor * t) {
     return b && (b->kind != LC_BUFFER_DEVICE || b->dev == dev_of(dev));
 }
 
+/* False when 't' already lives where this device cannot write (read-only mapped memory). */
+static bool writable(loom_backend_dev_t dev, const struct loom_tensor * t) {
+    size_t offs;
+    const struct loom_tensor * base = loom_tensor_storage(t, &offs);
+    loom_backend_buffer_t buf = t->buffer ? t->buffer : base->buffer;
+    if (!buf) return true;
+    struct lc_buffer * b = lc_buffer_of(buf);
+    return readable(dev, t) && b && !b->read_only;
+}
+
 static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op) {
     if (op->op == LOOM_OP_NONE || loom_op_is_view(op->op)) return true;
     for (int i = 0; i < LOOM_MAX_SRC; i++) {
         if (op->src[i] && !readable(dev, op->src[i])) return false;
     }
-    if (!readable(dev, op)) return false;
+    if (!writable(dev, op)) return false;
     for (int i = 0; i < LOOM_MAX_DIMS; i++) {
         if (op->ne[i] < 0 || op->ne[i] > INT32_MAX) return false; /* launch shapes are 32-bit per dimension */
     }

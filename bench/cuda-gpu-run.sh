@@ -1,0 +1,38 @@
+#!/bin/bash
+# cuda-gpu-run.sh -- one device-machine session: build, run the CUDA tests, the benchmark and
+# the tests under compute-sanitizer; logs go to $OUT (or ./gpu-out). Run from the source root.
+# Usage: bench/cuda-gpu-run.sh [test|bench|sanitize]...   (default: all three)
+set -u
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+steps=${*:-test bench sanitize}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+if ! { cmake -S . -B build -G Ninja -DLOOM_OPENBLAS=OFF -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON > "$OUT/build.log" 2>&1 &&
+       cmake --build build -j16 >> "$OUT/build.log" 2>&1; }; then
+    tail -40 "$OUT/build.log"
+    echo "BUILD FAILED"
+    exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+for s in $steps; do
+    case $s in
+    test)
+        t0=$(date +%s)
+        (cd build && ctest --output-on-failure -E test-cuda > "../$OUT/ctest.log" 2>&1; echo "ctest (others) rc=$?")
+        timeout 300 build/test-cuda > "$OUT/test.log" 2>&1
+        echo "test-cuda rc=$? ($(( $(date +%s) - t0 )) s); failures: $(grep -c 'check failed' "$OUT/test.log")"
+        grep -E "^device:|OOM message|memory tests|op cases|all checks|check\(s\) failed" "$OUT/test.log"
+        grep "check failed" "$OUT/test.log" | cut -c1-230 | head -60
+        ;;
+    bench)
+        timeout 200 build/bench-cuda-matvec 20 2>&1 | tee "$OUT/bench.log"
+        ;;
+    sanitize)
+        t0=$(date +%s)
+        timeout 280 compute-sanitizer --tool memcheck --print-limit 20 build/test-cuda > "$OUT/sanitizer.log" 2>&1
+        echo "sanitizer rc=$? ($(( $(date +%s) - t0 )) s)"
+        grep -E "ERROR SUMMARY|Invalid|check\(s\) failed|all checks" "$OUT/sanitizer.log" | head -20
+        ;;
+    esac
+done
