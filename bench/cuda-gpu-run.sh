@@ -1,10 +1,11 @@
 #!/bin/bash
 # cuda-gpu-run.sh -- one device-machine session: build, run the CUDA tests, the benchmark and
 # the tests under compute-sanitizer; logs go to $OUT (or ./gpu-out). Run from the source root.
-# Usage: bench/cuda-gpu-run.sh [test|bench|sanitize]...   (default: all three)
+# Usage: bench/cuda-gpu-run.sh [test|bench|tune|ncu|sanitize]...   (default: test bench sanitize)
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 steps=${*:-test bench sanitize}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/gpu.txt"
 t0=$(date +%s)
@@ -19,7 +20,7 @@ for s in $steps; do
     case $s in
     test)
         t0=$(date +%s)
-        (cd build && ctest --output-on-failure -E test-cuda > "../$OUT/ctest.log" 2>&1; echo "ctest (others) rc=$?")
+        (cd build && ctest --output-on-failure -E test-cuda > "$OUT/ctest.log" 2>&1; echo "ctest (others) rc=$?")
         timeout 300 build/test-cuda > "$OUT/test.log" 2>&1
         echo "test-cuda rc=$? ($(( $(date +%s) - t0 )) s); failures: $(grep -c 'check failed' "$OUT/test.log")"
         grep -E "^device:|OOM message|memory tests|op cases|all checks|check\(s\) failed" "$OUT/test.log"
@@ -27,6 +28,20 @@ for s in $steps; do
         ;;
     bench)
         timeout 200 build/bench-cuda-matvec 20 2>&1 | tee "$OUT/bench.log"
+        ;;
+    tune)
+        for v in 1 2 3; do
+            echo "== LOOM_CUDA_MV_VARIANT=$v"
+            LOOM_CUDA_MV_VARIANT=$v timeout 100 build/bench-cuda-matvec 20 mv 2>&1 | tee "$OUT/tune$v.log" | grep matvec
+        done
+        ;;
+    ncu)
+        for v in 0 2; do
+            LOOM_CUDA_MV_VARIANT=$v timeout 120 ncu --clock-control none -k regex:lc_matvec_kernel --launch-skip 100 --launch-count 1 \
+                --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+                build/bench-cuda-matvec 3 mv > "$OUT/ncu$v.log" 2>&1
+            echo "ncu variant $v rc=$?"; grep -E "lc_matvec|duration|throughput|bytes|warps_active" "$OUT/ncu$v.log" | head -12
+        done
         ;;
     sanitize)
         t0=$(date +%s)

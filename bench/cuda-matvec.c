@@ -3,7 +3,7 @@
  * (prefill, TFLOP/s). Each figure is the marginal time of one more node in a graph: graphs of
  * n and 2n nodes are timed (median of repeats) and the difference divided by n, so launch and
  * synchronisation latency drop out. Weights rotate over copies that together exceed the L2.
- * Usage: bench-cuda-matvec [repeats]   (prints a table to stdout; needs CUDA0) */
+ * Usage: bench-cuda-matvec [repeats [only-matvec]]   (prints a table to stdout; needs CUDA0) */
 #include "loom-backend.h"
 #include "loom-cuda.h"
 
@@ -110,7 +110,32 @@ static double bench_copy(int64_t n, int nodes) {
     return (t2 - t1) / nodes;
 }
 
+/* Marginal microseconds per tiny node (SCALE of 256 floats): the per-node cost of issuing work. */
+static double bench_tiny(int nodes) {
+    struct loom_init_params p = {.mem_size = (size_t)(3 * nodes + 8) * loom_tensor_overhead() + 2 * loom_graph_overhead(4096),
+                                 .mem_buffer = NULL, .no_alloc = true};
+    struct loom_context * ctx = loom_init(p);
+    struct loom_tensor * x = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 256);
+    struct loom_cgraph * g1 = loom_new_graph_custom(ctx, 4096);
+    struct loom_cgraph * g2 = loom_new_graph_custom(ctx, 4096);
+    struct loom_tensor * y = x;
+    for (int i = 0; i < 2 * nodes; i++) {
+        y = loom_scale(ctx, y, 0.999f);
+        if (i < nodes) loom_build_forward_expand(g1, y);
+        loom_build_forward_expand(g2, y);
+    }
+    enum loom_status st;
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+    if (!buf) exit(1);
+    fill(x, 4);
+    double t1 = time_graph(g1), t2 = time_graph(g2);
+    loom_backend_buffer_free(buf);
+    loom_free(ctx);
+    return (t2 - t1) / nodes;
+}
+
 int main(int argc, char ** argv) {
+    const bool only_mv = argc > 2;
     if (argc > 1) g_reps = atoi(argv[1]) > 2 ? atoi(argv[1]) : 3;
     loom_backend_dev_t dev = loom_backend_dev_by_name("CUDA0");
     if (!dev) {
@@ -125,6 +150,7 @@ int main(int argc, char ** argv) {
     double tc = bench_copy(n_copy, 8);
     double copy_bw = 2.0 * 4 * n_copy / (tc * 1e-6) / 1e9;
     printf("%-34s %9.1f us  %7.0f GB/s (read + write)\n", "copy F32 256 MiB (DUP)", tc, copy_bw);
+    if (!only_mv) printf("%-34s %9.2f us\n", "per-node cost (SCALE of 256)", bench_tiny(500));
 
     struct {
         enum loom_type type;
@@ -135,6 +161,7 @@ int main(int argc, char ** argv) {
         {LOOM_TYPE_F16, 4096, 4096, 4},  {LOOM_TYPE_F16, 4096, 4096, 8},
     };
     for (size_t i = 0; i < sizeof mv / sizeof mv[0]; i++) {
+        if (only_mv && mv[i].type != LOOM_TYPE_F16) continue;
         size_t wbytes = (size_t)(mv[i].K * mv[i].M) * loom_type_size(mv[i].type);
         int copies = (int)((600u << 20) / wbytes) + 1; /* ~600 MiB of weights: 10x the L2 */
         double t = bench_mul_mat(mv[i].type, mv[i].K, mv[i].M, mv[i].N, copies, 2 * copies);
@@ -145,7 +172,7 @@ int main(int argc, char ** argv) {
         printf("%-34s %9.1f us  %7.0f GB/s  %5.1f%% of copy\n", name, t, bytes / (t * 1e-6) / 1e9, 100.0 * bytes / (t * 1e-6) / 1e9 / copy_bw);
     }
     const enum loom_type gt[3] = {LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_F32};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !only_mv; i++) {
         const int64_t K = 4096, M = 4096, N = 512;
         double t = bench_mul_mat(gt[i], K, M, N, 4, 8);
         char name[64];

@@ -916,7 +916,7 @@ static void test_zero_copy(bool split) {
                 float * bv = malloc(sizeof(float) * (size_t)(K * n));
                 for (int64_t i = 0; i < K * n; i++) bv[i] = (float)test_rand_normal(&g_rng);
                 loom_backend_tensor_set(b, bv, 0, sizeof(float) * (size_t)(K * n));
-                struct loom_cgraph * g = loom_new_graph(ctx2);
+                struct loom_cgraph * g = loom_new_graph_custom(ctx2, 64);
                 loom_build_forward_expand(g, o);
                 CHECK(loom_backend_supports_op(g_be, o), "mul_mat from mapped memory supported");
                 st = loom_backend_graph_compute(g_be, g);
@@ -968,7 +968,7 @@ static void test_async_events(void) {
     loom_backend_buffer_t hbuf = loom_backend_alloc_ctx_tensors_from_buft(hctx, loom_backend_dev_host_buffer_type(g_dev), &st);
     float * xs = (float *)hx->data; /* pinned staging memory */
     for (int64_t i = 0; i < n; i++) xs[i] = (float)i * 0.5f;
-    struct loom_cgraph * g = loom_new_graph(ctx);
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 64);
     loom_build_forward_expand(g, y);
     loom_backend_event_t ev = loom_backend_event_new(g_dev);
     CHECK(ev != NULL, "event");
@@ -1018,7 +1018,7 @@ static void test_supports_op(void) {
     /* a source in plain CPU memory cannot be read by the device */
     loom_backend_buffer_t cb = loom_backend_alloc_ctx_tensors_from_buft(ctx, loom_backend_cpu_buffer_type(), NULL);
     CHECK(!loom_backend_supports_op(g_be, s), "a source in CPU memory is not claimed");
-    struct loom_cgraph * g = loom_new_graph(ctx);
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 64);
     loom_build_forward_expand(g, s);
     capture_begin();
     enum loom_status st = loom_backend_graph_compute(g_be, g);

@@ -4,6 +4,9 @@
 #include "cuda-mulmat.cuh"
 #include "cuda-cpy.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* ================================================================ matrix-vector kernels */
 
 struct lc_mv_args {
@@ -18,7 +21,6 @@ struct lc_mv_args {
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
 };
 
-#define LC_MV_WARPS 4 /* rows (warps) per block */
 
 /* Eight (F16/BF16) or four (F32) elements of 'a' in one 16-byte vector, times the matching
  * elements of each column of 'b', added to acc. */
@@ -77,10 +79,20 @@ __device__ __forceinline__ void lc_mv_accum(const uint4 & av, const char * b, in
     }
 }
 
-template <typename T, int NC>
-__global__ void __launch_bounds__(32 * LC_MV_WARPS) lc_matvec_kernel(struct lc_mv_args p) {
+/* A 16-byte load of weights that bypasses L1 (they are read once), so that the activation
+ * columns every warp re-reads stay in L1. */
+__device__ __forceinline__ uint4 lc_ld_stream(const uint4 * p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+/* One warp per row of 'a' (WARPS rows per block), UNROLL independent 16-byte loads in flight
+ * per thread; STREAM: weight loads skip L1. */
+template <typename T, int NC, int UNROLL, bool STREAM, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
     const int lane = threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * LC_MV_WARPS + threadIdx.x / 32;
+    const int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
     if (row >= p.M) return;
     const int V = lc_mv_vec<T>::n;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
@@ -95,15 +107,14 @@ __global__ void __launch_bounds__(32 * LC_MV_WARPS) lc_matvec_kernel(struct lc_m
             const uint4 * av = (const uint4 *)a;
             const int64_t nvec = p.K / V;
             int64_t v = lane;
-            /* four independent 16-byte loads in flight per thread */
-            for (; v + 96 < nvec; v += 128) {
-                uint4 x0 = __ldg(av + v), x1 = __ldg(av + v + 32), x2 = __ldg(av + v + 64), x3 = __ldg(av + v + 96);
-                lc_mv_accum<T, NC>(x0, b, p.b_nb1, v * V, acc);
-                lc_mv_accum<T, NC>(x1, b, p.b_nb1, (v + 32) * V, acc);
-                lc_mv_accum<T, NC>(x2, b, p.b_nb1, (v + 64) * V, acc);
-                lc_mv_accum<T, NC>(x3, b, p.b_nb1, (v + 96) * V, acc);
+            for (; v + 32 * (UNROLL - 1) < nvec; v += 32 * UNROLL) {
+                uint4 x[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) x[u] = STREAM ? lc_ld_stream(av + v + 32 * u) : __ldg(av + v + 32 * u);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
             }
-            for (; v < nvec; v += 32) lc_mv_accum<T, NC>(__ldg(av + v), b, p.b_nb1, v * V, acc);
+            for (; v < nvec; v += 32) lc_mv_accum<T, NC>(STREAM ? lc_ld_stream(av + v) : __ldg(av + v), b, p.b_nb1, v * V, acc);
             k_tail = nvec * V;
         }
         for (int64_t k = k_tail + lane; k < p.K; k += 32) {
@@ -121,18 +132,31 @@ __global__ void __launch_bounds__(32 * LC_MV_WARPS) lc_matvec_kernel(struct lc_m
     }
 }
 
-template <typename T>
-static void lc_matvec_launch(const struct lc_mv_args & p, int ncols, dim3 grid, dim3 block, cudaStream_t s) {
+template <typename T, int UNROLL, bool STREAM, int WARPS>
+static void lc_matvec_launch(const struct lc_mv_args & p, int ncols, int64_t nbatch, cudaStream_t s) {
+    dim3 grid((unsigned)((p.M + WARPS - 1) / WARPS), (unsigned)(nbatch < 65535 ? nbatch : 65535), 1);
+    dim3 block(32 * WARPS, 1, 1);
     switch (ncols) {
-    case 1: lc_matvec_kernel<T, 1><<<grid, block, 0, s>>>(p); break;
-    case 2: lc_matvec_kernel<T, 2><<<grid, block, 0, s>>>(p); break;
-    case 3: lc_matvec_kernel<T, 3><<<grid, block, 0, s>>>(p); break;
-    case 4: lc_matvec_kernel<T, 4><<<grid, block, 0, s>>>(p); break;
-    case 5: lc_matvec_kernel<T, 5><<<grid, block, 0, s>>>(p); break;
-    case 6: lc_matvec_kernel<T, 6><<<grid, block, 0, s>>>(p); break;
-    case 7: lc_matvec_kernel<T, 7><<<grid, block, 0, s>>>(p); break;
-    default: lc_matvec_kernel<T, 8><<<grid, block, 0, s>>>(p); break;
+    case 1: lc_matvec_kernel<T, 1, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 2: lc_matvec_kernel<T, 2, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 3: lc_matvec_kernel<T, 3, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 4: lc_matvec_kernel<T, 4, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 5: lc_matvec_kernel<T, 5, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 6: lc_matvec_kernel<T, 6, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 7: lc_matvec_kernel<T, 7, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    default: lc_matvec_kernel<T, 8, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
     }
+}
+
+/* TEMPORARY tuning knob (F16 weights only): LOOM_CUDA_MV_VARIANT=0..3 picks a kernel variant
+ * for the benchmark's comparison; to be removed once the best one is the default. */
+static int mv_variant(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char * e = getenv("LOOM_CUDA_MV_VARIANT");
+        v = e ? atoi(e) : 0;
+    }
+    return v;
 }
 
 static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t->nb[0] == loom_type_size(t->type); }
@@ -166,13 +190,19 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
         vec = vec && (a->ne[i] == 1 || aligned16(a->nb[i])) && (b->ne[i] == 1 || aligned16(b->nb[i]));
     }
     p.vec = vec;
-    const int64_t gx = (p.M + LC_MV_WARPS - 1) / LC_MV_WARPS;
-    dim3 grid((unsigned)gx, (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
-    dim3 block(32 * LC_MV_WARPS, 1, 1);
     const int ncols = (int)b->ne[1];
-    if (a->type == LOOM_TYPE_F32) lc_matvec_launch<float>(p, ncols, grid, block, be->stream);
-    else if (a->type == LOOM_TYPE_F16) lc_matvec_launch<__half>(p, ncols, grid, block, be->stream);
-    else lc_matvec_launch<__nv_bfloat16>(p, ncols, grid, block, be->stream);
+    if (a->type == LOOM_TYPE_F32) {
+        lc_matvec_launch<float, 4, false, 4>(p, ncols, p.nbatch, be->stream);
+    } else if (a->type == LOOM_TYPE_F16) {
+        switch (mv_variant()) {
+        case 1: lc_matvec_launch<__half, 4, true, 4>(p, ncols, p.nbatch, be->stream); break;
+        case 2: lc_matvec_launch<__half, 8, true, 4>(p, ncols, p.nbatch, be->stream); break;
+        case 3: lc_matvec_launch<__half, 8, true, 8>(p, ncols, p.nbatch, be->stream); break;
+        default: lc_matvec_launch<__half, 4, false, 4>(p, ncols, p.nbatch, be->stream); break;
+        }
+    } else {
+        lc_matvec_launch<__nv_bfloat16, 4, false, 4>(p, ncols, p.nbatch, be->stream);
+    }
     return LC_CHECK_LAUNCH("lc_matvec_kernel");
 }
 
