@@ -30,13 +30,17 @@ for s in $steps; do
         timeout 200 build/bench-cuda-matvec 20 2>&1 | tee "$OUT/bench.log"
         ;;
     tune)
-        for v in 1 2 3; do
+        for v in 0 1 2 3; do
             echo "== LOOM_CUDA_MV_VARIANT=$v"
             LOOM_CUDA_MV_VARIANT=$v timeout 100 build/bench-cuda-matvec 20 mv 2>&1 | tee "$OUT/tune$v.log" | grep matvec
+            LOOM_CUDA_MV_VARIANT=$v timeout 100 build/test-cuda > "$OUT/tune-test$v.log" 2>&1
+            echo "test-cuda with variant $v: rc=$? $(tail -1 "$OUT/tune-test$v.log")"
         done
+        echo "== LOOM_CUDA_MV_MAX_COLS=4 (N > 4 through cuBLAS)"
+        LOOM_CUDA_MV_MAX_COLS=4 timeout 100 build/bench-cuda-matvec 20 mv 2>&1 | grep "N8"
         ;;
     ncu)
-        for v in 0 2; do
+        for v in 0 1 2; do
             LOOM_CUDA_MV_VARIANT=$v timeout 120 ncu --clock-control none -k regex:lc_matvec_kernel --launch-skip 100 --launch-count 1 \
                 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__t_bytes.sum,l1tex__t_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
                 build/bench-cuda-matvec 3 mv > "$OUT/ncu$v.log" 2>&1

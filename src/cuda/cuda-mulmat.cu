@@ -63,22 +63,6 @@ template <> struct lc_mv_vec<__nv_bfloat16> {
     static __device__ __forceinline__ float one(const char * p) { return __bfloat162float(*(const __nv_bfloat16 *)p); }
 };
 
-template <typename T, int NC>
-__device__ __forceinline__ void lc_mv_accum(const uint4 & av, const char * b, int64_t b_nb1, int64_t k, float * acc) {
-    const int V = lc_mv_vec<T>::n;
-    float f[V];
-    lc_mv_vec<T>::to_float(av, f);
-#pragma unroll
-    for (int j = 0; j < NC; j++) {
-        const float4 * bp = (const float4 *)(b + j * b_nb1 + k * 4);
-#pragma unroll
-        for (int q = 0; q < V / 4; q++) {
-            const float4 bv = bp[q];
-            acc[j] += f[4 * q] * bv.x + f[4 * q + 1] * bv.y + f[4 * q + 2] * bv.z + f[4 * q + 3] * bv.w;
-        }
-    }
-}
-
 /* A 16-byte load of weights that bypasses L1 (they are read once), so that the activation
  * columns every warp re-reads stay in L1. */
 __device__ __forceinline__ uint4 lc_ld_stream(const uint4 * p) {
@@ -87,69 +71,114 @@ __device__ __forceinline__ uint4 lc_ld_stream(const uint4 * p) {
     return r;
 }
 
-/* One warp per row of 'a' (WARPS rows per block), UNROLL independent 16-byte loads in flight
- * per thread; STREAM: weight loads skip L1. */
-template <typename T, int NC, int UNROLL, bool STREAM, int WARPS>
+/* acc[r][j] += the ROWS weight vectors 'x' (each V elements at element k) times column j of b:
+ * each activation value is loaded once and used for every row. */
+template <typename T, int NC, int ROWS>
+__device__ __forceinline__ void lc_mv_accum(const uint4 * x, const char * b, int64_t b_nb1, int64_t k, float (*acc)[NC]) {
+    const int V = lc_mv_vec<T>::n;
+    float f[ROWS][V];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) lc_mv_vec<T>::to_float(x[r], f[r]);
+#pragma unroll
+    for (int j = 0; j < NC; j++) {
+        const float4 * bp = (const float4 *)(b + j * b_nb1 + k * 4);
+#pragma unroll
+        for (int q = 0; q < V / 4; q++) {
+            const float4 bv = bp[q];
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                acc[r][j] += f[r][4 * q] * bv.x + f[r][4 * q + 1] * bv.y + f[r][4 * q + 2] * bv.z + f[r][4 * q + 3] * bv.w;
+        }
+    }
+}
+
+/* Each warp computes ROWS consecutive rows of the result (WARPS warps per block); every thread
+ * keeps ROWS * UNROLL independent 16-byte weight loads in flight. Rows past M are clamped (read
+ * again, never written). */
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
     const int lane = threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
-    if (row >= p.M) return;
+    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
+    if (row0 >= p.M) return;
     const int V = lc_mv_vec<T>::n;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
-        const char * a = p.a + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
-        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
-        float acc[NC];
+        const char * a[ROWS];
 #pragma unroll
-        for (int j = 0; j < NC; j++) acc[j] = 0.0f;
+        for (int r = 0; r < ROWS; r++) {
+            const int64_t row = row0 + r < p.M ? row0 + r : p.M - 1;
+            a[r] = p.a + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
+        }
+        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
+        float acc[ROWS][NC];
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+#pragma unroll
+            for (int j = 0; j < NC; j++) acc[r][j] = 0.0f;
         int64_t k_tail = 0;
         if (p.vec) {
-            const uint4 * av = (const uint4 *)a;
             const int64_t nvec = p.K / V;
             int64_t v = lane;
             for (; v + 32 * (UNROLL - 1) < nvec; v += 32 * UNROLL) {
-                uint4 x[UNROLL];
+                uint4 x[UNROLL][ROWS];
 #pragma unroll
-                for (int u = 0; u < UNROLL; u++) x[u] = STREAM ? lc_ld_stream(av + v + 32 * u) : __ldg(av + v + 32 * u);
+                for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-                for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
+                    for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
             }
-            for (; v < nvec; v += 32) lc_mv_accum<T, NC>(STREAM ? lc_ld_stream(av + v) : __ldg(av + v), b, p.b_nb1, v * V, acc);
+            for (; v < nvec; v += 32) {
+                uint4 x[ROWS];
+#pragma unroll
+                for (int r = 0; r < ROWS; r++) x[r] = lc_ld_stream((const uint4 *)a[r] + v);
+                lc_mv_accum<T, NC, ROWS>(x, b, p.b_nb1, v * V, acc);
+            }
             k_tail = nvec * V;
         }
         for (int64_t k = k_tail + lane; k < p.K; k += 32) {
-            const float x = lc_mv_vec<T>::one(a + k * (int64_t)sizeof(T));
 #pragma unroll
-            for (int j = 0; j < NC; j++) acc[j] += x * *(const float *)(b + j * p.b_nb1 + k * 4);
+            for (int j = 0; j < NC; j++) {
+                const float bv = *(const float *)(b + j * p.b_nb1 + k * 4);
+#pragma unroll
+                for (int r = 0; r < ROWS; r++) acc[r][j] += lc_mv_vec<T>::one(a[r] + k * (int64_t)sizeof(T)) * bv;
+            }
         }
 #pragma unroll
-        for (int j = 0; j < NC; j++) acc[j] = lc_warp_sum(acc[j]);
-        if (lane == 0) {
-            char * d = p.d + row * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
+        for (int r = 0; r < ROWS; r++)
 #pragma unroll
-            for (int j = 0; j < NC; j++) *(float *)(d + j * p.d_nb1) = acc[j];
+            for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (row0 + r >= p.M) break;
+                char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
+#pragma unroll
+                for (int j = 0; j < NC; j++) *(float *)(d + j * p.d_nb1) = acc[r][j];
+            }
         }
     }
 }
 
-template <typename T, int UNROLL, bool STREAM, int WARPS>
+template <typename T, int ROWS, int UNROLL, int WARPS>
 static void lc_matvec_launch(const struct lc_mv_args & p, int ncols, int64_t nbatch, cudaStream_t s) {
-    dim3 grid((unsigned)((p.M + WARPS - 1) / WARPS), (unsigned)(nbatch < 65535 ? nbatch : 65535), 1);
+    const int64_t rows_per_block = (int64_t)ROWS * WARPS;
+    dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(nbatch < 65535 ? nbatch : 65535), 1);
     dim3 block(32 * WARPS, 1, 1);
     switch (ncols) {
-    case 1: lc_matvec_kernel<T, 1, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 2: lc_matvec_kernel<T, 2, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 3: lc_matvec_kernel<T, 3, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 4: lc_matvec_kernel<T, 4, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 5: lc_matvec_kernel<T, 5, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 6: lc_matvec_kernel<T, 6, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 7: lc_matvec_kernel<T, 7, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
-    default: lc_matvec_kernel<T, 8, UNROLL, STREAM, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 1: lc_matvec_kernel<T, 1, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 2: lc_matvec_kernel<T, 2, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 3: lc_matvec_kernel<T, 3, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 4: lc_matvec_kernel<T, 4, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 5: lc_matvec_kernel<T, 5, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 6: lc_matvec_kernel<T, 6, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    case 7: lc_matvec_kernel<T, 7, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
+    default: lc_matvec_kernel<T, 8, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
     }
 }
 
-/* TEMPORARY tuning knob (F16 weights only): LOOM_CUDA_MV_VARIANT=0..3 picks a kernel variant
- * for the benchmark's comparison; to be removed once the best one is the default. */
+/* TEMPORARY tuning knob: LOOM_CUDA_MV_VARIANT=0..3 picks the kernel shape for every weight
+ * type, for the benchmark's comparison; to be removed once the best one is the default. */
 static int mv_variant(void) {
     static int v = -1;
     if (v < 0) {
@@ -157,6 +186,27 @@ static int mv_variant(void) {
         v = e ? atoi(e) : 0;
     }
     return v;
+}
+
+/* TEMPORARY tuning knob: LOOM_CUDA_MV_MAX_COLS (1..8) lowers the column count up to which the
+ * matrix-vector kernels are used instead of cuBLAS. */
+static int mv_max_cols(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char * e = getenv("LOOM_CUDA_MV_MAX_COLS");
+        v = e && atoi(e) >= 1 && atoi(e) <= LC_MATVEC_MAX_COLS ? atoi(e) : LC_MATVEC_MAX_COLS;
+    }
+    return v;
+}
+
+template <typename T>
+static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStream_t s) {
+    switch (mv_variant()) {
+    case 1: lc_matvec_launch<T, 2, 4, 4>(p, ncols, p.nbatch, s); break;
+    case 2: lc_matvec_launch<T, 4, 2, 4>(p, ncols, p.nbatch, s); break;
+    case 3: lc_matvec_launch<T, 2, 2, 8>(p, ncols, p.nbatch, s); break;
+    default: lc_matvec_launch<T, 1, 4, 4>(p, ncols, p.nbatch, s); break;
+    }
 }
 
 static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t->nb[0] == loom_type_size(t->type); }
@@ -191,18 +241,9 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     }
     p.vec = vec;
     const int ncols = (int)b->ne[1];
-    if (a->type == LOOM_TYPE_F32) {
-        lc_matvec_launch<float, 4, false, 4>(p, ncols, p.nbatch, be->stream);
-    } else if (a->type == LOOM_TYPE_F16) {
-        switch (mv_variant()) {
-        case 1: lc_matvec_launch<__half, 4, true, 4>(p, ncols, p.nbatch, be->stream); break;
-        case 2: lc_matvec_launch<__half, 8, true, 4>(p, ncols, p.nbatch, be->stream); break;
-        case 3: lc_matvec_launch<__half, 8, true, 8>(p, ncols, p.nbatch, be->stream); break;
-        default: lc_matvec_launch<__half, 4, false, 4>(p, ncols, p.nbatch, be->stream); break;
-        }
-    } else {
-        lc_matvec_launch<__nv_bfloat16, 4, false, 4>(p, ncols, p.nbatch, be->stream);
-    }
+    if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(p, ncols, be->stream);
+    else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(p, ncols, be->stream);
+    else lc_matvec_dispatch<__nv_bfloat16>(p, ncols, be->stream);
     return LC_CHECK_LAUNCH("lc_matvec_kernel");
 }
 
@@ -237,7 +278,7 @@ static struct lc_mm_plan lc_mm_plan_for(const struct loom_tensor * dst) {
     struct lc_mm_plan p;
     memset(&p, 0, sizeof p);
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    p.matvec = N <= LC_MATVEC_MAX_COLS && rows_dense(a) && rows_dense(b);
+    p.matvec = N <= mv_max_cols() && rows_dense(a) && rows_dense(b);
     if (p.matvec) return p;
     const size_t es_a = loom_type_size(a->type);
     p.copy_a = !blas_ok(a, K);
