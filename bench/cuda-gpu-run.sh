@@ -3,9 +3,11 @@
 # the tests under compute-sanitizer; logs go to $OUT (or ./gpu-out). Run from the source root.
 # Usage: bench/cuda-gpu-run.sh [test|bench|tune|ncu|sanitize]...   (default: test bench sanitize)
 set -u
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
+DEST=${OUT:-gpu-out}
+mkdir -p "$DEST"
+DEST=$(cd "$DEST" && pwd)
+OUT=$(mktemp -d)   # every log; packed into $DEST/logs.tgz at the end (few files come back)
+trap 'tar czf "$DEST/logs.tgz" -C "$OUT" .' EXIT
 steps=${*:-test bench sanitize}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/gpu.txt"
 t0=$(date +%s)
