@@ -4,7 +4,6 @@
 #include "cuda-mulmat.cuh"
 #include "cuda-cpy.cuh"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* ================================================================ matrix-vector kernels */
@@ -160,52 +159,26 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
     }
 }
 
-template <typename T, int ROWS, int UNROLL, int WARPS>
-static void lc_matvec_launch(const struct lc_mv_args & p, int ncols, int64_t nbatch, cudaStream_t s) {
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
     const int64_t rows_per_block = (int64_t)ROWS * WARPS;
-    dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(nbatch < 65535 ? nbatch : 65535), 1);
-    dim3 block(32 * WARPS, 1, 1);
-    switch (ncols) {
-    case 1: lc_matvec_kernel<T, 1, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 2: lc_matvec_kernel<T, 2, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 3: lc_matvec_kernel<T, 3, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 4: lc_matvec_kernel<T, 4, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 5: lc_matvec_kernel<T, 5, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 6: lc_matvec_kernel<T, 6, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    case 7: lc_matvec_kernel<T, 7, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    default: lc_matvec_kernel<T, 8, ROWS, UNROLL, WARPS><<<grid, block, 0, s>>>(p); break;
-    }
+    dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
+    lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
 }
 
-/* TEMPORARY tuning knob: LOOM_CUDA_MV_VARIANT=0..3 picks the kernel shape for every weight
- * type, for the benchmark's comparison; to be removed once the best one is the default. */
-static int mv_variant(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char * e = getenv("LOOM_CUDA_MV_VARIANT");
-        v = e ? atoi(e) : 0;
-    }
-    return v;
-}
-
-/* TEMPORARY tuning knob: LOOM_CUDA_MV_MAX_COLS (1..8) lowers the column count up to which the
- * matrix-vector kernels are used instead of cuBLAS. */
-static int mv_max_cols(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char * e = getenv("LOOM_CUDA_MV_MAX_COLS");
-        v = e && atoi(e) >= 1 && atoi(e) <= LC_MATVEC_MAX_COLS ? atoi(e) : LC_MATVEC_MAX_COLS;
-    }
-    return v;
-}
-
+/* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
+ * columns (4 rows per warp for tall matrices, which then fit one wave), two rows per warp for
+ * three or four columns (each activation load serves both rows). */
 template <typename T>
 static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStream_t s) {
-    switch (mv_variant()) {
-    case 1: lc_matvec_launch<T, 2, 4, 4>(p, ncols, p.nbatch, s); break;
-    case 2: lc_matvec_launch<T, 4, 2, 4>(p, ncols, p.nbatch, s); break;
-    case 3: lc_matvec_launch<T, 2, 2, 8>(p, ncols, p.nbatch, s); break;
-    default: lc_matvec_launch<T, 1, 4, 4>(p, ncols, p.nbatch, s); break;
+    switch (ncols) {
+    case 1:
+        if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
+        else lc_matvec_launch<T, 1, 1, 4, 4>(p, s);
+        break;
+    case 2: lc_matvec_launch<T, 2, 1, 4, 4>(p, s); break;
+    case 3: lc_matvec_launch<T, 3, 2, 4, 4>(p, s); break;
+    default: lc_matvec_launch<T, 4, 2, 4, 4>(p, s); break;
     }
 }
 
@@ -278,7 +251,7 @@ static struct lc_mm_plan lc_mm_plan_for(const struct loom_tensor * dst) {
     struct lc_mm_plan p;
     memset(&p, 0, sizeof p);
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    p.matvec = N <= mv_max_cols() && rows_dense(a) && rows_dense(b);
+    p.matvec = N <= LC_MATVEC_MAX_COLS && rows_dense(a) && rows_dense(b);
     if (p.matvec) return p;
     const size_t es_a = loom_type_size(a->type);
     p.copy_a = !blas_ok(a, K);

@@ -5,8 +5,9 @@
 
 #include "cuda-common.cuh"
 
-/* Products with at most this many columns (b->ne[1]) use the matrix-vector kernels. */
-#define LC_MATVEC_MAX_COLS 8
+/* Products with at most this many columns (b->ne[1]) use the matrix-vector kernels; from 5
+ * columns on cuBLAS was faster on an H200 (bench/cuda-notes.md). */
+#define LC_MATVEC_MAX_COLS 4
 
 bool lc_mul_mat_supported(const struct loom_tensor * op);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
