@@ -62,8 +62,10 @@ enum loom_backend_buffer_usage loom_backend_buffer_get_usage(loom_backend_buffer
 enum loom_status loom_backend_buffer_clear(loom_backend_buffer_t buffer, uint8_t value);
 /* True when the buffer is a multi-buffer (a set of buffers freed together). */
 bool loom_backend_buffer_is_multi(loom_backend_buffer_t buffer);
-/* Combines 'n' buffers into one handle that frees them together and forwards usage/clear to
- * every part. Takes ownership of the parts. Returns NULL (freeing nothing) on allocation failure. */
+/* Combines 'n' buffers (plain buffers, all of one buffer type) into one handle that frees them
+ * together and forwards usage/clear to every part; its size is the sum of theirs. Takes ownership
+ * of the parts on success. Returns NULL, freeing nothing, when n is 0, a part is NULL, a
+ * multi-buffer or of another type (logged), or on allocation failure. */
 loom_backend_buffer_t loom_backend_multi_buffer_new(loom_backend_buffer_t * buffers, size_t n);
 size_t loom_backend_multi_buffer_count(loom_backend_buffer_t buffer);  /* 1 for a plain buffer */
 loom_backend_buffer_t loom_backend_multi_buffer_get(loom_backend_buffer_t buffer, size_t i);
@@ -72,8 +74,16 @@ loom_backend_buffer_t loom_backend_multi_buffer_get(loom_backend_buffer_t buffer
  * lets the buffer initialise it. Errors: LOOM_ERR_INVALID_ARG when the tensor already has data
  * or [addr, addr + alloc_size) does not lie inside the buffer; the buffer's own init status. */
 enum loom_status loom_backend_tensor_alloc(loom_backend_buffer_t buffer, struct loom_tensor * tensor, void * addr);
+/* For a buffer made by loom_backend_dev_buffer_from_host_ptr: the address of the wrapped host byte
+ * 'p' in the buffer's address space, to pass to loom_backend_tensor_alloc. It is 'p' itself on a
+ * host device; a discrete device that reads host memory may hand out other addresses. Returns
+ * NULL when 'p' is outside the wrapped (page-aligned) span or the buffer wraps no host memory. */
+void * loom_backend_buffer_host_ptr_addr(loom_backend_buffer_t buffer, const void * p);
 /* Gives a view the buffer and address of its base ('view_src' + 'view_offs'); the base must be
- * allocated. Errors: LOOM_ERR_INVALID_ARG when the base has no buffer or the view's extent leaves it. */
+ * allocated. Needed for a view made before its base was allocated (views made afterwards, and
+ * views in the context passed to loom_backend_alloc_ctx_tensors*, get them automatically).
+ * Errors: LOOM_ERR_INVALID_ARG when 'tensor' is not a view, the base has no buffer or the view's
+ * extent leaves it; the buffer's own init status (the view is then left as it was). */
 enum loom_status loom_backend_view_init(struct loom_tensor * tensor);
 
 /* ================================================================ tensor data
@@ -128,10 +138,16 @@ loom_backend_buffer_type_t loom_backend_dev_buffer_type(loom_backend_dev_t dev);
 /* A pinned host buffer type for fast transfers, or NULL when the device has none. */
 loom_backend_buffer_type_t loom_backend_dev_host_buffer_type(loom_backend_dev_t dev);
 /* Wraps caller-owned host memory [ptr, ptr + size) as a buffer the device can read in place,
- * without copying. 'ptr' need not be page-aligned: the enclosing page-aligned span is wrapped and
- * tensors keep their true addresses. 'max_tensor_size' is the largest tensor that will be placed
- * in it (bytes). The buffer never frees the memory. Returns NULL when the device cannot wrap
- * host memory (caps.buffer_from_host_ptr false) or the wrap fails (logged). */
+ * without copying. 'ptr' need not be page-aligned: the enclosing page-aligned span is wrapped.
+ * When that span exceeds the device buffer type's max_size it is cut into chunks of at most
+ * max_size that overlap by at least 'max_tensor_size' bytes (the largest tensor that will be
+ * placed in it), and one multi-buffer is returned: every tensor of at most 'max_tensor_size'
+ * bytes then lies wholly inside one chunk, and loom_backend_tensor_alloc picks that chunk.
+ * Tensors are placed at the address of their host bytes, loom_backend_buffer_host_ptr_addr
+ * (on a host device that is the host pointer itself). The buffer never frees the memory, and
+ * writes to it only through set/memset/clear calls. Returns NULL (logged) when the device cannot
+ * wrap host memory (caps.buffer_from_host_ptr false), 'ptr' is NULL or the range wraps around,
+ * 'max_tensor_size' leaves no room for overlapping chunks under max_size, or the wrap fails. */
 loom_backend_buffer_t loom_backend_dev_buffer_from_host_ptr(loom_backend_dev_t dev, void * ptr, size_t size, size_t max_tensor_size);
 /* True when the device can compute 'op' (its type, shape and source layouts) with the sources
  * where they are. Never claims support it cannot deliver. */
@@ -165,8 +181,9 @@ loom_backend_buffer_t loom_backend_alloc_buffer(loom_backend_t backend, size_t s
 bool loom_backend_supports_op(loom_backend_t backend, const struct loom_tensor * op);
 bool loom_backend_supports_buft(loom_backend_t backend, loom_backend_buffer_type_t buft);
 
-/* Queue a copy on the backend's stream; without async support these complete synchronously.
- * The host memory must stay valid until loom_backend_synchronize. Same range rules as above. */
+/* Queue a copy on the backend's stream; without async support, or for a tensor that lives on
+ * another device, these complete synchronously. The host memory must stay valid until
+ * loom_backend_synchronize. Same range rules as above. */
 enum loom_status loom_backend_tensor_set_async(loom_backend_t backend, struct loom_tensor * tensor, const void * data, size_t offset, size_t size);
 enum loom_status loom_backend_tensor_get_async(loom_backend_t backend, const struct loom_tensor * tensor, void * data, size_t offset, size_t size);
 /* Copies 'src' (living where 'backend_src' can read) into 'dst' (on 'backend_dst'), queued on the
@@ -176,14 +193,18 @@ enum loom_status loom_backend_tensor_copy_async(loom_backend_t backend_src, loom
 /* Waits until all queued work on the stream has completed; returns the first error it reported. */
 enum loom_status loom_backend_synchronize(loom_backend_t backend);
 /* Computes every node of 'graph' in order. All tensors (nodes, sources, views) must already have
- * data in buffers this backend can read. Returns LOOM_ERR_UNSUPPORTED naming the node when an op
- * is not supported; the device's status on failure. Completes before returning. */
+ * data in buffers this backend can read (loom_backend_supports_buft; context memory counts as host
+ * memory), and every view must address its base's storage (loom_backend_view_init): otherwise
+ * LOOM_ERR_INVALID_ARG naming the tensor, and nothing is computed. Returns
+ * LOOM_ERR_UNSUPPORTED naming the node when an op is not supported; the device's status on
+ * failure. Completes before returning. */
 enum loom_status loom_backend_graph_compute(loom_backend_t backend, struct loom_cgraph * graph);
 /* As loom_backend_graph_compute, but may return before the work is done (see synchronize). */
 enum loom_status loom_backend_graph_compute_async(loom_backend_t backend, struct loom_cgraph * graph);
 
 /* Events: markers in a stream. Devices without events (caps.events false) return NULL from
- * event_new; callers then synchronize the backend instead. */
+ * event_new; the functions below accept that NULL: record synchronizes the backend (so the work
+ * is done), wait and synchronize then return LOOM_OK at once. */
 loom_backend_event_t loom_backend_event_new(loom_backend_dev_t dev);
 void loom_backend_event_free(loom_backend_event_t event);
 enum loom_status loom_backend_event_record(loom_backend_event_t event, loom_backend_t backend);
@@ -194,12 +215,16 @@ enum loom_status loom_backend_event_synchronize(loom_backend_event_t event);
 
 /* ================================================================ placing a context's tensors */
 
-/* Places every tensor of 'ctx' that has no data yet (views are initialised from their base) in
- * buffers of type 'buft'. Tensors go into one buffer while they fit under the type's max_size;
- * then another is opened, so no tensor straddles two buffers. Returns one handle over the set (a
- * multi-buffer when more than one was needed), or NULL when there was nothing to allocate.
- * Errors (NULL, logged, 'status' set when non-NULL, nothing leaked): LOOM_ERR_TOO_LARGE when one
- * tensor alone exceeds max_size (names the tensor, its size and the limit); LOOM_ERR_OOM. */
+/* Places every tensor of 'ctx' that has no data yet in buffers of type 'buft', in creation order,
+ * each at an offset aligned to the type's alignment and taking loom_backend_buft_get_alloc_size
+ * bytes; views in 'ctx' are then initialised from their base (which may live in another context).
+ * Tensors go into one buffer while they fit under the type's max_size; then another is opened, so
+ * no tensor straddles two buffers. Returns one handle over the set (a multi-buffer when more than
+ * one was needed), or NULL with LOOM_OK when there was nothing to allocate.
+ * Errors (NULL, logged, 'status' set when non-NULL; every tensor is left as it was and nothing is
+ * leaked): LOOM_ERR_TOO_LARGE when one tensor alone exceeds max_size (names the tensor, its size
+ * and the limit); LOOM_ERR_OOM when a buffer cannot be allocated; LOOM_ERR_INVALID_ARG when a view's
+ * base has no storage; a buffer's init_tensor status. */
 loom_backend_buffer_t loom_backend_alloc_ctx_tensors_from_buft(struct loom_context * ctx, loom_backend_buffer_type_t buft,
                                                                enum loom_status * status);
 loom_backend_buffer_t loom_backend_alloc_ctx_tensors(struct loom_context * ctx, loom_backend_t backend, enum loom_status * status);
@@ -215,12 +240,25 @@ loom_backend_buffer_t loom_backend_alloc_ctx_tensors(struct loom_context * ctx, 
  *
  * Lifecycle: reserve (optional, with the largest graph) -> for each step: alloc_graph -> set inputs
  * -> graph_compute. Computing a graph other than the one last allocated re-plans it first; the same
- * graph can be computed any number of times. */
+ * graph can be computed any number of times.
+ *
+ * Memory: each backend's intermediates are placed by a graph allocator (loom-alloc.h) in that
+ * backend's compute buffer, by lifetime. Inputs are freed after their last use like any other
+ * intermediate, so set them before every compute. A graph's tensors keep their memory until the
+ * scheduler allocates another graph: read outputs first. "Another graph" is detected from the graph
+ * pointer and a signature of its nodes (ops, shapes, strides, sources, flags, pre-placed memory).
+ * Errors of alloc_graph/reserve/graph_compute (logged): LOOM_ERR_UNSUPPORTED when no backend can run
+ * a node or a node writes into memory its backend cannot reach; LOOM_ERR_TOO_LARGE when a tensor
+ * exceeds a buffer type's max_size; LOOM_ERR_OOM (nothing leaked, no tensor of the graph left
+ * pointing into freed memory); graph_compute also returns the backends' failures.
+ * The design (splits, copies of split inputs, assignment spreading) follows ggml's
+ * ggml_backend_sched; the code is Loom's own (src/backend/sched*.c). */
 
 typedef struct loom_backend_sched * loom_backend_sched_t;
 
 /* 'bufts' may be NULL (each backend's default buffer type). 'graph_size' is the largest number
- * of nodes a graph will have. Returns NULL (logged) on failure. */
+ * of nodes a graph will have (a hint: tables grow as needed). Returns NULL (logged) when a backend
+ * cannot use its buffer type, on more than 16 backends, or out of host memory. */
 loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_backend_buffer_type_t * bufts,
                                             int n_backends, size_t graph_size);
 void loom_backend_sched_free(loom_backend_sched_t sched);

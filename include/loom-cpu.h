@@ -20,19 +20,38 @@ loom_backend_buffer_type_t loom_backend_cpu_buffer_type(void);
 loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
 
 /* Computes 'graph' directly on host data (tensors of a context created with no_alloc = false, or
- * in host buffers) with 'n_threads' threads (OpenMP). Work is split by rows, so results are
- * bitwise identical for any thread count. Returns LOOM_ERR_UNSUPPORTED (logged, naming the node)
- * for an op/type combination the CPU does not implement. */
+ * in host buffers) with 'n_threads' threads (< 1 counts as 1).
+ *
+ * Threading: one OpenMP parallel region (a persistent team) for the whole graph; every node is
+ * split among the threads by output rows (MUL_MAT: by blocks of weight rows, in whole micro-tiles)
+ * and followed by one barrier. No sum is ever split between threads and every result element is
+ * computed by code that depends only on the node's shapes, so results are bitwise identical for
+ * any thread count. View ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) and empty results are no-ops.
+ * Scratch memory (converted activations, packed weight panels, converted rows) is sized for the
+ * largest node and allocated once per call (a cached buffer is reused across calls).
+ *
+ * Errors (logged, naming the node; nothing is computed): LOOM_ERR_UNSUPPORTED for an op/type/layout
+ * combination the CPU does not implement (see loom_cpu_supports_op); LOOM_ERR_INVALID_ARG when a
+ * tensor has no data or lives in a buffer that is not host memory; LOOM_ERR_OOM when the scratch
+ * memory cannot be allocated. */
 enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads);
-/* True when the CPU kernels implement 'op' with its sources' types and layouts. */
+/* True when the CPU kernels implement 'op' with its sources' types and layouts: every op of loom.h
+ * with the types documented there (F32/F16/BF16, I32 ids/positions, I32->I32 copies), sources of
+ * any strides (transposed, permuted, strided views), results with dense rows (any strides for CPY).
+ * Views and NONE are always supported (they need no work). */
 bool loom_cpu_supports_op(const struct loom_tensor * op);
 
-/* Kernel paths. The SIMD path (AVX2/FMA, AVX-512 where the build enables it) is chosen at run
- * time when the CPU has it; LOOM_CPU_SCALAR=1 in the environment, or this call, forces the
- * portable scalar path (tests run both). */
+/* Kernel paths. SIMD kernels (AVX-512 with F16C/FMA, plus AVX512-BF16 vdpbf16ps for BF16 weights;
+ * AVX2/FMA/F16C as the fallback) are compiled with function target attributes, so every x86-64
+ * build contains them whatever its -march, and one is selected at run time by
+ * __builtin_cpu_supports/CPUID on first use. The portable scalar path is always available:
+ * LOOM_CPU_SCALAR=1 in the environment, or loom_cpu_set_scalar(true), forces it (tests run every
+ * path). LOOM_CPU_ISA=avx2|avx512|scalar caps the SIMD choice (to test the AVX2 path on an
+ * AVX-512 machine). Not thread-safe against a concurrent graph compute. */
 void loom_cpu_set_scalar(bool scalar);
 bool loom_cpu_get_scalar(void);
-/* A short description of the SIMD features in use, e.g. "AVX512 FMA F16C". */
+/* A short constant description of the kernels in use: "AVX512 FMA F16C BF16", "AVX2 FMA F16C",
+ * "scalar". */
 const char * loom_cpu_features(void);
 
 #ifdef __cplusplus

@@ -82,8 +82,8 @@ static loom_backend_buffer_t buffer_part_holding(loom_backend_buffer_t buffer, c
 }
 
 enum loom_status loom_backend_tensor_alloc(loom_backend_buffer_t buffer, struct loom_tensor * tensor, void * addr) {
-    if (tensor->view_src || tensor->data || tensor->buffer) {
-        loom_log(LOOM_LOG_ERROR, "tensor '%s' is a view or already has data", tensor->name);
+    if (tensor->view_src || tensor->data || tensor->buffer || !addr) {
+        loom_log(LOOM_LOG_ERROR, "tensor_alloc: tensor '%s' is a view, already has data, or no address was given", tensor->name);
         return LOOM_ERR_INVALID_ARG;
     }
     size_t size = loom_backend_buft_get_alloc_size(buffer->buft, tensor);
@@ -108,8 +108,12 @@ enum loom_status loom_backend_tensor_alloc(loom_backend_buffer_t buffer, struct 
 
 enum loom_status loom_backend_view_init(struct loom_tensor * tensor) {
     struct loom_tensor * base = tensor->view_src;
-    if (!base || !base->buffer || !base->data) {
-        loom_log(LOOM_LOG_ERROR, "view '%s': its base has no buffer", tensor->name);
+    if (!base) {
+        loom_log(LOOM_LOG_ERROR, "view_init: tensor '%s' is not a view", tensor->name);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (!base->buffer || !base->data) {
+        loom_log(LOOM_LOG_ERROR, "view '%s': its base '%s' has no buffer", tensor->name, base->name);
         return LOOM_ERR_INVALID_ARG;
     }
     size_t need = loom_nbytes(tensor), have = loom_nbytes(base);
@@ -118,10 +122,26 @@ enum loom_status loom_backend_view_init(struct loom_tensor * tensor) {
                  tensor->view_offs, tensor->view_offs + need, base->name, have);
         return LOOM_ERR_INVALID_ARG;
     }
+    loom_backend_buffer_t old_buffer = tensor->buffer;
+    void * old_data = tensor->data;
     tensor->buffer = base->buffer;
     tensor->data = (uint8_t *)base->data + tensor->view_offs;
-    if (tensor->buffer->iface.init_tensor) return tensor->buffer->iface.init_tensor(tensor->buffer, tensor);
+    if (tensor->buffer->iface.init_tensor) {
+        enum loom_status st = tensor->buffer->iface.init_tensor(tensor->buffer, tensor);
+        if (st != LOOM_OK) {
+            tensor->buffer = old_buffer;
+            tensor->data = old_data;
+            return st;
+        }
+    }
     return LOOM_OK;
+}
+
+void * loom_backend_buffer_host_ptr_addr(loom_backend_buffer_t buffer, const void * p) {
+    if (!buffer || !buffer->host_span) return NULL;
+    uintptr_t start = (uintptr_t)buffer->host_span, a = (uintptr_t)p;
+    if (a < start || a - start >= buffer->size) return NULL;
+    return (uint8_t *)loom_backend_buffer_get_base(buffer) + (a - start);
 }
 
 size_t loom_page_size(void) {

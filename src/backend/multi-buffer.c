@@ -57,7 +57,14 @@ static const struct loom_backend_buffer_i multi_iface = {
 };
 
 loom_backend_buffer_t loom_backend_multi_buffer_new(loom_backend_buffer_t * buffers, size_t n) {
-    if (n == 0) return NULL;
+    if (n == 0 || !buffers) return NULL;
+    /* one level, one type: tensor_alloc looks one level down, and the handle reports one type */
+    for (size_t i = 0; i < n; i++) {
+        if (!buffers[i] || loom_backend_buffer_is_multi(buffers[i]) || buffers[i]->buft != buffers[0]->buft) {
+            loom_log(LOOM_LOG_ERROR, "multi_buffer_new: part %zu is missing, a multi-buffer, or of another buffer type", i);
+            return NULL;
+        }
+    }
     struct multi_buffer * m = calloc(1, sizeof *m);
     loom_backend_buffer_t * parts = calloc(n, sizeof *parts);
     if (!m || !parts) {

@@ -6,9 +6,6 @@
 
 #define MAX_DEVICES 64
 
-/* Simulated devices named by LOOM_SIM_DEVICES (src/sim); returns how many it added. */
-size_t loom_sim_register_env_devices(loom_backend_dev_t * devs, size_t max);
-
 static loom_backend_dev_t g_devs[MAX_DEVICES]; /* everything but the CPU, in priority order */
 static size_t g_n_devs;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;

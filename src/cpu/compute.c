@@ -1,15 +1,143 @@
-/* compute.c -- placeholder: the CPU kernels land with the ops work. */
-#include "loom-cpu.h"
+/* compute.c -- the CPU graph executor: op dispatch, support checks, scratch memory, and one
+ * OpenMP parallel region per graph with a barrier after each node. */
+#include "cpu/cpu-impl.h"
 
-enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads) {
-    (void)n_threads;
-    for (int i = 0; i < graph->n_nodes; i++) {
-        if (!loom_op_is_view(graph->nodes[i]->op)) return LOOM_ERR_UNSUPPORTED;
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
+    [LOOM_OP_DUP] = &cpu_op_copy,
+    [LOOM_OP_CPY] = &cpu_op_copy,
+    [LOOM_OP_CONT] = &cpu_op_copy,
+    [LOOM_OP_ADD] = &cpu_op_binary,
+    [LOOM_OP_MUL] = &cpu_op_binary,
+    [LOOM_OP_SCALE] = &cpu_op_unary,
+    [LOOM_OP_RMS_NORM] = &cpu_op_rms_norm,
+    [LOOM_OP_MUL_MAT] = &cpu_op_mul_mat,
+    [LOOM_OP_GET_ROWS] = &cpu_op_get_rows,
+    [LOOM_OP_ROPE] = &cpu_op_rope,
+    [LOOM_OP_SOFT_MAX] = &cpu_op_soft_max,
+    [LOOM_OP_SILU] = &cpu_op_unary,
+    [LOOM_OP_GELU] = &cpu_op_unary,
+    [LOOM_OP_ARGMAX] = &cpu_op_argmax,
+};
+
+void cpu_barrier(const struct cpu_params * p) {
+    if (p->nth > 1) {
+#pragma omp barrier
     }
-    return LOOM_OK;
 }
 
-bool loom_cpu_supports_op(const struct loom_tensor * op) { return loom_op_is_view(op->op) || op->op == LOOM_OP_NONE; }
-void loom_cpu_set_scalar(bool scalar) { (void)scalar; }
-bool loom_cpu_get_scalar(void) { return true; }
-const char * loom_cpu_features(void) { return "scalar"; }
+/* Nodes that need no work: views reinterpret storage, empty tensors have no elements. */
+static bool is_noop(const struct loom_tensor * t) {
+    return t->op == LOOM_OP_NONE || loom_op_is_view(t->op) || loom_is_empty(t);
+}
+
+/* Every tensor the kernels touch must be host memory with data. */
+static bool has_host_data(const struct loom_tensor * t) {
+    const struct loom_tensor * base = t->view_src ? t->view_src : t;
+    if (!t->data) return false;
+    return !base->buffer || loom_backend_buffer_is_host(base->buffer);
+}
+
+bool loom_cpu_supports_op(const struct loom_tensor * op) {
+    if (op->op == LOOM_OP_NONE || loom_op_is_view(op->op)) return true;
+    if ((int)op->op < 0 || op->op >= LOOM_OP_COUNT || !op_table[op->op]) return false;
+    return op_table[op->op]->supports(op);
+}
+
+/* ---------------------------------------------------------------- scratch memory
+ * One buffer sized for the largest node, reused across computes; a concurrent compute (another
+ * thread) that finds it taken uses a buffer of its own for that call. */
+
+static atomic_flag g_work_busy = ATOMIC_FLAG_INIT;
+static uint8_t * g_work;
+static size_t g_work_size;
+
+enum { WORK_ALIGN = 64 };
+
+/* A buffer of at least 'size' bytes: the cached one when it is free ('*cached' true), else a new
+ * one for this call. NULL when out of memory. */
+static uint8_t * work_acquire(size_t size, bool * cached) {
+    size = loom_pad(size ? size : WORK_ALIGN, WORK_ALIGN);
+    *cached = !atomic_flag_test_and_set(&g_work_busy);
+    if (!*cached) return aligned_alloc(WORK_ALIGN, size);
+    if (g_work_size < size) {
+        free(g_work);
+        g_work = aligned_alloc(WORK_ALIGN, size);
+        g_work_size = g_work ? size : 0;
+    }
+    if (!g_work) {
+        atomic_flag_clear(&g_work_busy);
+        *cached = false;
+    }
+    return g_work;
+}
+
+static void work_release(uint8_t * work, bool cached) {
+    if (cached) {
+        atomic_flag_clear(&g_work_busy);
+    } else {
+        free(work);
+    }
+}
+
+static void node_work(const struct loom_tensor * t, const struct cpu_vec * vec, int n_threads, size_t * shared, size_t * local) {
+    *shared = *local = 0;
+    const struct cpu_op_impl * impl = op_table[t->op];
+    if (impl->work_size) impl->work_size(t, vec, n_threads, shared, local);
+    *shared = loom_pad(*shared, WORK_ALIGN);
+    *local = loom_pad(*local, WORK_ALIGN);
+}
+
+/* ---------------------------------------------------------------- graph compute */
+
+enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    const struct cpu_vec * vec = cpu_vec_get();
+    size_t work_size = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        struct loom_tensor * t = graph->nodes[i];
+        if (is_noop(t)) continue;
+        if (!loom_cpu_supports_op(t)) {
+            loom_log(LOOM_LOG_ERROR, "CPU: op %s (%s) of node %d '%s' is not supported", loom_op_name(t->op),
+                     loom_type_name(t->type), i, t->name);
+            return LOOM_ERR_UNSUPPORTED;
+        }
+        bool ok = has_host_data(t);
+        for (int s = 0; s < LOOM_MAX_SRC && ok; s++) ok = !t->src[s] || has_host_data(t->src[s]);
+        if (!ok) {
+            loom_log(LOOM_LOG_ERROR, "CPU: node %d '%s' (%s) has a tensor without host data", i, t->name, loom_op_name(t->op));
+            return LOOM_ERR_INVALID_ARG;
+        }
+        size_t shared, local;
+        node_work(t, vec, n_threads, &shared, &local);
+        size_t need = shared + (size_t)n_threads * local;
+        if (need > work_size) work_size = need;
+    }
+
+    bool cached;
+    uint8_t * work = work_acquire(work_size, &cached);
+    if (!work) {
+        loom_log(LOOM_LOG_ERROR, "CPU: cannot allocate %.2f MiB of scratch memory", work_size / 1048576.0);
+        return LOOM_ERR_OOM;
+    }
+
+#pragma omp parallel num_threads(n_threads)
+    {
+        struct cpu_params p = {.ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .vec = vec};
+        for (int i = 0; i < graph->n_nodes; i++) {
+            struct loom_tensor * t = graph->nodes[i];
+            if (is_noop(t)) continue;
+            size_t shared, local;
+            node_work(t, vec, n_threads, &shared, &local);
+            p.shared = work;
+            p.local = work + shared + (size_t)p.ith * local;
+            op_table[t->op]->compute(&p, t);
+#pragma omp barrier
+        }
+    }
+    work_release(work, cached);
+    return LOOM_OK;
+}

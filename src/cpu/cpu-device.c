@@ -86,7 +86,9 @@ static loom_backend_buffer_t cpu_buft_alloc(loom_backend_buffer_type_t buft, siz
     if (sz < size) return NULL;
     void * mem = aligned_alloc(CPU_ALIGNMENT, sz);
     if (!mem) {
-        loom_log(LOOM_LOG_ERROR, "CPU: cannot allocate a buffer of %.2f MiB", size / 1048576.0);
+        long avail = sysconf(_SC_AVPHYS_PAGES);
+        loom_log(LOOM_LOG_ERROR, "CPU: out of memory: cannot allocate a buffer of %.2f MiB (%.2f MiB free)", size / 1048576.0,
+                 avail > 0 ? (double)avail * (double)loom_page_size() / 1048576.0 : 0.0);
         return NULL;
     }
     loom_backend_buffer_t b = wrap(buft, mem, size, true);
@@ -105,7 +107,9 @@ loom_backend_buffer_type_t loom_backend_cpu_buffer_type(void) {
 }
 
 loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size) {
-    return wrap(loom_backend_cpu_buffer_type(), ptr, size, false);
+    loom_backend_buffer_t b = wrap(loom_backend_cpu_buffer_type(), ptr, size, false);
+    if (b) b->host_span = ptr; /* host bytes keep their own addresses (loom_backend_buffer_host_ptr_addr) */
+    return b;
 }
 
 /* ---------------------------------------------------------------- backend */

@@ -1,0 +1,95 @@
+/* loom-sim.h -- the simulated discrete device: computes with the CPU kernels, behaves like a GPU.
+ *
+ * A sim device owns memory the rest of Loom must treat as device memory: its buffer type is not
+ * host (is_host false), and the tensor addresses it hands out are not host pointers but addresses
+ * in an address space of its own (non-canonical on x86-64, so a dereference faults at once), which
+ * only the sim translates to the host memory behind them. Data moves only through set/get/memset/
+ * copy; graph_compute translates every address in the graph, runs loom_cpu_graph_compute and puts
+ * the addresses back. It can be limited (alignment, max buffer size, total memory), made to fail
+ * (the Nth buffer creation or init_tensor), and made to offer or refuse optional features (wrapping
+ * host memory, async copies, events, host access, individual ops), so that every path of the
+ * backend layer and of the scheduler can be exercised without a GPU.
+ *
+ * Devices are made with loom_sim_device_new and used through loom-backend.h; register one with
+ * loom_backend_register_device to reach it by name. LOOM_SIM_DEVICES=N in the environment makes the
+ * registry create N default devices named sim0..sim{N-1} (LOOM_SIM_MAX_BUFFER_MB and
+ * LOOM_SIM_MEMORY_MB, when set, limit them); there are none by default.
+ */
+#ifndef LOOM_SIM_H
+#define LOOM_SIM_H
+
+#include "loom-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct loom_sim_params {
+    size_t alignment;          /* bytes (a power of two) of every address the buffer type hands out; default 256 */
+    size_t max_buffer_size;    /* bytes of the largest single buffer; default SIZE_MAX (unlimited) */
+    size_t memory_size;        /* bytes of device memory (buffers beyond it fail as out of memory);
+                                  0 = unlimited, memory queries then report the host's (default 0) */
+    size_t alloc_extra;        /* bytes added to every tensor's alloc size, like a GPU padding rows;
+                                  default 0 */
+    bool host_access;          /* the device can read host buffers and context memory (supports_buft
+                                  accepts host buffer types); default false, like a GPU */
+    bool buffer_from_host_ptr; /* can wrap host memory (caps.buffer_from_host_ptr); the wrapped memory
+                                  still gets sim addresses; default false */
+    bool async;                /* fills the backend's async set/get/copy slots (they complete at once);
+                                  default false */
+    bool events;               /* supports events (record/wait/synchronize complete at once); default false */
+    int n_threads;             /* threads for the CPU kernels; 0 = LOOM_N_THREADS or the processors online */
+    uint64_t fail_alloc_at;    /* the Nth buffer creation (alloc or wrap, counted from 1) fails as out of
+                                  memory; 0 = never (default). Re-arm with loom_sim_set_fail_alloc */
+    uint64_t fail_init_tensor_at; /* the Nth init_tensor (tensor or view placement) fails with
+                                  LOOM_ERR_BACKEND; 0 = never (default) */
+    bool unsupported_ops[LOOM_OP_COUNT]; /* ops the device claims not to support: supports_op says
+                                  false, graph_compute refuses them; all false by default */
+};
+
+/* The defaults described above. */
+struct loom_sim_params loom_sim_default_params(void);
+
+/* Creates a sim device named 'name' (at most 63 bytes; e.g. "sim0"). 'params' may be NULL for the
+ * defaults. Returns NULL (logged) for an empty name, an alignment that is not a power of two, or no
+ * memory. The device is not registered; see loom_backend_register_device. */
+loom_backend_dev_t loom_sim_device_new(const char * name, const struct loom_sim_params * params);
+/* Unregisters (when registered) and frees the device. Its buffers, backends and events must have been
+ * freed first (a programming error, aborts, otherwise). NULL is a no-op. */
+void loom_sim_device_free(loom_backend_dev_t dev);
+/* True when 'dev' is a sim device. */
+bool loom_sim_device_is_sim(loom_backend_dev_t dev);
+
+struct loom_sim_stats {
+    size_t bytes_allocated;   /* bytes of device memory held by live buffers now */
+    size_t bytes_peak;        /* the most bytes_allocated has been */
+    size_t n_buffers;         /* live buffers (allocated and wrapped) */
+    uint64_t n_allocs;        /* buffer creations that succeeded (allocated and wrapped) */
+    uint64_t n_alloc_calls;   /* buffer creations attempted (the count fail_alloc_at refers to) */
+    uint64_t n_init_calls;    /* init_tensor calls (the count fail_init_tensor_at refers to) */
+    uint64_t bytes_set;       /* bytes written from the host (set_tensor, sync or async) */
+    uint64_t bytes_get;       /* bytes read to the host (get_tensor, sync or async) */
+    uint64_t bytes_copied;    /* bytes copied device to device on this device (cpy_tensor) */
+    uint64_t n_graph_computes;/* graph_compute calls that reached the kernels */
+    uint64_t n_async;         /* set/get/copy calls served by the backend's async slots */
+    uint64_t n_event_records; /* events recorded on this device's backends */
+};
+
+/* Reads the device's counters. 'dev' must be a sim device. */
+void loom_sim_get_stats(loom_backend_dev_t dev, struct loom_sim_stats * stats);
+/* Zeroes the counters (every field but bytes_allocated and n_buffers) and sets the peak to the
+ * current allocation; live buffers are kept. */
+void loom_sim_reset_stats(loom_backend_dev_t dev);
+/* Makes the Nth buffer creation from now (counted from 1) fail; 0 disarms. */
+void loom_sim_set_fail_alloc(loom_backend_dev_t dev, uint64_t n);
+/* Makes the Nth init_tensor from now (counted from 1) fail; 0 disarms. */
+void loom_sim_set_fail_init_tensor(loom_backend_dev_t dev, uint64_t n);
+
+/* True when 'addr' lies in the sim address space (an address some sim device could hand out). */
+bool loom_sim_is_device_addr(const void * addr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_SIM_H */

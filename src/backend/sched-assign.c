@@ -1,0 +1,228 @@
+/* sched-assign.c -- the scheduler's first pass: which backend runs each node and holds each tensor.
+ *
+ * Rules, in order (the header's scheduler section): pinned nodes stay; a node that writes into
+ * memory placed outside the scheduler runs where that memory lives; a node that uses a weight runs
+ * where the weight lives when that device supports the op; then where other pre-placed sources
+ * live; assignments spread to unassigned neighbours (down then up, first without the lowest-priority
+ * backend so that it does not swallow the graph, then with all); what is left goes to the first
+ * backend that supports it; an op a backend does not support falls to the next backend that does;
+ * a node writing into a view runs where the view's base lives; sources without memory (leafs,
+ * inputs) follow their first consumer. */
+#include "sched-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int * sched_tb(loom_backend_sched_t s, const struct loom_tensor * t) {
+    size_t slot = loom_hash_set_find(&s->hs, t);
+    return slot == SIZE_MAX ? NULL : &s->tb[slot];
+}
+
+int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
+    if (!buffer) return -1;
+    loom_backend_buffer_type_t buft = loom_backend_buffer_get_type(buffer);
+    for (int i = 0; i < s->n_backends; i++) {
+        if (s->bufts[i] == buft) return i;
+    }
+    for (int i = 0; i < s->n_backends; i++) {
+        if (loom_backend_get_default_buffer_type(s->backends[i]) == buft) return i;
+    }
+    return -1;
+}
+
+bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t) {
+    const struct loom_tensor * b = sched_base(t);
+    return b->data != NULL && !(b->buffer && galloc_owns_buffer(s->galloc, b->buffer));
+}
+
+int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t) {
+    const struct loom_tensor * b = sched_base(t);
+    if (sched_is_external(s, t)) return sched_backend_of_buffer(s, b->buffer);
+    int * id = sched_tb(s, b);
+    return id ? *id : -1;
+}
+
+static bool supports(loom_backend_sched_t s, int b, const struct loom_tensor * node) {
+    return b >= 0 && loom_backend_supports_op(s->backends[b], node);
+}
+
+static bool is_weight(const struct loom_tensor * t) {
+    const struct loom_tensor * b = sched_base(t);
+    if ((t->flags | b->flags) & LOOM_TENSOR_FLAG_WEIGHT) return true;
+    return b->buffer && loom_backend_buffer_get_usage(b->buffer) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+static enum loom_status init_table(loom_backend_sched_t s, struct loom_cgraph * g) {
+    size_t need = loom_hash_size((size_t)g->n_nodes + (size_t)g->n_leafs);
+    if (need > s->hs_cap) {
+        struct loom_tensor ** keys = malloc(need * sizeof *keys);
+        int * tb = malloc(need * sizeof *tb);
+        if (!keys || !tb) {
+            free(keys);
+            free(tb);
+            return LOOM_ERR_OOM;
+        }
+        free(s->hs.keys);
+        free(s->tb);
+        s->hs.keys = keys;
+        s->tb = tb;
+        s->hs_cap = need;
+    }
+    s->hs.size = need;
+    memset(s->hs.keys, 0, need * sizeof *s->hs.keys);
+    for (size_t i = 0; i < need; i++) s->tb[i] = -1;
+    for (int i = 0; i < g->n_nodes + g->n_leafs; i++) loom_hash_set_insert(&s->hs, i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes]);
+    return LOOM_OK;
+}
+
+/* The highest-priority backend among the sources of 'node' that live in pre-placed memory and
+ * pass 'want' (weights first, then any), that supports the op; -1 when none. */
+static int from_sources(loom_backend_sched_t s, const struct loom_tensor * node, bool weights) {
+    int best = -1;
+    for (int k = 0; k < LOOM_MAX_SRC; k++) {
+        const struct loom_tensor * src = node->src[k];
+        if (!src || !sched_is_external(s, src) || (weights && !is_weight(src))) continue;
+        int b = sched_backend_of_buffer(s, sched_base(src)->buffer);
+        if (b >= 0 && (best < 0 || b < best) && supports(s, b, node)) best = b;
+    }
+    return best;
+}
+
+static int pinned(loom_backend_sched_t s, const struct loom_tensor * node) {
+    for (int i = 0; i < s->n_pins; i++) {
+        if (s->pins[i].node == node) return s->pins[i].backend;
+    }
+    return -1;
+}
+
+static void pass_anchors(loom_backend_sched_t s, struct loom_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct loom_tensor * n = g->nodes[i];
+        if (!sched_is_compute_node(n)) continue;
+        int b = pinned(s, n);
+        if (b < 0 && sched_is_external(s, n)) {
+            int own = sched_backend_of_buffer(s, sched_base(n)->buffer);
+            if (supports(s, own, n)) b = own;
+        }
+        if (b < 0) b = from_sources(s, n, true);
+        if (b < 0) b = from_sources(s, n, false);
+        *sched_tb(s, n) = b;
+    }
+}
+
+/* Spreads assignments to unassigned compute nodes, in node order ('up' false) or reverse. With
+ * 'skip_last', the lowest-priority backend does not spread. */
+static void pass_expand(loom_backend_sched_t s, struct loom_cgraph * g, bool up, bool skip_last) {
+    int cur = -1;
+    for (int k = 0; k < g->n_nodes; k++) {
+        struct loom_tensor * n = g->nodes[up ? g->n_nodes - 1 - k : k];
+        if (!sched_is_compute_node(n)) continue;
+        int * b = sched_tb(s, n);
+        if (*b >= 0) {
+            cur = skip_last && *b == s->n_backends - 1 ? -1 : *b;
+        } else if (cur >= 0 && supports(s, cur, n)) {
+            *b = cur;
+        }
+    }
+}
+
+/* An unsupported assignment moves to the next backend (in priority order, wrapping) that supports
+ * the op. A node left unassigned -- expansion stopped at it because its neighbours' backend cannot
+ * run it -- is treated as if it had that neighbour's backend (the previous compute node's); with no
+ * neighbour, it goes to the first backend that supports it. */
+static enum loom_status pass_fallback(loom_backend_sched_t s, struct loom_cgraph * g) {
+    int prev = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct loom_tensor * n = g->nodes[i];
+        if (!sched_is_compute_node(n)) continue;
+        int * b = sched_tb(s, n);
+        if (*b < 0 && supports(s, prev, n)) *b = prev;
+        if (!supports(s, *b, n)) {
+            int from = *b >= 0 ? *b : prev, found = -1;
+            for (int k = 0; k < s->n_backends && found < 0; k++) {
+                int c = from < 0 ? k : (from + 1 + k) % s->n_backends;
+                if (supports(s, c, n)) found = c;
+            }
+            if (found < 0) {
+                loom_log(LOOM_LOG_ERROR, "scheduler: no backend supports %s node '%s'", loom_op_name(n->op), galloc_describe(n).s);
+                return LOOM_ERR_UNSUPPORTED;
+            }
+            if (from >= 0) {
+                loom_log(LOOM_LOG_DEBUG, "scheduler: %s cannot run %s '%s'; moved to %s", loom_backend_name(s->backends[from]),
+                         loom_op_name(n->op), galloc_describe(n).s, loom_backend_name(s->backends[found]));
+            }
+            *b = found;
+        }
+        prev = *b;
+    }
+    return LOOM_OK;
+}
+
+/* A node that writes into a view (CPY) runs where the view's base lives; a base without a place
+ * yet goes with the node. */
+static enum loom_status pass_view_writers(loom_backend_sched_t s, struct loom_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct loom_tensor * n = g->nodes[i];
+        if (!sched_is_compute_node(n) || !n->view_src || sched_is_external(s, n)) continue;
+        int * nb = sched_tb(s, n), * bb = sched_tb(s, n->view_src);
+        if (!bb) {
+            loom_log(LOOM_LOG_ERROR, "scheduler: the base '%s' of '%s' is not in the graph", galloc_describe(n->view_src).s,
+                     galloc_describe(n).s);
+            return LOOM_ERR_INVALID_ARG;
+        }
+        if (*bb < 0) {
+            *bb = *nb;
+        } else if (*bb != *nb) {
+            if (!supports(s, *bb, n)) {
+                loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into '%s' on %s, which cannot run %s", galloc_describe(n).s,
+                         galloc_describe(n->view_src).s, loom_backend_name(s->backends[*bb]), loom_op_name(n->op));
+                return LOOM_ERR_UNSUPPORTED;
+            }
+            *nb = *bb;
+        }
+    }
+    return LOOM_OK;
+}
+
+/* Tensors without a place (leafs, inputs, bases only views read) go where their first consumer
+ * runs; views take their base's backend. */
+static void pass_sources(loom_backend_sched_t s, struct loom_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct loom_tensor * n = g->nodes[i];
+        if (!sched_is_compute_node(n)) continue;
+        int b = *sched_tb(s, n);
+        for (int k = 0; k < LOOM_MAX_SRC; k++) {
+            if (!n->src[k] || sched_is_external(s, n->src[k])) continue;
+            int * sb = sched_tb(s, sched_base(n->src[k]));
+            if (sb && *sb < 0) *sb = b;
+        }
+    }
+    for (int i = 0; i < g->n_nodes + g->n_leafs; i++) {
+        struct loom_tensor * t = i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes];
+        int * tb = sched_tb(s, t);
+        if (t->view_src) {
+            int b = sched_storage_backend(s, t->view_src);
+            if (b < 0 && !sched_is_external(s, t->view_src)) { /* a base only views use: the last backend */
+                int * bb = sched_tb(s, t->view_src);
+                if (bb) *bb = b = s->n_backends - 1;
+            }
+            if (!sched_is_compute_node(t)) *tb = b;
+        } else if (*tb < 0) {
+            *tb = sched_is_external(s, t) ? sched_backend_of_buffer(s, t->buffer) : s->n_backends - 1;
+        }
+    }
+}
+
+enum loom_status sched_assign(loom_backend_sched_t s, struct loom_cgraph * g) {
+    enum loom_status st = init_table(s, g);
+    if (st != LOOM_OK) return st;
+    pass_anchors(s, g);
+    pass_expand(s, g, false, true);
+    pass_expand(s, g, true, true);
+    pass_expand(s, g, false, false);
+    pass_expand(s, g, true, false);
+    st = pass_fallback(s, g);
+    if (st == LOOM_OK) st = pass_view_writers(s, g);
+    if (st == LOOM_OK) pass_sources(s, g);
+    return st;
+}

@@ -1,0 +1,241 @@
+/* sched.c -- the scheduler object: lifecycle (when a graph is re-planned), pins, introspection and
+ * the LOOM_SCHED_DEBUG log. The passes live in sched-assign.c, sched-split.c and sched-compute.c. */
+#include "sched-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- lifecycle */
+
+loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_backend_buffer_type_t * bufts, int n_backends,
+                                            size_t graph_size) {
+    (void)graph_size; /* tables grow with the graphs they see */
+    if (!backends || n_backends < 1 || n_backends > SCHED_MAX_BACKENDS) {
+        loom_log(LOOM_LOG_ERROR, "scheduler: need 1 to %d backends, got %d", SCHED_MAX_BACKENDS, n_backends);
+        return NULL;
+    }
+    loom_backend_sched_t s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->n_backends = n_backends;
+    for (int i = 0; i < n_backends; i++) {
+        if (!backends[i]) {
+            loom_log(LOOM_LOG_ERROR, "scheduler: backend %d is NULL", i);
+            free(s);
+            return NULL;
+        }
+        s->backends[i] = backends[i];
+        s->bufts[i] = bufts && bufts[i] ? bufts[i] : loom_backend_get_default_buffer_type(backends[i]);
+        if (!loom_backend_supports_buft(backends[i], s->bufts[i])) {
+            loom_log(LOOM_LOG_ERROR, "scheduler: backend %s cannot use buffer type %s", loom_backend_name(backends[i]),
+                     loom_backend_buft_name(s->bufts[i]));
+            free(s);
+            return NULL;
+        }
+    }
+    s->galloc = loom_gallocr_new_n(s->bufts, n_backends);
+    if (!s->galloc) {
+        free(s);
+        return NULL;
+    }
+    for (int i = 0; i < n_backends; i++) s->events[i] = loom_backend_event_new(loom_backend_get_device(backends[i]));
+    const char * env = getenv("LOOM_SCHED_DEBUG");
+    s->debug = env && atoi(env) != 0;
+    return s;
+}
+
+void loom_backend_sched_free(loom_backend_sched_t s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_backends; i++) loom_backend_event_free(s->events[i]);
+    loom_gallocr_free(s->galloc);
+    loom_free(s->ctx);
+    free(s->pins);
+    free(s->hs.keys);
+    free(s->tb);
+    free(s->split_nodes);
+    free(s->splits);
+    free(s->inputs);
+    free(s->rewires);
+    free(s->gcopy.nodes);
+    free(s->node_ids);
+    free(s->leaf_ids);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- is this the graph last planned? */
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001B3ull;
+}
+
+static uint64_t mix_tensor(loom_backend_sched_t s, uint64_t h, const struct loom_tensor * t) {
+    h = mix(mix(mix(h, (uintptr_t)t), (uint64_t)t->op), (uint64_t)t->type);
+    h = mix(mix(h, (uint32_t)t->flags), (uintptr_t)t->view_src + t->view_offs);
+    for (int d = 0; d < LOOM_MAX_DIMS; d++) h = mix(mix(h, (uint64_t)t->ne[d]), t->nb[d]);
+    for (int k = 0; k < LOOM_MAX_SRC; k++) h = mix(h, (uintptr_t)t->src[k]);
+    for (size_t k = 0; k < LOOM_MAX_OP_PARAMS / sizeof(int32_t); k++) h = mix(h, (uint32_t)t->op_params[k]);
+    /* memory placed outside the scheduler decides assignments; the scheduler's own does not */
+    return mix(h, sched_is_external(s, t) ? (uintptr_t)sched_base(t)->buffer + 1 : 0);
+}
+
+/* A cheap fingerprint of the graph: its pointer, every node's and leaf's identity, op, shape,
+ * strides, sources, flags and pre-placed memory. */
+static uint64_t graph_signature(loom_backend_sched_t s, const struct loom_cgraph * g) {
+    uint64_t h = mix(mix(mix(0xcbf29ce484222325ull, (uintptr_t)g), (uint64_t)g->n_nodes), (uint64_t)g->n_leafs);
+    for (int i = 0; i < g->n_nodes; i++) h = mix_tensor(s, h, g->nodes[i]);
+    for (int j = 0; j < g->n_leafs; j++) h = mix_tensor(s, h, g->leafs[j]);
+    return h;
+}
+
+static bool graph_has_memory(const struct loom_cgraph * g) {
+    for (int i = 0; i < g->n_nodes + g->n_leafs; i++) {
+        const struct loom_tensor * t = i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes];
+        if (!sched_base(t)->data || !t->data) return false;
+    }
+    return true;
+}
+
+static bool is_current(loom_backend_sched_t s, struct loom_cgraph * g) {
+    return s->graph == g && s->plan_pins_version == s->pins_version && s->sig == graph_signature(s, g);
+}
+
+/* ---------------------------------------------------------------- planning */
+
+static enum loom_status plan(loom_backend_sched_t s, struct loom_cgraph * g) {
+    s->graph = NULL;
+    s->allocated = false;
+    enum loom_status st = sched_assign(s, g);
+    if (st == LOOM_OK) st = sched_split_graph(s, g);
+    if (st != LOOM_OK) return st;
+    s->copy_bytes = 0;
+    for (int i = 0; i < s->n_inputs; i++) s->copy_bytes += loom_nbytes(s->inputs[i].src);
+    if (s->debug) sched_log_plan(s);
+    s->graph = g;
+    s->sig = graph_signature(s, g);
+    s->plan_pins_version = s->pins_version;
+    return LOOM_OK;
+}
+
+enum loom_status loom_backend_sched_reserve(loom_backend_sched_t s, struct loom_cgraph * g) {
+    enum loom_status st = plan(s, g);
+    if (st == LOOM_OK) {
+        sched_apply_rewires(s);
+        st = loom_gallocr_reserve_n(s->galloc, &s->gcopy, s->node_ids, s->leaf_ids);
+        sched_undo_rewires(s);
+    }
+    s->graph = NULL; /* measured, not placed: the next alloc plans again */
+    s->allocated = false;
+    return st;
+}
+
+enum loom_status loom_backend_sched_alloc_graph(loom_backend_sched_t s, struct loom_cgraph * g) {
+    enum loom_status st = is_current(s, g) ? LOOM_OK : plan(s, g);
+    if (st == LOOM_OK) {
+        sched_apply_rewires(s);
+        st = loom_gallocr_alloc_graph_n(s->galloc, &s->gcopy, s->node_ids, s->leaf_ids);
+        sched_undo_rewires(s);
+    }
+    s->allocated = st == LOOM_OK;
+    if (st != LOOM_OK) s->graph = NULL;
+    return st;
+}
+
+enum loom_status loom_backend_sched_graph_compute(loom_backend_sched_t s, struct loom_cgraph * g) {
+    if (!s->allocated || !is_current(s, g) || !graph_has_memory(g)) {
+        enum loom_status st = loom_backend_sched_alloc_graph(s, g);
+        if (st != LOOM_OK) return st;
+    }
+    return sched_compute_splits(s);
+}
+
+void loom_backend_sched_reset(loom_backend_sched_t s) {
+    s->graph = NULL;
+    s->allocated = false;
+    s->n_pins = 0;
+    s->pins_version++;
+}
+
+/* ---------------------------------------------------------------- pins */
+
+static int backend_index(loom_backend_sched_t s, loom_backend_t backend) {
+    for (int i = 0; i < s->n_backends; i++) {
+        if (s->backends[i] == backend) return i;
+    }
+    return -1;
+}
+
+void loom_backend_sched_set_tensor_backend(loom_backend_sched_t s, struct loom_tensor * node, loom_backend_t backend) {
+    int b = backend_index(s, backend);
+    if (b < 0) {
+        loom_log(LOOM_LOG_ERROR, "scheduler: cannot pin '%s' to a backend the scheduler does not have", galloc_describe(node).s);
+        return;
+    }
+    s->pins_version++;
+    for (int i = 0; i < s->n_pins; i++) {
+        if (s->pins[i].node == node) {
+            s->pins[i].backend = b;
+            return;
+        }
+    }
+    if (s->n_pins == s->cap_pins) {
+        int cap = s->cap_pins ? 2 * s->cap_pins : 16;
+        struct sched_pin * p = realloc(s->pins, (size_t)cap * sizeof *p);
+        if (!p) {
+            loom_log(LOOM_LOG_ERROR, "scheduler: out of host memory pinning '%s'", galloc_describe(node).s);
+            return;
+        }
+        s->pins = p;
+        s->cap_pins = cap;
+    }
+    s->pins[s->n_pins++] = (struct sched_pin){node, b};
+}
+
+loom_backend_t loom_backend_sched_get_tensor_backend(loom_backend_sched_t s, struct loom_tensor * node) {
+    int * b = s->graph ? sched_tb(s, node) : NULL;
+    if (b && *b >= 0) return s->backends[*b];
+    for (int i = 0; i < s->n_pins; i++) {
+        if (s->pins[i].node == node) return s->backends[s->pins[i].backend];
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- introspection */
+
+int loom_backend_sched_get_n_backends(loom_backend_sched_t s) { return s->n_backends; }
+
+loom_backend_t loom_backend_sched_get_backend(loom_backend_sched_t s, int i) {
+    return i >= 0 && i < s->n_backends ? s->backends[i] : NULL;
+}
+
+int loom_backend_sched_get_n_splits(loom_backend_sched_t s) { return s->graph ? s->n_splits : 0; }
+int loom_backend_sched_get_n_copies(loom_backend_sched_t s) { return s->graph ? s->n_inputs : 0; }
+size_t loom_backend_sched_get_copy_bytes(loom_backend_sched_t s) { return s->graph ? s->copy_bytes : 0; }
+
+size_t loom_backend_sched_get_buffer_size(loom_backend_sched_t s, loom_backend_t backend) {
+    return loom_gallocr_get_buffer_size(s->galloc, backend_index(s, backend));
+}
+
+size_t loom_backend_sched_get_naive_size(loom_backend_sched_t s, loom_backend_t backend) {
+    return loom_gallocr_get_naive_size(s->galloc, backend_index(s, backend));
+}
+
+/* ---------------------------------------------------------------- LOOM_SCHED_DEBUG=1 */
+
+void sched_log_plan(loom_backend_sched_t s) {
+    loom_log(LOOM_LOG_INFO, "scheduler: %d splits, %d copies (%zu bytes per compute)", s->n_splits, s->n_inputs, s->copy_bytes);
+    for (int k = 0; k < s->n_splits; k++) {
+        const struct sched_split * sp = &s->splits[k];
+        const char * bname = loom_backend_name(s->backends[sp->backend]);
+        loom_log(LOOM_LOG_INFO, "split %d on %s: %d nodes, %d inputs", k, bname, sp->n_nodes, sp->n_inputs);
+        for (int i = 0; i < sp->n_inputs; i++) {
+            const struct sched_input * in = &s->inputs[sp->first_input + i];
+            const char * from = in->src_backend >= 0 ? loom_backend_name(s->backends[in->src_backend]) : "its buffer";
+            loom_log(LOOM_LOG_INFO, "  copy '%s' (%zu bytes%s) from %s", galloc_describe(in->src).s, loom_nbytes(in->src),
+                     loom_is_contiguous(in->src) ? "" : ", strided", from);
+        }
+        for (int i = 0; i < sp->n_nodes; i++) {
+            const struct loom_tensor * n = s->split_nodes[sp->first_node + i];
+            loom_log(LOOM_LOG_INFO, "  %-10s %-24s -> %s", loom_op_name(n->op), galloc_describe(n).s, bname);
+        }
+    }
+}

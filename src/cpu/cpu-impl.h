@@ -1,0 +1,106 @@
+/* cpu-impl.h -- internals shared by the CPU kernels: per-thread parameters, the op table entry,
+ * row splitting, and element/row access helpers for tensors with arbitrary strides. */
+#ifndef LOOM_CPU_IMPL_H
+#define LOOM_CPU_IMPL_H
+
+#include "loom-cpu.h"
+#include "cpu/vec.h"
+
+#include <string.h>
+
+/* What one thread of the team sees while computing one node. */
+struct cpu_params {
+    int ith;                    /* this thread, 0 .. nth-1 */
+    int nth;                    /* threads in the team */
+    uint8_t * shared;           /* the node's shared scratch ('shared' bytes of its work size) */
+    uint8_t * local;            /* this thread's scratch ('local' bytes of its work size) */
+    const struct cpu_vec * vec; /* kernels in use (SIMD or scalar) */
+};
+
+/* One op family's entry in the dispatch table (compute.c). */
+struct cpu_op_impl {
+    /* true when 'dst' (with its sources' types and layouts) can be computed */
+    bool (*supports)(const struct loom_tensor * dst);
+    /* computes this thread's share of 'dst'; every thread of the team calls it */
+    void (*compute)(const struct cpu_params * p, struct loom_tensor * dst);
+    /* (optional) scratch bytes: 'shared' once per node, 'local' per thread; defaults to 0 */
+    void (*work_size)(const struct loom_tensor * dst, const struct cpu_vec * vec, int n_threads, size_t * shared, size_t * local);
+};
+
+/* The op families (one file each). */
+extern const struct cpu_op_impl cpu_op_copy;       /* ops-copy.c: DUP, CPY, CONT */
+extern const struct cpu_op_impl cpu_op_binary;     /* ops-elementwise.c: ADD, MUL */
+extern const struct cpu_op_impl cpu_op_unary;      /* ops-elementwise.c: SCALE, SILU, GELU */
+extern const struct cpu_op_impl cpu_op_rms_norm;   /* ops-norm.c */
+extern const struct cpu_op_impl cpu_op_mul_mat;    /* ops-matmul.c */
+extern const struct cpu_op_impl cpu_op_get_rows;   /* ops-rows.c */
+extern const struct cpu_op_impl cpu_op_argmax;     /* ops-rows.c */
+extern const struct cpu_op_impl cpu_op_rope;       /* ops-rope.c */
+extern const struct cpu_op_impl cpu_op_soft_max;   /* ops-softmax.c */
+
+/* Waits for every thread of the team (an OpenMP barrier; all threads must call it). */
+void cpu_barrier(const struct cpu_params * p);
+
+/* This thread's share [*i0, *i1) of 'n' items, in contiguous chunks (thread 0 first). */
+static inline void cpu_split(int64_t n, const struct cpu_params * p, int64_t * i0, int64_t * i1) {
+    int64_t per = (n + p->nth - 1) / p->nth;
+    int64_t a = per * p->ith;
+    int64_t b = a + per;
+    *i0 = a < n ? a : n;
+    *i1 = b < n ? b : n;
+}
+
+/* The coordinates (i1, i2, i3) of row 'r' (counted over dimensions 1..3) of 't'. */
+static inline void cpu_row_coords(const struct loom_tensor * t, int64_t r, int64_t * i1, int64_t * i2, int64_t * i3) {
+    *i1 = r % t->ne[1];
+    *i2 = (r / t->ne[1]) % t->ne[2];
+    *i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+/* Rounds 'n' up to a multiple of 'm' (> 0). */
+static inline int64_t cpu_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+/* ---------------------------------------------------------------- element access */
+
+static inline bool cpu_is_float_type(enum loom_type t) {
+    return t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16;
+}
+
+/* Address of element (i0, i1, i2, i3) of a host tensor. */
+static inline uint8_t * cpu_elem(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return (uint8_t *)t->data + i0 * (int64_t)t->nb[0] + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] +
+           i3 * (int64_t)t->nb[3];
+}
+
+/* Reads one element of a float type (F32/F16/BF16) as float. */
+static inline float cpu_load_f32(enum loom_type type, const void * p) {
+    switch (type) {
+    case LOOM_TYPE_F16: { uint16_t h; memcpy(&h, p, 2); return loom_fp16_to_fp32(h); }
+    case LOOM_TYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return loom_bf16_to_fp32(h); }
+    default: { float f; memcpy(&f, p, 4); return f; }
+    }
+}
+
+/* Writes one element of a float type (F32/F16/BF16), rounding to nearest even. */
+static inline void cpu_store_f32(enum loom_type type, void * p, float v) {
+    switch (type) {
+    case LOOM_TYPE_F16: { uint16_t h = loom_fp32_to_fp16(v); memcpy(p, &h, 2); break; }
+    case LOOM_TYPE_BF16: { uint16_t h = loom_fp32_to_bf16(v); memcpy(p, &h, 2); break; }
+    default: memcpy(p, &v, 4); break;
+    }
+}
+
+/* Converts 'n' elements of 'type' starting at 'src' with byte stride 'stride' to contiguous F32
+ * in 'dst' (SIMD when the elements are dense). */
+void cpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n);
+
+/* Converts 'n' contiguous elements between float types (either may be F32, F16 or BF16). */
+void cpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type,
+                 void * dst, int64_t n);
+
+/* Row (i1, i2, i3) of a float-type tensor as 'ne0' contiguous floats: a pointer into the tensor
+ * itself when it is F32 with dense rows, else the row converted into 'buf' (ne0 floats). */
+const float * cpu_row_f32(const struct cpu_params * p, const struct loom_tensor * t, int64_t i1, int64_t i2, int64_t i3,
+                          float * buf);
+
+#endif

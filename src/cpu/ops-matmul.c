@@ -1,0 +1,292 @@
+/* ops-matmul.c -- MUL_MAT: dst[i, j] = sum_k a[k, i] * b[k, j], batched with broadcasting.
+ *
+ * Three paths, chosen from the node's shapes and the kernel table only (never from the thread
+ * count, so results do not depend on it):
+ *  - dot:  few columns (token generation): weight rows are streamed once, in their own type, and
+ *          dotted with every column (vec->dot: several rows x several columns per pass).
+ *  - gemm: many columns: blocked as in Goto & van de Geijn ("Anatomy of high-performance matrix
+ *          multiplication", 2008): for each KC-slice of k and MC-block of weight rows, the block is
+ *          packed (converted to F32, transposed into MR-row panels) into per-thread scratch and
+ *          a register-blocked MR x NR micro-kernel sweeps every column against it.
+ *  - gemm_bf16: as gemm, for BF16 weights on CPUs with AVX512-BF16: panels keep BF16 pairs and
+ *          the columns are converted to BF16 once per node (vdpbf16ps).
+ * Threads split the weight rows (of all batches) in whole micro-tiles; no sum is ever split.
+ * Columns that are not dense F32 rows are converted once per node into shared scratch. */
+#include "cpu/cpu-impl.h"
+
+enum {
+    MM_KC = 256,      /* k per packed slice (even, so BF16 pairs never straddle slices) */
+    MM_MC = 256,      /* weight rows per packed block (rounded down to a multiple of MR) */
+    MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
+};
+
+enum mm_path { MM_DOT, MM_GEMM, MM_GEMM_BF16 };
+
+/* What a node needs, derived from its shapes and the kernel table. */
+struct mm_plan {
+    int64_t K, M, N;
+    int64_t nb2, nb3;          /* batches of the result (b's ne2, ne3) */
+    int64_t r2, r3;            /* broadcast ratios b/a over dims 2 and 3 */
+    enum mm_path path;
+    enum cpu_wtype wt;
+    int unit;                  /* rows of a per work unit (the micro-tile height) */
+    int64_t mc;                /* rows per packed block */
+    bool convert_b;            /* columns converted into shared scratch */
+    size_t b_row;              /* bytes of one converted column */
+    size_t shared, local;      /* scratch bytes */
+};
+
+static enum cpu_wtype wtype(enum loom_type t) {
+    return t == LOOM_TYPE_F16 ? CPU_W_F16 : t == LOOM_TYPE_BF16 ? CPU_W_BF16 : CPU_W_F32;
+}
+
+static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * vec, struct mm_plan * pl) {
+    const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
+    memset(pl, 0, sizeof *pl);
+    pl->K = a->ne[0];
+    pl->M = a->ne[1];
+    pl->N = b->ne[1];
+    pl->nb2 = b->ne[2];
+    pl->nb3 = b->ne[3];
+    pl->r2 = b->ne[2] / a->ne[2];
+    pl->r3 = b->ne[3] / a->ne[3];
+    pl->wt = wtype(a->type);
+    const bool a_dense = a->nb[0] == loom_type_size(a->type);
+    if (pl->N <= MM_DOT_MAX_N && a_dense) {
+        pl->path = MM_DOT;
+        pl->unit = vec->dot_mr;
+    } else if (pl->wt == CPU_W_BF16 && vec->gemm_bf16) {
+        pl->path = MM_GEMM_BF16;
+        pl->unit = vec->gemm_bf16_mr;
+    } else {
+        pl->path = MM_GEMM;
+        pl->unit = vec->gemm_mr;
+    }
+    const int64_t n_cols = pl->N * pl->nb2 * pl->nb3;
+    if (pl->path == MM_GEMM_BF16) {
+        pl->convert_b = true;
+        pl->b_row = (size_t)cpu_round_up(pl->K, 2) * 2;
+    } else {
+        pl->convert_b = b->nb[0] != 4 || b->nb[1] % 4 != 0;
+        pl->b_row = (size_t)pl->K * 4;
+    }
+    pl->shared = pl->convert_b ? (size_t)n_cols * loom_pad(pl->b_row, 64) : 0;
+    pl->b_row = pl->convert_b ? loom_pad(pl->b_row, 64) : pl->b_row;
+    /* local: a converted column (phase 1), or the packed block and one converted weight row (phase 2) */
+    size_t phase1 = pl->convert_b ? (size_t)pl->K * 4 + 64 : 0;
+    size_t phase2 = 0;
+    if (pl->path != MM_DOT) {
+        pl->mc = MM_MC / pl->unit * pl->unit;
+        if (pl->mc == 0) pl->mc = pl->unit;
+        phase2 = (size_t)(pl->mc + pl->unit) * MM_KC * 4 + 64; /* panels, then the gather rows */
+    }
+    pl->local = phase1 > phase2 ? phase1 : phase2;
+}
+
+static bool mm_supports(const struct loom_tensor * dst) {
+    const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
+    if (!a || !b || !cpu_is_float_type(a->type) || b->type != LOOM_TYPE_F32 || dst->type != LOOM_TYPE_F32) return false;
+    if (a->ne[0] != b->ne[0] || a->ne[2] == 0 || a->ne[3] == 0 || b->ne[2] % a->ne[2] || b->ne[3] % a->ne[3]) return false;
+    if (dst->ne[0] != a->ne[1] || dst->ne[1] != b->ne[1] || dst->ne[2] != b->ne[2] || dst->ne[3] != b->ne[3]) return false;
+    return dst->nb[0] == 4 && dst->nb[1] % 4 == 0;
+}
+
+static void mm_work(const struct loom_tensor * dst, const struct cpu_vec * vec, int n_threads, size_t * shared,
+                    size_t * local) {
+    struct mm_plan pl;
+    mm_make_plan(dst, vec, &pl);
+    *shared = pl.shared;
+    *local = pl.local;
+}
+
+/* ---------------------------------------------------------------- columns */
+
+/* Converts this thread's share of b's columns into the shared scratch (F32, or BF16 zero-padded
+ * to an even length), batch-major as the result is. */
+static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor * b, const struct mm_plan * pl) {
+    int64_t c0, c1, j, i2, i3;
+    cpu_split(pl->N * pl->nb2 * pl->nb3, p, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        cpu_row_coords(b, c, &j, &i2, &i3);
+        const uint8_t * src = cpu_elem(b, 0, j, i2, i3);
+        uint8_t * out = p->shared + (size_t)c * pl->b_row;
+        if (pl->path != MM_GEMM_BF16) {
+            cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)out, pl->K);
+            continue;
+        }
+        const float * x = (const float *)src;
+        if (b->nb[0] != 4) {
+            cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)p->local, pl->K);
+            x = (const float *)p->local;
+        }
+        p->vec->f32_to_bf16(x, (uint16_t *)out, pl->K);
+        if (pl->K % 2) ((uint16_t *)out)[pl->K] = 0;
+    }
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* Packs rows [i0, i0 + mc) x k [k0, k0 + kc) of one weight matrix 'w' into panels of 'mr' rows:
+ * F32 panel[k][r], or for BF16 pairs panel[k/2][r] (32-bit words, the odd tail paired with 0).
+ * Dense rows go straight to the (SIMD) packer; strided ones are first gathered into 'tmp'
+ * (mr x MM_KC elements). */
+static void mm_pack(const struct cpu_params * p, const struct loom_tensor * a, const uint8_t * w, const struct mm_plan * pl,
+                    int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, uint8_t * panels) {
+    const size_t nb0 = a->nb[0], nb1 = a->nb[1], es = loom_type_size(a->type);
+    const bool dense = nb0 == es, pairs = pl->path == MM_GEMM_BF16;
+    uint8_t * tmp = p->local + (size_t)pl->mc * MM_KC * 4;
+    const uint8_t * rows[64];
+    LOOM_ASSERT(mr <= 64);
+    const int64_t kp = pairs ? kc / 2 : kc;          /* whole words the packer moves */
+    const size_t panel_bytes = (size_t)(pairs ? (kc + 1) / 2 : kc) * (size_t)mr * 4;
+    for (int64_t pi = 0; pi * mr < mc; pi++) {
+        const int n_rows = (int)(mc - pi * mr < mr ? mc - pi * mr : mr);
+        enum cpu_wtype wt = pairs ? CPU_W_F32 : pl->wt;
+        for (int r = 0; r < n_rows; r++) {
+            const uint8_t * src = w + (i0 + pi * mr + r) * nb1 + k0 * nb0;
+            if (dense) {
+                rows[r] = src;
+            } else if (pairs) { /* gather BF16 elements, zero-padded to whole pairs */
+                uint16_t * t = (uint16_t *)(tmp + (size_t)r * MM_KC * 4);
+                for (int64_t k = 0; k < kc; k++) memcpy(&t[k], src + k * nb0, 2);
+                if (kc % 2) t[kc] = 0;
+                rows[r] = (const uint8_t *)t;
+            } else {
+                float * t = (float *)(tmp + (size_t)r * MM_KC * 4);
+                cpu_to_f32(p->vec, a->type, src, nb0, t, kc);
+                rows[r] = (const uint8_t *)t;
+                wt = CPU_W_F32;
+            }
+        }
+        uint8_t * panel = panels + (size_t)pi * panel_bytes;
+        p->vec->pack(rows, n_rows, wt, kp, panel, mr);
+        if (pairs && kc % 2) { /* the last pair of dense rows: (w[kc-1], 0) */
+            uint32_t * last = (uint32_t *)panel + kp * mr;
+            for (int r = 0; r < mr; r++) {
+                uint16_t lo = 0;
+                if (r < n_rows) memcpy(&lo, rows[r] + (kc - 1) * 2, 2);
+                last[r] = lo;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+/* Where the kernels find one batch's operands. */
+struct mm_batch {
+    const uint8_t * w;   /* weight matrix: row i at w + i*nb1 */
+    const uint8_t * b;   /* column j at b + j*ldb */
+    size_t ldb;
+    uint8_t * c;         /* result column j at c + j*ldc */
+    size_t ldc;
+};
+
+/* Results [m0, m1) x [n0, n1) of one batch. */
+static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
+                         const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const cpu_dot_fn dot = p->vec->dot[pl->wt];
+    const int dmr = p->vec->dot_mr, dnr = p->vec->dot_nr;
+    for (int64_t i = m0; i < m1; i += dmr) {
+        const int mr = (int)(m1 - i < dmr ? m1 - i : dmr);
+        for (int64_t j = n0; j < n1; j += dnr) {
+            const int nr = (int)(n1 - j < dnr ? n1 - j : dnr);
+            dot(pl->K, bt->w + i * a->nb[1], a->nb[1], mr, bt->b + j * bt->ldb, bt->ldb, nr, bt->c + j * bt->ldc + i * 4,
+                bt->ldc);
+        }
+    }
+}
+
+static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
+                          const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const bool bf16 = pl->path == MM_GEMM_BF16;
+    const cpu_gemm_fn gemm = bf16 ? p->vec->gemm_bf16 : p->vec->gemm_f32;
+    const int MR = bf16 ? p->vec->gemm_bf16_mr : p->vec->gemm_mr;
+    const int NR = bf16 ? p->vec->gemm_bf16_nr : p->vec->gemm_nr;
+    const size_t b_elem = bf16 ? 2 : 4;
+    uint8_t * panels = p->local;
+    for (int64_t k0 = 0; k0 < pl->K; k0 += MM_KC) {
+        const int64_t kc = pl->K - k0 < MM_KC ? pl->K - k0 : MM_KC;
+        const size_t panel_bytes = (size_t)(bf16 ? (kc + 1) / 2 : kc) * MR * 4;
+        for (int64_t i0 = m0; i0 < m1; i0 += pl->mc) {
+            const int64_t mc = m1 - i0 < pl->mc ? m1 - i0 : pl->mc;
+            mm_pack(p, a, bt->w, pl, i0, mc, k0, kc, MR, panels);
+            for (int64_t j = n0; j < n1; j += NR) {
+                const int nr = (int)(n1 - j < NR ? n1 - j : NR);
+                const uint8_t * bj = bt->b + j * bt->ldb + k0 * b_elem;
+                for (int64_t ir = 0; ir < mc; ir += MR) {
+                    const int mr = (int)(mc - ir < MR ? mc - ir : MR);
+                    gemm(kc, panels + (ir / MR) * panel_bytes, bj, bt->ldb, nr,
+                         bt->c + j * bt->ldc + (i0 + ir) * 4, bt->ldc, mr, k0 > 0);
+                }
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- the node */
+
+static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
+    const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
+    struct mm_plan pl;
+    mm_make_plan(dst, p->vec, &pl);
+
+    if (pl.K == 0) { /* empty sums */
+        int64_t r0, r1, i1, i2, i3;
+        cpu_split(loom_nrows(dst), p, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++) {
+            cpu_row_coords(dst, r, &i1, &i2, &i3);
+            memset(cpu_elem(dst, 0, i1, i2, i3), 0, (size_t)pl.M * 4);
+        }
+        return;
+    }
+    if (pl.convert_b) {
+        mm_convert_b(p, b, &pl);
+        cpu_barrier(p);
+    }
+
+    /* Work units: 'unit' weight rows x a part of the columns, of one batch. The columns are cut
+     * into parts (whole micro-tiles) only when the row units alone cannot keep every thread busy;
+     * no result depends on how the work is cut. */
+    const int64_t m_units = (pl.M + pl.unit - 1) / pl.unit, batches = pl.nb2 * pl.nb3;
+    const int64_t nr = pl.path == MM_DOT ? p->vec->dot_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
+    int64_t n_parts = 1;
+    if (m_units * batches < 2 * p->nth) n_parts = (2 * p->nth + m_units * batches - 1) / (m_units * batches);
+    const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);
+    n_parts = (pl.N + n_chunk - 1) / n_chunk;
+    const int64_t per_batch = n_parts * m_units;
+    int64_t u0, u1;
+    cpu_split(batches * per_batch, p, &u0, &u1);
+    while (u0 < u1) {
+        /* a run of row units of one batch and column part */
+        const int64_t batch = u0 / per_batch, part = (u0 % per_batch) / m_units, mu = u0 % m_units;
+        const int64_t run = u1 - u0 < m_units - mu ? u1 - u0 : m_units - mu;
+        const int64_t m0 = mu * pl.unit, m1 = (mu + run) * pl.unit < pl.M ? (mu + run) * pl.unit : pl.M;
+        const int64_t n0 = part * n_chunk, n1 = n0 + n_chunk < pl.N ? n0 + n_chunk : pl.N;
+        const int64_t i2 = batch % pl.nb2, i3 = batch / pl.nb2;
+        struct mm_batch bt = {
+            .w = cpu_elem(a, 0, 0, i2 / pl.r2, i3 / pl.r3),
+            .c = cpu_elem(dst, 0, 0, i2, i3),
+            .ldc = dst->nb[1],
+        };
+        if (pl.convert_b) {
+            bt.b = p->shared + (size_t)batch * pl.N * pl.b_row;
+            bt.ldb = pl.b_row;
+        } else {
+            bt.b = cpu_elem(b, 0, 0, i2, i3);
+            bt.ldb = b->nb[1];
+        }
+        if (pl.path == MM_DOT) {
+            mm_block_dot(p, a, &pl, &bt, m0, m1, n0, n1);
+        } else {
+            mm_block_gemm(p, a, &pl, &bt, m0, m1, n0, n1);
+        }
+        u0 += run;
+    }
+}
+
+const struct cpu_op_impl cpu_op_mul_mat = {
+    .supports = mm_supports,
+    .compute = mm_compute,
+    .work_size = mm_work,
+};

@@ -1,0 +1,76 @@
+/* ops-rows.c -- per-row lookups and reductions: GET_ROWS (gather rows by id) and ARGMAX. */
+#include "cpu/cpu-impl.h"
+
+#include <math.h>
+
+/* ---------------------------------------------------------------- GET_ROWS */
+
+static bool get_rows_supports(const struct loom_tensor * dst) {
+    const struct loom_tensor * a = dst->src[0], * ids = dst->src[1];
+    return a && ids && cpu_is_float_type(a->type) && ids->type == LOOM_TYPE_I32 && dst->type == LOOM_TYPE_F32 &&
+           dst->nb[0] == 4 && ids->ne[3] == 1 && ids->ne[1] == a->ne[2] && ids->ne[2] == a->ne[3] &&
+           dst->ne[0] == a->ne[0] && dst->ne[1] == ids->ne[0] && dst->ne[2] == a->ne[2] && dst->ne[3] == a->ne[3];
+}
+
+static void get_rows_compute(const struct cpu_params * p, struct loom_tensor * dst) {
+    const struct loom_tensor * a = dst->src[0], * ids = dst->src[1];
+    const int64_t ne0 = dst->ne[0];
+    bool reported = false;
+    int64_t r0, r1, i1, i2, i3;
+    cpu_split(loom_nrows(dst), p, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        cpu_row_coords(dst, r, &i1, &i2, &i3);
+        int32_t id;
+        memcpy(&id, cpu_elem(ids, i1, i2, i3, 0), 4);
+        float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
+        if (id < 0 || id >= a->ne[1]) {
+            if (!reported) {
+                loom_log(LOOM_LOG_ERROR, "GET_ROWS '%s': row id %d outside [0, %lld); the row is zeros", dst->name, (int)id,
+                         (long long)a->ne[1]);
+                reported = true;
+            }
+            memset(d, 0, (size_t)ne0 * sizeof(float));
+            continue;
+        }
+        cpu_to_f32(p->vec, a->type, cpu_elem(a, 0, id, i2, i3), a->nb[0], d, ne0);
+    }
+}
+
+const struct cpu_op_impl cpu_op_get_rows = {
+    .supports = get_rows_supports,
+    .compute = get_rows_compute,
+};
+
+/* ---------------------------------------------------------------- ARGMAX */
+
+static bool argmax_supports(const struct loom_tensor * dst) {
+    const struct loom_tensor * a = dst->src[0];
+    return a && a->type == LOOM_TYPE_F32 && dst->type == LOOM_TYPE_I32 && a->ne[2] == 1 && a->ne[3] == 1 &&
+           dst->ne[0] == a->ne[1] && loom_nelements(dst) == a->ne[1];
+}
+
+static void argmax_compute(const struct cpu_params * p, struct loom_tensor * dst) {
+    const struct loom_tensor * a = dst->src[0];
+    int64_t r0, r1;
+    cpu_split(a->ne[1], p, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t * row = cpu_elem(a, 0, r, 0, 0);
+        int32_t best = 0;
+        float best_v = NAN;
+        for (int64_t i = 0; i < a->ne[0]; i++) {
+            float v;
+            memcpy(&v, row + i * (int64_t)a->nb[0], 4);
+            if (isnan(v)) continue;
+            if (isnan(best_v) || v > best_v) {
+                best_v = v;
+                best = (int32_t)i;
+            }
+        }
+        memcpy(cpu_elem(dst, r, 0, 0, 0), &best, 4);
+    }
+}
+
+const struct cpu_op_impl cpu_op_argmax = {
+    .supports = argmax_supports,
+    .compute = argmax_compute,
+};

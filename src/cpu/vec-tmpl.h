@@ -1,0 +1,277 @@
+/* vec-tmpl.h -- SIMD kernels written once over a small vector vocabulary; included by
+ * vec-avx2.c and vec-avx512.c, which define before including it:
+ *   TMPL(name)      the instantiation's name for 'name' (e.g. name##_avx512)
+ *   TARGET          the function target attribute of the instruction set
+ *   VF, VLEN        the float vector type and its lane count
+ *   VF_ZERO() VF_LOADU(p) VF_STOREU(p, v) VF_SET1(x) VF_FMA(a, b, c) (= a*b + c) VF_ADD(a, b)
+ *   VF_REDUCE(v)    sum of the lanes (a fixed order)
+ *   VF_LOAD_F16(p) VF_STORE_F16(p, v) VF_LOAD_BF16(p) VF_STORE_BF16(p, v)  VLEN halves <-> VF
+ *   VF_MUL VF_SUB VF_DIV VF_MAX(a, b) VF_MIN(a, b)  (MAX/MIN return b when either is NaN)
+ *   VF_ROUND(v)     to the nearest integer;  VF_SCALE2(v, n)  v * 2^n for integral n in [-150, 128]
+ *   VF_ZERO_LT(y, x, c)  y with lanes where x < c set to 0
+ *   VF_TRANSPOSE(t)  transposes VLEN vectors t[0..VLEN-1] in place (t[j] becomes column j)
+ *   GEMM_MRV, GEMM_NR   the GEMM micro-tile: GEMM_MRV vectors of weight rows x GEMM_NR columns
+ *   DOT_MR, DOT_NR      the largest dot-product tile (rows x columns)
+ * Kernels follow the contracts in vec.h. Every loop over a tile dimension has a bound that is a
+ * compile-time constant after inlining, so the accumulators live in registers. */
+
+#define GEMM_MR (GEMM_MRV * VLEN)
+#define ALWAYS_INLINE static inline __attribute__((always_inline)) TARGET
+
+/* ---------------------------------------------------------------- conversions */
+
+TARGET static void TMPL(f16_to_f32)(const uint16_t * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) VF_STOREU(y + i, VF_LOAD_F16(x + i));
+    for (; i < n; i++) y[i] = loom_fp16_to_fp32(x[i]);
+}
+
+TARGET static void TMPL(f32_to_f16)(const float * x, uint16_t * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) VF_STORE_F16(y + i, VF_LOADU(x + i));
+    for (; i < n; i++) y[i] = loom_fp32_to_fp16(x[i]);
+}
+
+TARGET static void TMPL(bf16_to_f32)(const uint16_t * x, float * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) VF_STOREU(y + i, VF_LOAD_BF16(x + i));
+    for (; i < n; i++) y[i] = loom_bf16_to_fp32(x[i]);
+}
+
+TARGET static void TMPL(f32_to_bf16)(const float * x, uint16_t * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) VF_STORE_BF16(y + i, VF_LOADU(x + i));
+    for (; i < n; i++) y[i] = loom_fp32_to_bf16(x[i]);
+}
+
+/* ---------------------------------------------------------------- exp and friends */
+
+/* exp(x), about 1 ulp: n = round(x / ln2), r = x - n ln2 (in two parts), a degree-7 polynomial for
+ * exp(r) on [-ln2/2, ln2/2] (Cephes expf coefficients), scaled by 2^n. Underflow gives 0,
+ * overflow inf, NaN stays NaN. */
+ALWAYS_INLINE VF TMPL(vexp)(VF x) {
+    x = VF_MIN(VF_SET1(88.8f), VF_MAX(VF_SET1(-104.0f), x));
+    const VF n = VF_ROUND(VF_MUL(x, VF_SET1(1.44269504088896341f)));
+    VF r = VF_FMA(n, VF_SET1(-0.693359375f), x);
+    r = VF_FMA(n, VF_SET1(2.12194440e-4f), r);
+    VF p = VF_SET1(1.9875691500e-4f);
+    p = VF_FMA(p, r, VF_SET1(1.3981999507e-3f));
+    p = VF_FMA(p, r, VF_SET1(8.3334519073e-3f));
+    p = VF_FMA(p, r, VF_SET1(4.1665795894e-2f));
+    p = VF_FMA(p, r, VF_SET1(1.6666665459e-1f));
+    p = VF_FMA(p, r, VF_SET1(5.0000001201e-1f));
+    p = VF_FMA(p, VF_MUL(r, r), VF_ADD(r, VF_SET1(1.0f)));
+    return VF_ZERO_LT(VF_SCALE2(p, n), x, -103.9f);
+}
+
+TARGET static void TMPL(silu)(const float * x, float * y, int64_t n) {
+    int64_t i = 0;
+    const VF one = VF_SET1(1.0f);
+    for (; i + VLEN <= n; i += VLEN) {
+        const VF v = VF_LOADU(x + i);
+        VF_STOREU(y + i, VF_DIV(v, VF_ADD(one, TMPL(vexp)(VF_SUB(VF_ZERO(), v)))));
+    }
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+TARGET static void TMPL(gelu)(const float * x, float * y, int64_t n) {
+    const float c = -2.0f * 0.7978845608028654f;
+    int64_t i = 0;
+    const VF one = VF_SET1(1.0f);
+    for (; i + VLEN <= n; i += VLEN) {
+        const VF v = VF_LOADU(x + i);
+        const VF u = VF_MUL(VF_SET1(c), VF_FMA(VF_MUL(VF_SET1(0.044715f), v), VF_MUL(v, v), v));
+        VF_STOREU(y + i, VF_DIV(v, VF_ADD(one, TMPL(vexp)(u))));
+    }
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(c * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+}
+
+TARGET static double TMPL(exp_sum)(float * x, int64_t n, float max) {
+    VF acc = VF_ZERO();
+    const VF m = VF_SET1(max);
+    int64_t i = 0;
+    for (; i + VLEN <= n; i += VLEN) {
+        const VF e = TMPL(vexp)(VF_SUB(VF_LOADU(x + i), m));
+        VF_STOREU(x + i, e);
+        acc = VF_ADD(acc, e);
+    }
+    double s = VF_REDUCE(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        s += x[i];
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------- dot products (few columns) */
+
+ALWAYS_INLINE VF TMPL(wload)(const enum cpu_wtype wt, const uint8_t * row, int64_t k) {
+    switch (wt) {
+    case CPU_W_F16: return VF_LOAD_F16((const uint16_t *)row + k);
+    case CPU_W_BF16: return VF_LOAD_BF16((const uint16_t *)row + k);
+    default: return VF_LOADU((const float *)row + k);
+    }
+}
+
+ALWAYS_INLINE float TMPL(wscalar)(const enum cpu_wtype wt, const uint8_t * row, int64_t k) {
+    uint16_t h;
+    float f;
+    switch (wt) {
+    case CPU_W_F16: memcpy(&h, row + 2 * k, 2); return loom_fp16_to_fp32(h);
+    case CPU_W_BF16: memcpy(&h, row + 2 * k, 2); return loom_bf16_to_fp32(h);
+    default: memcpy(&f, row + 4 * k, 4); return f;
+    }
+}
+
+/* One accumulator per (row, column): lanes summed in k order, then reduced, then the tail. */
+ALWAYS_INLINE void TMPL(dot_tile)(const enum cpu_wtype wt, int64_t k, const uint8_t * w, size_t ldw, const int mr,
+                                  const uint8_t * b, size_t ldb, const int nr, uint8_t * c, size_t ldc) {
+    VF acc[DOT_MR][DOT_NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) acc[r][j] = VF_ZERO();
+    int64_t i = 0;
+    for (; i + VLEN <= k; i += VLEN) {
+        VF bv[DOT_NR];
+#pragma GCC unroll 8
+        for (int j = 0; j < nr; j++) bv[j] = VF_LOADU((const float *)(b + j * ldb) + i);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const VF a = TMPL(wload)(wt, w + r * ldw, i);
+#pragma GCC unroll 8
+            for (int j = 0; j < nr; j++) acc[r][j] = VF_FMA(a, bv[j], acc[r][j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nr; j++) {
+        const float * bj = (const float *)(b + j * ldb);
+        float * cj = (float *)(c + j * ldc);
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            float s = VF_REDUCE(acc[r][j]);
+            for (int64_t t = i; t < k; t++) s += TMPL(wscalar)(wt, w + r * ldw, t) * bj[t];
+            cj[r] = s;
+        }
+    }
+}
+
+#define DOT_CASE(MR_, NR_) \
+    case (MR_) * 16 + (NR_): TMPL(dot_tile)(wt, k, w, ldw, MR_, b, ldb, NR_, c, ldc); return;
+
+ALWAYS_INLINE void TMPL(dot_any)(const enum cpu_wtype wt, int64_t k, const uint8_t * w, size_t ldw, int mr,
+                                 const uint8_t * b, size_t ldb, int nr, uint8_t * c, size_t ldc) {
+    switch (mr * 16 + nr) {
+        DOT_CASE(1, 1) DOT_CASE(2, 1) DOT_CASE(3, 1) DOT_CASE(4, 1)
+        DOT_CASE(1, 2) DOT_CASE(2, 2) DOT_CASE(3, 2) DOT_CASE(4, 2)
+#if DOT_NR >= 4
+        DOT_CASE(1, 3) DOT_CASE(2, 3) DOT_CASE(3, 3) DOT_CASE(4, 3)
+        DOT_CASE(1, 4) DOT_CASE(2, 4) DOT_CASE(3, 4) DOT_CASE(4, 4)
+#endif
+    default: LOOM_ABORT("dot tile %dx%d", mr, nr);
+    }
+}
+#undef DOT_CASE
+
+TARGET static void TMPL(dot_f32)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
+                                 uint8_t * c, size_t ldc) {
+    TMPL(dot_any)(CPU_W_F32, k, w, ldw, mr, b, ldb, nr, c, ldc);
+}
+TARGET static void TMPL(dot_f16)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
+                                 uint8_t * c, size_t ldc) {
+    TMPL(dot_any)(CPU_W_F16, k, w, ldw, mr, b, ldb, nr, c, ldc);
+}
+TARGET static void TMPL(dot_bf16)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
+                                  uint8_t * c, size_t ldc) {
+    TMPL(dot_any)(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
+}
+
+/* ---------------------------------------------------------------- GEMM panels */
+
+/* VLEN rows at a time: VLEN x VLEN blocks loaded (converted to F32), transposed in registers. */
+ALWAYS_INLINE void TMPL(pack_impl)(const enum cpu_wtype wt, const uint8_t * const * rows, int n_rows, int64_t n,
+                                   float * panel, int mr) {
+    for (int v = 0; v < mr; v += VLEN) {
+        const int here = n_rows - v < 0 ? 0 : n_rows - v < VLEN ? n_rows - v : VLEN;
+        int64_t k = 0;
+        for (; k + VLEN <= n; k += VLEN) {
+            VF t[VLEN];
+#pragma GCC unroll 16
+            for (int r = 0; r < VLEN; r++) t[r] = r < here ? TMPL(wload)(wt, rows[v + r], k) : VF_ZERO();
+            VF_TRANSPOSE(t);
+#pragma GCC unroll 16
+            for (int c = 0; c < VLEN; c++) VF_STOREU(panel + (k + c) * mr + v, t[c]);
+        }
+        for (; k < n; k++) {
+            for (int r = 0; r < VLEN; r++) panel[k * mr + v + r] = r < here ? TMPL(wscalar)(wt, rows[v + r], k) : 0.0f;
+        }
+    }
+}
+
+TARGET static void TMPL(pack)(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel, int mr) {
+    switch (wt) {
+    case CPU_W_F16: TMPL(pack_impl)(CPU_W_F16, rows, n_rows, n, panel, mr); break;
+    case CPU_W_BF16: TMPL(pack_impl)(CPU_W_BF16, rows, n_rows, n, panel, mr); break;
+    default: TMPL(pack_impl)(CPU_W_F32, rows, n_rows, n, panel, mr); break;
+    }
+}
+
+/* ---------------------------------------------------------------- GEMM micro-kernel (many columns) */
+
+/* Outer products: for each k, GEMM_MRV vectors of the packed panel times a broadcast of each
+ * column's k-th value; each lane accumulates one result in k order. */
+ALWAYS_INLINE void TMPL(gemm_tile)(int64_t kc, const float * ap, const uint8_t * b, size_t ldb, const int nr, uint8_t * c,
+                                   size_t ldc, int mr, bool accumulate) {
+    VF acc[GEMM_NR][GEMM_MRV];
+    const float * bp[GEMM_NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < nr; j++) {
+        bp[j] = (const float *)(b + j * ldb);
+#pragma GCC unroll 8
+        for (int v = 0; v < GEMM_MRV; v++) acc[j][v] = VF_ZERO();
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        VF a[GEMM_MRV];
+#pragma GCC unroll 8
+        for (int v = 0; v < GEMM_MRV; v++) a[v] = VF_LOADU(ap + k * GEMM_MR + v * VLEN);
+#pragma GCC unroll 16
+        for (int j = 0; j < nr; j++) {
+            const VF bj = VF_SET1(bp[j][k]);
+#pragma GCC unroll 8
+            for (int v = 0; v < GEMM_MRV; v++) acc[j][v] = VF_FMA(a[v], bj, acc[j][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < nr; j++) {
+        float * cj = (float *)(c + j * ldc);
+        if (mr == GEMM_MR) {
+#pragma GCC unroll 8
+            for (int v = 0; v < GEMM_MRV; v++) {
+                VF x = acc[j][v];
+                if (accumulate) x = VF_ADD(x, VF_LOADU(cj + v * VLEN));
+                VF_STOREU(cj + v * VLEN, x);
+            }
+        } else {
+            float tmp[GEMM_MR];
+#pragma GCC unroll 8
+            for (int v = 0; v < GEMM_MRV; v++) VF_STOREU(tmp + v * VLEN, acc[j][v]);
+            for (int r = 0; r < mr; r++) cj[r] = accumulate ? cj[r] + tmp[r] : tmp[r];
+        }
+    }
+}
+
+#define GEMM_CASE(NR_) \
+    case NR_: TMPL(gemm_tile)(kc, ap, b, ldb, NR_, c, ldc, mr, accumulate); return;
+
+TARGET static void TMPL(gemm_f32)(int64_t kc, const void * ap_, const uint8_t * b, size_t ldb, int nr, uint8_t * c,
+                                  size_t ldc, int mr, bool accumulate) {
+    const float * ap = ap_;
+    switch (nr) {
+        GEMM_CASE(1) GEMM_CASE(2) GEMM_CASE(3) GEMM_CASE(4) GEMM_CASE(5) GEMM_CASE(6)
+#if GEMM_NR >= 8
+        GEMM_CASE(7) GEMM_CASE(8)
+#endif
+    default: LOOM_ABORT("gemm tile with %d columns", nr);
+    }
+}
+#undef GEMM_CASE

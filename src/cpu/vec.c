@@ -1,0 +1,67 @@
+/* vec.c -- chooses the CPU kernel table at run time: SIMD (AVX-512, AVX2) when the processor has
+ * it (__builtin_cpu_supports), the portable scalar table when forced. */
+#include "cpu/vec.h"
+#include "loom-cpu.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const struct cpu_vec * g_best;   /* best table the CPU (and LOOM_CPU_ISA) allows */
+static atomic_bool g_scalar;            /* forced scalar path */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* F16C by CPUID leaf 1, ECX bit 29 (not every compiler's __builtin_cpu_supports knows "f16c"). */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
+static const struct cpu_vec * detect(void) {
+    const char * cap = getenv("LOOM_CPU_ISA");
+    bool allow512 = !cap || !strcmp(cap, "avx512");
+    bool allow2 = allow512 || !strcmp(cap, "avx2");
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
+        has_f16c() && cpu_vec_avx512(false)) {
+        return cpu_vec_avx512(__builtin_cpu_supports("avx512bf16"));
+    }
+    if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
+        cpu_vec_avx2()) {
+        return cpu_vec_avx2();
+    }
+#else
+    (void)allow2;
+#endif
+    return cpu_vec_scalar();
+}
+
+static void init_once(void) {
+    g_best = detect();
+    const char * env = getenv("LOOM_CPU_SCALAR");
+    if (env && *env && strcmp(env, "0") != 0) atomic_store(&g_scalar, true);
+}
+
+const struct cpu_vec * cpu_vec_get(void) {
+    pthread_once(&g_once, init_once);
+    return atomic_load(&g_scalar) ? cpu_vec_scalar() : g_best;
+}
+
+void loom_cpu_set_scalar(bool scalar) {
+    pthread_once(&g_once, init_once);
+    atomic_store(&g_scalar, scalar);
+}
+
+bool loom_cpu_get_scalar(void) {
+    pthread_once(&g_once, init_once);
+    return atomic_load(&g_scalar);
+}
+
+const char * loom_cpu_features(void) { return cpu_vec_get()->name; }

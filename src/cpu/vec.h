@@ -1,0 +1,81 @@
+/* vec.h -- the CPU kernel table: F16/BF16 conversions and matrix-product micro-kernels, in a
+ * portable scalar version (vec-scalar.c) and SIMD versions (vec-avx2.c, vec-avx512.c) that are
+ * compiled with function target attributes and chosen at run time (vec.c). */
+#ifndef LOOM_CPU_VEC_H
+#define LOOM_CPU_VEC_H
+
+#include "loom.h"
+
+/* Weight element types the matrix-product kernels read directly. */
+enum cpu_wtype {
+    CPU_W_F32 = 0,
+    CPU_W_F16,
+    CPU_W_BF16,
+    CPU_W_COUNT
+};
+
+/* Converts 'n' contiguous elements. */
+typedef void (*cpu_to_f32_fn)(const uint16_t * x, float * y, int64_t n);
+typedef void (*cpu_from_f32_fn)(const float * x, uint16_t * y, int64_t n);
+
+/* Dot products of 'mr' (1..dot_mr) weight rows with 'nr' (1..dot_nr) F32 columns, 'k' elements each:
+ *   c[j][r] = sum_i w[r][i] * b[j][i]
+ * Row r of 'w' starts at w + r*ldw, column j of 'b' at b + j*ldb, result j at c + j*ldc (all
+ * strides in bytes); 'w' holds the kernel's weight type densely, 'b' and 'c' are F32. Each result
+ * is summed in one fixed order that depends only on 'k' (not on mr/nr). */
+typedef void (*cpu_dot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
+                           uint8_t * c, size_t ldc);
+
+/* A register-blocked tile of a matrix product over 'kc' steps of k:
+ *   c[j][r] (+)= sum_k ap[k][r] * b[j][k]     r < mr (<= gemm mr), j < nr (<= gemm nr)
+ * 'ap' is a packed weight panel: for each k, the panel's MR row values (F32), zero-padded past
+ * 'mr'; for the BF16 kernel, for each pair of k, MR 32-bit words holding (w[r][k], w[r][k+1]) as
+ * BF16. 'b' points at the columns' k0 element (F32, or BF16 for the BF16 kernel), column j at
+ * b + j*ldb; 'c' at c + j*ldc (strides in bytes). With 'accumulate' the sums are added to c,
+ * else stored. Each result's summation order depends only on kc. */
+typedef void (*cpu_gemm_fn)(int64_t kc, const void * ap, const uint8_t * b, size_t ldb, int nr, uint8_t * c, size_t ldc,
+                            int mr, bool accumulate);
+
+/* Packs one GEMM panel: panel[k * mr + r] = rows[r][k] as F32, for r < n_rows and k < n; rows
+ * n_rows .. mr-1 are zeros. Row r holds 'n' dense elements of 'wt' from rows[r] (any alignment);
+ * CPU_W_F32 moves 32-bit words unchanged, so it also packs BF16 pairs. 'mr' is the panel height
+ * (a multiple of the vector length). */
+typedef void (*cpu_pack_fn)(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel, int mr);
+
+/* Element-wise over 'n' contiguous floats (y may equal x):
+ *   silu: y = x / (1 + exp(-x));  gelu: y = x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), which
+ *   equals the tanh form 0.5 x (1 + tanh(...)) without its cancellation for negative x. */
+typedef void (*cpu_unary_fn)(const float * x, float * y, int64_t n);
+/* x[i] = exp(x[i] - max) in place; returns the sum of the new values. */
+typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
+
+struct cpu_vec {
+    const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
+    cpu_to_f32_fn f16_to_f32;
+    cpu_from_f32_fn f32_to_f16;
+    cpu_to_f32_fn bf16_to_f32;
+    cpu_from_f32_fn f32_to_bf16;
+
+    cpu_unary_fn silu, gelu;
+    cpu_exp_sum_fn exp_sum;
+
+    cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
+    int dot_mr, dot_nr;           /* largest tile of the dot kernels */
+
+    cpu_pack_fn pack;             /* weight rows -> GEMM panels */
+    cpu_gemm_fn gemm_f32;         /* packed F32 panels x F32 columns */
+    int gemm_mr, gemm_nr;
+    cpu_gemm_fn gemm_bf16;        /* packed BF16 pair panels x BF16 columns; NULL when absent */
+    int gemm_bf16_mr, gemm_bf16_nr;
+};
+
+/* The kernels in use: the portable scalar table when forced (loom_cpu_set_scalar, LOOM_CPU_SCALAR=1),
+ * else the best the CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar caps the choice, for tests). */
+const struct cpu_vec * cpu_vec_get(void);
+
+/* The tables; the SIMD ones return NULL when not compiled (non-x86 build) -- the CPU check is the caller's. */
+const struct cpu_vec * cpu_vec_scalar(void);
+const struct cpu_vec * cpu_vec_avx2(void);
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16);
+
+#endif

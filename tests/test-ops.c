@@ -1,0 +1,26 @@
+/* test-ops.c -- runs `loom test-ops` on the CPU with each kernel path: the best SIMD one, AVX2,
+ * and the portable scalar one (LOOM_BIN, set by CTest, names the loom executable). */
+#include "test-util.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int run(const char * bin, const char * env, const char * what) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s '%s' test-ops -b CPU -t 2", env, bin);
+    printf("== %s: %s\n", what, cmd);
+    fflush(stdout);
+    int rc = system(cmd);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+int main(void) {
+    const char * bin = getenv("LOOM_BIN");
+    if (!bin || !*bin) return test_skip("LOOM_BIN is not set (run through CTest)");
+    if (strchr(bin, '\'')) return test_skip("LOOM_BIN contains a quote");
+    CHECK(run(bin, "env -u LOOM_CPU_SCALAR -u LOOM_CPU_ISA", "best SIMD kernels") == 0, "SIMD kernels");
+    CHECK(run(bin, "env -u LOOM_CPU_SCALAR LOOM_CPU_ISA=avx2", "AVX2 kernels (where the CPU has them)") == 0, "AVX2 kernels");
+    CHECK(run(bin, "env LOOM_CPU_SCALAR=1", "scalar kernels") == 0, "scalar kernels");
+    return test_finish("test-ops");
+}

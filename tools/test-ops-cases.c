@@ -1,0 +1,339 @@
+/* test-ops-cases.c -- the table of op test cases: every op x supported type x layout x shape,
+ * with odd sizes (1, 3, 31, 33, 127, 4097) and broadcast shapes; large --perf cases flagged.
+ *
+ * Data variants (ip[3]): GET_ROWS 1 = some ids out of range; SOFT_MAX 1 = one mask row all -inf;
+ * ARGMAX 1 = many ties, 2 = NaNs sprinkled in. */
+#include "test-ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const enum loom_type float_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+#define N_FLOAT_TYPES 3
+
+static void push(struct test_case_list * l, const struct test_case * c) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->cases = realloc(l->cases, (size_t)l->cap * sizeof *l->cases);
+        if (!l->cases) {
+            fprintf(stderr, "test-ops: out of memory\n");
+            exit(1);
+        }
+    }
+    l->cases[l->n++] = *c;
+}
+
+static void set_ne(int64_t * dst, int64_t a, int64_t b, int64_t c, int64_t d) {
+    dst[0] = a;
+    dst[1] = b;
+    dst[2] = c;
+    dst[3] = d;
+}
+
+/* ---------------------------------------------------------------- per op */
+
+static void cases_get_rows(struct test_case_list * l) {
+    static const int64_t shapes[][5] = { /* ne0, rows, n ids, ne2, ne3 */
+        {1, 3, 2, 1, 1}, {3, 1, 1, 1, 1}, {31, 7, 5, 1, 1}, {33, 17, 4, 2, 1}, {127, 5, 3, 2, 2}, {4097, 3, 2, 1, 1},
+    };
+    static const enum test_layout layouts[] = {TL_CONTIG, TL_STRIDED, TL_TRANSPOSED};
+    for (int t = 0; t < N_FLOAT_TYPES; t++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (size_t li = 0; li < 3; li++) {
+                struct test_case c = {.op = LOOM_OP_GET_ROWS, .n_src = 2};
+                c.type[0] = float_types[t];
+                c.type[1] = LOOM_TYPE_I32;
+                set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][3], shapes[s][4]);
+                set_ne(c.ne[1], shapes[s][2], shapes[s][3], shapes[s][4], 1);
+                c.layout[0] = layouts[li];
+                c.layout[1] = li == 1 ? TL_STRIDED : TL_CONTIG;
+                push(l, &c);
+            }
+        }
+    }
+    struct test_case bad = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32}};
+    set_ne(bad.ne[0], 8, 5, 1, 1);
+    set_ne(bad.ne[1], 6, 1, 1, 1);
+    bad.ip[3] = 1;
+    push(l, &bad);
+    struct test_case big = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {LOOM_TYPE_F16, LOOM_TYPE_I32}, .perf_only = true};
+    set_ne(big.ne[0], 4096, 32000, 1, 1);
+    set_ne(big.ne[1], 512, 1, 1, 1);
+    push(l, &big);
+}
+
+static void cases_mul_mat(struct test_case_list * l) {
+    static const int64_t shapes[][7] = { /* K, M, N, a2, a3, b2, b3 */
+        {1, 1, 1, 1, 1, 1, 1},      {3, 3, 3, 1, 1, 1, 1},       {31, 33, 1, 1, 1, 1, 1},  {33, 31, 4, 1, 1, 1, 1},
+        {64, 17, 5, 1, 1, 1, 1},    {127, 64, 33, 1, 1, 1, 1},   {4097, 17, 3, 1, 1, 1, 1}, {256, 100, 64, 1, 1, 1, 1},
+        {600, 50, 20, 1, 1, 1, 1},  {32, 16, 8, 2, 1, 6, 2},     {48, 130, 9, 3, 1, 3, 1},  {64, 16, 200, 1, 1, 1, 1},
+        {40, 2, 8, 1, 1, 1, 1},
+    };
+    static const enum test_layout pairs[][2] = {
+        {TL_CONTIG, TL_CONTIG},   {TL_TRANSPOSED, TL_CONTIG}, {TL_STRIDED, TL_CONTIG},
+        {TL_CONTIG, TL_TRANSPOSED}, {TL_CONTIG, TL_STRIDED},  {TL_PERMUTED, TL_SCRAMBLED},
+    };
+    for (int t = 0; t < N_FLOAT_TYPES; t++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+                struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2};
+                c.type[0] = float_types[t];
+                c.type[1] = LOOM_TYPE_F32;
+                set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][3], shapes[s][4]);
+                set_ne(c.ne[1], shapes[s][0], shapes[s][2], shapes[s][5], shapes[s][6]);
+                c.layout[0] = pairs[pi][0];
+                c.layout[1] = pairs[pi][1];
+                push(l, &c);
+            }
+        }
+        static const int64_t perf_n[] = {1, 512};
+        for (int pn = 0; pn < 2; pn++) {
+            struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .perf_only = true};
+            c.type[0] = float_types[t];
+            c.type[1] = LOOM_TYPE_F32;
+            set_ne(c.ne[0], 4096, 4096, 1, 1);
+            set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
+            push(l, &c);
+        }
+    }
+}
+
+static void cases_binary(struct test_case_list * l, enum loom_op op) {
+    static const int64_t shapes[][8] = { /* a ne, b ne */
+        {31, 3, 1, 1, 31, 3, 1, 1},   {33, 7, 2, 1, 33, 1, 1, 1}, {127, 5, 3, 2, 1, 5, 1, 2}, {4097, 2, 1, 1, 4097, 1, 1, 1},
+        {3, 4, 5, 6, 1, 1, 1, 1},     {1, 1, 1, 1, 1, 1, 1, 1},   {64, 6, 4, 1, 32, 3, 2, 1},
+    };
+    static const enum test_layout pairs[][2] = {
+        {TL_CONTIG, TL_CONTIG}, {TL_PERMUTED, TL_CONTIG}, {TL_TRANSPOSED, TL_STRIDED}, {TL_STRIDED, TL_SCRAMBLED},
+    };
+    for (int t = 0; t < N_FLOAT_TYPES; t++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+                struct test_case c = {.op = op, .n_src = 2};
+                c.type[0] = float_types[t];
+                c.type[1] = LOOM_TYPE_F32;
+                set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                set_ne(c.ne[1], shapes[s][4], shapes[s][5], shapes[s][6], shapes[s][7]);
+                c.layout[0] = pairs[pi][0];
+                c.layout[1] = pairs[pi][1];
+                push(l, &c);
+            }
+        }
+    }
+    struct test_case big = {.op = op, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_F32}, .perf_only = true};
+    set_ne(big.ne[0], 4096, 512, 1, 1);
+    set_ne(big.ne[1], 4096, 1, 1, 1);
+    push(l, &big);
+}
+
+/* One F32 source, row-wise or element-wise: SCALE, SILU, GELU, RMS_NORM. */
+static void cases_unary(struct test_case_list * l, enum loom_op op, float param) {
+    static const int64_t shapes[][4] = {
+        {1, 1, 1, 1}, {3, 1, 1, 1}, {31, 3, 1, 1}, {33, 7, 2, 1}, {4097, 2, 1, 1}, {127, 5, 3, 2},
+    };
+    static const enum test_layout layouts[] = {TL_CONTIG, TL_TRANSPOSED, TL_PERMUTED, TL_STRIDED};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+            struct test_case c = {.op = op, .n_src = 1, .type = {LOOM_TYPE_F32}};
+            memcpy(c.ne[0], shapes[s], sizeof shapes[s]);
+            c.layout[0] = layouts[li];
+            c.fp[0] = param;
+            push(l, &c);
+        }
+    }
+    struct test_case big = {.op = op, .n_src = 1, .type = {LOOM_TYPE_F32}, .perf_only = true};
+    set_ne(big.ne[0], 4096, 512, 1, 1);
+    big.fp[0] = param;
+    push(l, &big);
+}
+
+static void cases_rope(struct test_case_list * l) {
+    static const int64_t shapes[][3] = {{64, 4, 3}, {128, 2, 5}, {2, 1, 1}, {6, 3, 7}, {32, 5, 33}};
+    static const enum test_layout layouts[] = {TL_CONTIG, TL_STRIDED, TL_PERMUTED};
+    static const int modes[] = {LOOM_ROPE_NORMAL, LOOM_ROPE_NEOX};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (int m = 0; m < 2; m++) {
+            for (int part = 0; part < 2; part++) {
+                int64_t hd = shapes[s][0];
+                int n_dims = part ? (int)(hd / 2) : (int)hd;
+                if (n_dims % 2) n_dims -= 1;
+                if (n_dims <= 0) continue;
+                for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+                    struct test_case c = {.op = LOOM_OP_ROPE, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32}};
+                    set_ne(c.ne[0], hd, shapes[s][1], shapes[s][2], 1);
+                    set_ne(c.ne[1], shapes[s][2], 1, 1, 1);
+                    c.layout[0] = layouts[li];
+                    c.layout[1] = li == 1 ? TL_STRIDED : TL_CONTIG;
+                    c.ip[0] = n_dims;
+                    c.ip[1] = modes[m];
+                    c.fp[0] = s % 2 ? 500000.0f : 10000.0f;
+                    c.fp[1] = s == 3 ? 0.25f : 1.0f;
+                    push(l, &c);
+                }
+            }
+        }
+    }
+    struct test_case big = {.op = LOOM_OP_ROPE, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32}, .perf_only = true};
+    set_ne(big.ne[0], 128, 32, 512, 1);
+    set_ne(big.ne[1], 512, 1, 1, 1);
+    big.ip[0] = 128;
+    big.fp[0] = 10000.0f;
+    big.fp[1] = 1.0f;
+    push(l, &big);
+}
+
+static void cases_soft_max(struct test_case_list * l) {
+    static const int64_t shapes[][8] = { /* a ne, mask ne */
+        {1, 1, 1, 1, 1, 1, 1, 1},       {31, 3, 1, 1, 31, 3, 1, 1}, {33, 7, 2, 1, 33, 9, 1, 1},
+        {127, 5, 4, 2, 127, 5, 2, 1},   {4097, 2, 1, 1, 4097, 2, 1, 1},
+    };
+    static const enum loom_type mask_types[] = {LOOM_TYPE_COUNT, LOOM_TYPE_F32, LOOM_TYPE_F16}; /* COUNT: no mask */
+    static const float scales[] = {1.0f, 0.125f};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (int mt = 0; mt < 3; mt++) {
+            for (int sc = 0; sc < 2; sc++) {
+                for (int li = 0; li < 2; li++) {
+                    struct test_case c = {.op = LOOM_OP_SOFT_MAX, .n_src = mask_types[mt] == LOOM_TYPE_COUNT ? 1 : 2};
+                    c.type[0] = LOOM_TYPE_F32;
+                    c.type[1] = mask_types[mt];
+                    set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                    set_ne(c.ne[1], shapes[s][4], shapes[s][5], shapes[s][6], shapes[s][7]);
+                    c.layout[0] = li ? (s % 2 ? TL_TRANSPOSED : TL_STRIDED) : TL_CONTIG;
+                    c.layout[1] = li ? TL_STRIDED : TL_CONTIG;
+                    c.fp[0] = scales[sc];
+                    push(l, &c);
+                }
+            }
+        }
+    }
+    for (int mt = 1; mt < 3; mt++) { /* a fully masked row gives zeros */
+        struct test_case c = {.op = LOOM_OP_SOFT_MAX, .n_src = 2, .type = {LOOM_TYPE_F32, mask_types[mt]}};
+        set_ne(c.ne[0], 16, 4, 1, 1);
+        set_ne(c.ne[1], 16, 4, 1, 1);
+        c.fp[0] = 1.0f;
+        c.ip[3] = 1;
+        push(l, &c);
+    }
+    struct test_case big = {.op = LOOM_OP_SOFT_MAX, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_F16}, .perf_only = true};
+    set_ne(big.ne[0], 4096, 512, 1, 1);
+    set_ne(big.ne[1], 4096, 512, 1, 1);
+    big.fp[0] = 0.125f;
+    push(l, &big);
+}
+
+static void cases_copy(struct test_case_list * l) {
+    static const enum loom_type types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_I32};
+    /* CPY: source shape/layout -> destination shape/layout */
+    static const int64_t shapes[][8] = {
+        {33, 7, 2, 1, 33, 7, 2, 1}, {33, 7, 2, 1, 33, 7, 2, 1}, {33, 7, 2, 1, 33, 7, 2, 1},
+        {33, 7, 2, 1, 33, 7, 2, 1}, {31, 3, 1, 1, 93, 1, 1, 1}, {4097, 2, 1, 1, 2, 4097, 1, 1},
+    };
+    static const enum test_layout lay[][2] = {
+        {TL_CONTIG, TL_CONTIG}, {TL_PERMUTED, TL_CONTIG}, {TL_CONTIG, TL_STRIDED},
+        {TL_TRANSPOSED, TL_SCRAMBLED}, {TL_CONTIG, TL_CONTIG}, {TL_TRANSPOSED, TL_CONTIG},
+    };
+    for (int st = 0; st < 4; st++) {
+        for (int dt = 0; dt < 4; dt++) {
+            if ((types[st] == LOOM_TYPE_I32) != (types[dt] == LOOM_TYPE_I32)) continue;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                struct test_case c = {.op = LOOM_OP_CPY, .n_src = 2, .type = {types[st], types[dt]}};
+                set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                set_ne(c.ne[1], shapes[s][4], shapes[s][5], shapes[s][6], shapes[s][7]);
+                c.layout[0] = lay[s][0];
+                c.layout[1] = lay[s][1];
+                push(l, &c);
+            }
+        }
+    }
+    static const enum test_layout dup_layouts[] = {TL_CONTIG, TL_TRANSPOSED, TL_PERMUTED, TL_STRIDED};
+    for (int t = 0; t < 4; t++) {
+        for (int li = 0; li < 4; li++) {
+            struct test_case c = {.op = LOOM_OP_DUP, .n_src = 1, .type = {types[t]}};
+            set_ne(c.ne[0], 33, 7, 2, 1);
+            c.layout[0] = dup_layouts[li];
+            push(l, &c);
+
+            struct test_case k = {.op = LOOM_OP_CONT, .n_src = 1, .type = {types[t]}};
+            set_ne(k.ne[0], 31, 5, 3, 1);
+            k.layout[0] = li ? dup_layouts[li] : TL_SCRAMBLED;
+            if (li % 2) {
+                set_ne(k.ne_out, 31, 15, 1, 1);
+            } else {
+                set_ne(k.ne_out, 5, 31, 3, 1);
+            }
+            push(l, &k);
+        }
+    }
+    struct test_case big = {.op = LOOM_OP_CPY, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_F16}, .perf_only = true};
+    set_ne(big.ne[0], 4096, 512, 1, 1);
+    set_ne(big.ne[1], 4096, 512, 1, 1);
+    push(l, &big);
+}
+
+static void cases_argmax(struct test_case_list * l) {
+    static const int64_t shapes[][2] = {{1, 1}, {3, 4}, {31, 7}, {4097, 3}, {33, 2}};
+    static const enum test_layout layouts[] = {TL_CONTIG, TL_TRANSPOSED, TL_STRIDED};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (int li = 0; li < 3; li++) {
+            for (int variant = 0; variant < 3; variant++) {
+                if (variant && li) continue;
+                struct test_case c = {.op = LOOM_OP_ARGMAX, .n_src = 1, .type = {LOOM_TYPE_F32}};
+                set_ne(c.ne[0], shapes[s][0], shapes[s][1], 1, 1);
+                c.layout[0] = layouts[li];
+                c.ip[3] = variant;
+                push(l, &c);
+            }
+        }
+    }
+}
+
+void test_ops_make_cases(struct test_case_list * l) {
+    memset(l, 0, sizeof *l);
+    cases_get_rows(l);
+    cases_mul_mat(l);
+    cases_binary(l, LOOM_OP_ADD);
+    cases_binary(l, LOOM_OP_MUL);
+    cases_unary(l, LOOM_OP_SCALE, 0.37f);
+    cases_unary(l, LOOM_OP_RMS_NORM, 1e-6f);
+    cases_rope(l);
+    cases_soft_max(l);
+    cases_unary(l, LOOM_OP_SILU, 0.0f);
+    cases_unary(l, LOOM_OP_GELU, 0.0f);
+    cases_copy(l);
+    cases_argmax(l);
+}
+
+void test_ops_free_cases(struct test_case_list * l) {
+    free(l->cases);
+    memset(l, 0, sizeof *l);
+}
+
+static const char * layout_name(enum test_layout l) {
+    static const char * const names[TL_COUNT] = {"contig", "transposed", "permuted", "scrambled", "strided"};
+    return (int)l >= 0 && l < TL_COUNT ? names[l] : "?";
+}
+
+void test_ops_describe(const struct test_case * c, char * buf, size_t size) {
+    int n = snprintf(buf, size, "%s", loom_op_name(c->op));
+    for (int s = 0; s < c->n_src && n >= 0 && (size_t)n < size; s++) {
+        n += snprintf(buf + n, size - (size_t)n, " %s[%lld,%lld,%lld,%lld]%s", loom_type_name(c->type[s]),
+                      (long long)c->ne[s][0], (long long)c->ne[s][1], (long long)c->ne[s][2], (long long)c->ne[s][3],
+                      c->layout[s] == TL_CONTIG ? "" : layout_name(c->layout[s]));
+    }
+    if (n >= 0 && (size_t)n < size) {
+        switch (c->op) {
+        case LOOM_OP_ROPE:
+            snprintf(buf + n, size - (size_t)n, " n_dims=%d %s", c->ip[0], c->ip[1] == LOOM_ROPE_NEOX ? "neox" : "normal");
+            break;
+        case LOOM_OP_SOFT_MAX: snprintf(buf + n, size - (size_t)n, " scale=%g%s", c->fp[0], c->ip[3] ? " masked-row" : ""); break;
+        case LOOM_OP_CONT:
+            snprintf(buf + n, size - (size_t)n, " -> [%lld,%lld,%lld,%lld]", (long long)c->ne_out[0], (long long)c->ne_out[1],
+                     (long long)c->ne_out[2], (long long)c->ne_out[3]);
+            break;
+        case LOOM_OP_GET_ROWS: if (c->ip[3]) snprintf(buf + n, size - (size_t)n, " bad-ids"); break;
+        case LOOM_OP_ARGMAX: if (c->ip[3]) snprintf(buf + n, size - (size_t)n, c->ip[3] == 1 ? " ties" : " nans"); break;
+        default: break;
+        }
+    }
+}

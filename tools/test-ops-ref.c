@@ -1,0 +1,190 @@
+/* test-ops-ref.c -- the independent reference for the op tests: naive loops in double precision
+ * over the sources' host images, honouring every stride; and the error bound of each op. */
+#include "test-ops.h"
+
+#include <math.h>
+#include <string.h>
+
+double test_view_get(const struct test_view * v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const struct loom_tensor * t = v->t;
+    size_t offs = t->view_offs + (size_t)i0 * t->nb[0] + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
+    const uint8_t * p = v->image + offs;
+    uint16_t h;
+    float f;
+    int32_t i;
+    switch (t->type) {
+    case LOOM_TYPE_F32: memcpy(&f, p, 4); return f;
+    case LOOM_TYPE_F16: memcpy(&h, p, 2); return loom_fp16_to_fp32(h);
+    case LOOM_TYPE_BF16: memcpy(&h, p, 2); return loom_bf16_to_fp32(h);
+    case LOOM_TYPE_I32: memcpy(&i, p, 4); return i;
+    default: return NAN;
+    }
+}
+
+/* The value a float result type can hold closest to 'x' (what a correct copy must produce). */
+static double round_to(enum loom_type type, double x) {
+    switch (type) {
+    case LOOM_TYPE_F32: return (float)x;
+    case LOOM_TYPE_F16: return loom_fp16_to_fp32(loom_fp32_to_fp16((float)x));
+    case LOOM_TYPE_BF16: return loom_bf16_to_fp32(loom_fp32_to_bf16((float)x));
+    default: return x;
+    }
+}
+
+static void ref_mul_mat(const struct test_view * src, int64_t ne0, int64_t j, int64_t i2, int64_t i3, double * out) {
+    const struct loom_tensor * a = src[0].t, * b = src[1].t;
+    const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    for (int64_t i = 0; i < ne0; i++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < a->ne[0]; k++) {
+            s += test_view_get(&src[0], k, i, i2 / r2, i3 / r3) * test_view_get(&src[1], k, j, i2, i3);
+        }
+        out[i] = s;
+    }
+}
+
+static void ref_rope(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
+                     int64_t i3, double * out) {
+    const int n_dims = c->ip[0];
+    const bool neox = c->ip[1] == LOOM_ROPE_NEOX;
+    const double pos = test_view_get(&src[1], i2, 0, 0, 0);
+    for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3);
+    for (int i = 0; i < n_dims / 2; i++) {
+        const double theta = pos * (double)c->fp[1] * pow((double)c->fp[0], -2.0 * i / n_dims);
+        const int64_t e0 = neox ? i : 2 * i, e1 = neox ? i + n_dims / 2 : 2 * i + 1;
+        const double x0 = test_view_get(&src[0], e0, i1, i2, i3), x1 = test_view_get(&src[0], e1, i1, i2, i3);
+        out[e0] = x0 * cos(theta) - x1 * sin(theta);
+        out[e1] = x0 * sin(theta) + x1 * cos(theta);
+    }
+}
+
+static void ref_soft_max(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
+                         int64_t i3, double * out) {
+    const struct loom_tensor * m = c->n_src > 1 ? src[1].t : NULL;
+    double max = -INFINITY;
+    for (int64_t i = 0; i < ne0; i++) {
+        out[i] = test_view_get(&src[0], i, i1, i2, i3) * (double)c->fp[0];
+        if (m) out[i] += test_view_get(&src[1], i, i1, i2 % m->ne[2], i3 % m->ne[3]);
+        if (out[i] > max) max = out[i];
+    }
+    if (max == -INFINITY) {
+        for (int64_t i = 0; i < ne0; i++) out[i] = 0.0;
+        return;
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < ne0; i++) {
+        out[i] = exp(out[i] - max);
+        sum += out[i];
+    }
+    for (int64_t i = 0; i < ne0; i++) out[i] /= sum;
+}
+
+/* Copies: the element at the same row-major position of the source. */
+static void ref_copy(const struct loom_tensor * dst, const struct test_view * src, int64_t i1, int64_t i2, int64_t i3,
+                     double * out) {
+    const struct loom_tensor * s = src[0].t;
+    for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
+        int64_t lin = ((i3 * dst->ne[2] + i2) * dst->ne[1] + i1) * dst->ne[0] + i0, c[4];
+        for (int d = 0; d < 4; d++) {
+            c[d] = lin % s->ne[d];
+            lin /= s->ne[d];
+        }
+        out[i0] = round_to(dst->type, test_view_get(&src[0], c[0], c[1], c[2], c[3]));
+    }
+}
+
+static void ref_argmax(const struct test_view * src, int64_t n, double * out) {
+    const struct loom_tensor * a = src[0].t;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t best = 0;
+        double bv = NAN;
+        for (int64_t i = 0; i < a->ne[0]; i++) {
+            double v = test_view_get(&src[0], i, r, 0, 0);
+            if (isnan(v)) continue;
+            if (isnan(bv) || v > bv) {
+                bv = v;
+                best = i;
+            }
+        }
+        out[r] = (double)best;
+    }
+}
+
+void test_ops_reference_row(const struct test_case * c, const struct loom_tensor * dst, const struct test_view * src,
+                            int64_t i1, int64_t i2, int64_t i3, double * out) {
+    const int64_t ne0 = dst->ne[0];
+    switch (c->op) {
+    case LOOM_OP_GET_ROWS: {
+        const double id = test_view_get(&src[1], i1, i2, i3, 0);
+        for (int64_t i = 0; i < ne0; i++) {
+            out[i] = id >= 0 && id < src[0].t->ne[1] ? test_view_get(&src[0], i, (int64_t)id, i2, i3) : 0.0;
+        }
+        break;
+    }
+    case LOOM_OP_MUL_MAT: ref_mul_mat(src, ne0, i1, i2, i3, out); break;
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: {
+        const struct loom_tensor * b = src[1].t;
+        for (int64_t i = 0; i < ne0; i++) {
+            const double x = test_view_get(&src[0], i, i1, i2, i3);
+            const double y = test_view_get(&src[1], i % b->ne[0], i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
+            out[i] = c->op == LOOM_OP_ADD ? x + y : x * y;
+        }
+        break;
+    }
+    case LOOM_OP_SCALE:
+        for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3) * (double)c->fp[0];
+        break;
+    case LOOM_OP_SILU:
+        for (int64_t i = 0; i < ne0; i++) {
+            const double x = test_view_get(&src[0], i, i1, i2, i3);
+            out[i] = x / (1.0 + exp(-x));
+        }
+        break;
+    case LOOM_OP_GELU:
+        for (int64_t i = 0; i < ne0; i++) {
+            const double x = test_view_get(&src[0], i, i1, i2, i3);
+            out[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+        }
+        break;
+    case LOOM_OP_RMS_NORM: {
+        double ss = 0.0;
+        for (int64_t i = 0; i < ne0; i++) {
+            const double x = test_view_get(&src[0], i, i1, i2, i3);
+            ss += x * x;
+        }
+        const double scale = 1.0 / sqrt(ss / (double)ne0 + (double)c->fp[0]);
+        for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3) * scale;
+        break;
+    }
+    case LOOM_OP_ROPE: ref_rope(c, src, ne0, i1, i2, i3, out); break;
+    case LOOM_OP_SOFT_MAX: ref_soft_max(c, src, ne0, i1, i2, i3, out); break;
+    case LOOM_OP_DUP:
+    case LOOM_OP_CPY:
+    case LOOM_OP_CONT: ref_copy(dst, src, i1, i2, i3, out); break;
+    case LOOM_OP_ARGMAX: ref_argmax(src, ne0, out); break;
+    default:
+        for (int64_t i = 0; i < ne0; i++) out[i] = NAN;
+        break;
+    }
+}
+
+/* Bounds on NMSE = sum((x - r)^2) / sum(r^2):
+ *  - copies (DUP, CPY, CONT) and GET_ROWS: 0 -- values move unchanged or rounded exactly as the
+ *    reference rounds them (round to nearest even);
+ *  - element-wise ops, row ops (norm, rope, softmax): 1e-7 -- float rounding of each
+ *    result (~6e-8 relative) and float transcendental functions stay far below it;
+ *  - MUL_MAT with F32 weights: 1e-8 -- float sums of up to 4097 products;
+ *  - MUL_MAT with F16/BF16 weights: 5e-4 -- a device may round the F32 columns to the weights'
+ *    type (BF16 keeps 8 bits: ~1e-6 typical) before multiplying. */
+double test_ops_threshold(const struct test_case * c) {
+    switch (c->op) {
+    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : 5e-4;
+    case LOOM_OP_DUP:
+    case LOOM_OP_CPY:
+    case LOOM_OP_CONT:
+    case LOOM_OP_GET_ROWS: return 0.0;
+    default: break;
+    }
+    return 1e-7;
+}
