@@ -1,7 +1,7 @@
 #!/bin/bash
 # cuda-gpu-run.sh -- one device-machine session: build, run the CUDA tests, the benchmark and
 # the tests under compute-sanitizer; logs go to $OUT (or ./gpu-out). Run from the source root.
-# Usage: bench/cuda-gpu-run.sh [test|bench|ncu|sanitize]...   (default: test bench sanitize)
+# Usage: bench/cuda-gpu-run.sh [test|testops|bench|ncu|sanitize]...   (default: test bench sanitize)
 set -u
 DEST=${OUT:-gpu-out}
 mkdir -p "$DEST"
@@ -27,6 +27,12 @@ for s in $steps; do
         echo "test-cuda rc=$? ($(( $(date +%s) - t0 )) s); failures: $(grep -c 'check failed' "$OUT/test.log")"
         grep -E "^device:|OOM message|memory tests|op cases|all checks|check\(s\) failed" "$OUT/test.log"
         grep "check failed" "$OUT/test.log" | cut -c1-230 | head -60
+        ;;
+    testops)
+        timeout 120 build/loom test-ops -b CUDA0 > "$OUT/test-ops.log" 2>&1
+        echo "loom test-ops -b CUDA0: rc=$?"; grep -E "FAIL|passed|^op|^[A-Z_]+ +[0-9]" "$OUT/test-ops.log" | head -40
+        timeout 200 build/loom test-ops -b CUDA0 --perf > "$OUT/test-ops-perf.log" 2>&1
+        echo "loom test-ops -b CUDA0 --perf: rc=$?"; grep -E "FAIL|passed" "$OUT/test-ops-perf.log" | head
         ;;
     bench)
         timeout 200 build/bench-cuda-matvec 20 2>&1 | tee "$OUT/bench.log"
