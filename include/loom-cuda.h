@@ -1,4 +1,31 @@
-/* loom-cuda.h -- the CUDA device: device memory, pinned and zero-copy host memory, kernels, cuBLAS. */
+/* loom-cuda.h -- the CUDA device: device memory, pinned and zero-copy host memory, kernels, cuBLAS.
+ *
+ * Devices: one per GPU, registered ahead of the CPU as "CUDA0", "CUDA1", ... (the registry in
+ * loom-backend.h); the description is the GPU's name and the memory figures come from
+ * cudaMemGetInfo. A machine without a usable GPU (no driver, no device) registers none and logs
+ * nothing. Capabilities: async copies, events, a pinned host buffer type, zero-copy wrapping of
+ * host memory.
+ *
+ * Buffer types:
+ *  - "CUDA<n>": device memory (cudaMalloc), tensor addresses aligned to 256 bytes; tensor->data
+ *    is a device address. The largest single buffer is unlimited unless the environment variable
+ *    LOOM_CUDA_MAX_BUFFER_MB (read when the devices are registered) or
+ *    loom_cuda_set_max_buffer_size says otherwise. Running out of memory returns NULL with a
+ *    logged error naming the device, the MiB asked for and the MiB free.
+ *  - "CUDA<n>_Host": pinned host memory (is_host: the CPU reads and writes it directly, and every
+ *    CUDA device reads it over the bus), for fast transfers.
+ *  - loom_backend_dev_buffer_from_host_ptr wraps caller memory (e.g. a read-only mmap of a model
+ *    file) with cudaHostRegister, read-only where the driver supports it; kernels read it in place.
+ *    Such buffers report the "CUDA<n>_Host" type; tensor->data keeps its host address.
+ *
+ * Backends: each is one CUDA stream with its own cuBLAS handle. graph_compute queues every node
+ * without waiting for the device; loom_backend_synchronize waits and reports errors (a CUDA
+ * failure is LOOM_ERR_BACKEND with a logged message naming the failing call). Ops: everything in
+ * loom.h for F32/F16/BF16 with arbitrary strides (loom_backend_dev_supports_op answers exactly).
+ *
+ * When Loom is built without CUDA these functions exist too: they report no devices and return
+ * LOOM_ERR_UNSUPPORTED or false.
+ */
 #ifndef LOOM_CUDA_H
 #define LOOM_CUDA_H
 
@@ -8,8 +35,17 @@
 extern "C" {
 #endif
 
-/* (section owned by the CUDA work; when Loom is built without CUDA, the registry simply lists
- * no CUDA device and nothing here is needed by other code.) */
+/* Number of CUDA devices in the registry (registering them on first use); 0 without a GPU. */
+size_t loom_cuda_device_count(void);
+/* True when 'dev' is a CUDA device (NULL gives false). */
+bool loom_backend_dev_is_cuda(loom_backend_dev_t dev);
+/* True when 'backend' runs on a CUDA device (NULL gives false). */
+bool loom_backend_is_cuda(loom_backend_t backend);
+/* Sets the largest single buffer (bytes) of the device buffer type of 'dev'; 0 means unlimited.
+ * Overrides LOOM_CUDA_MAX_BUFFER_MB; affects buffers allocated afterwards (and the chunking of
+ * host memory wrapped afterwards). Errors: LOOM_ERR_INVALID_ARG when 'dev' is not a CUDA
+ * device; LOOM_ERR_UNSUPPORTED when Loom was built without CUDA. */
+enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
 
 #ifdef __cplusplus
 }

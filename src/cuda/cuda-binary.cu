@@ -1,0 +1,42 @@
+/* cuda-binary.cu -- element-wise ADD and MUL, 'b' broadcast (index modulo its extent). */
+#include "cuda-binary.cuh"
+
+__global__ void lc_binary_kernel(struct lc_tensor a, struct lc_tensor b, struct lc_tensor d, int is_mul) {
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) return;
+    const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
+    const int64_t b0 = (i0 % b.ne[0]) * b.nb[0];
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < nrows; r += (int64_t)gridDim.y * blockDim.y) {
+        const int64_t i1 = r % d.ne[1], i23 = r / d.ne[1];
+        const int64_t i2 = i23 % d.ne[2], i3 = i23 / d.ne[2];
+        float x = lc_load(a.data + i0 * a.nb[0] + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3], a.type);
+        float y = *(const float *)(b.data + b0 + (i1 % b.ne[1]) * b.nb[1] + (i2 % b.ne[2]) * b.nb[2] + (i3 % b.ne[3]) * b.nb[3]);
+        *(float *)(d.data + i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]) = is_mul ? x * y : x + y;
+    }
+}
+
+bool lc_binary_supported(const struct loom_tensor * op) {
+    const struct loom_tensor *a = op->src[0], *b = op->src[1];
+    return a && b && lc_is_float_type(a->type) && b->type == LOOM_TYPE_F32 && op->type == LOOM_TYPE_F32 &&
+           loom_are_same_shape(a, op) && loom_can_repeat(b, a) && lc_strides_ok(a) && lc_strides_ok(b) && lc_strides_ok(op);
+}
+
+enum loom_status lc_binary(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor a, b, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &b);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    /* the common case, all contiguous and the same shape: one flat row */
+    bool same = true;
+    for (int i = 0; i < 4; i++) same = same && a.ne[i] == b.ne[i];
+    if (same && lc_is_contiguous(&a) && lc_is_contiguous(&b) && lc_is_contiguous(&d)) {
+        const int64_t ne[4] = {lc_nelements(&d), 1, 1, 1};
+        a = lc_tensor_contiguous(a.data, a.type, ne);
+        b = lc_tensor_contiguous(b.data, b.type, ne);
+        d = lc_tensor_contiguous(d.data, d.type, ne);
+    }
+    struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
+    lc_binary_kernel<<<l.grid, l.block, 0, be->stream>>>(a, b, d, dst->op == LOOM_OP_MUL);
+    return LC_CHECK_LAUNCH("lc_binary_kernel");
+}

@@ -1,0 +1,97 @@
+/* cuda-common.cu -- error reporting, tensor descriptors and launch shapes shared by the CUDA backend. */
+#include "cuda-common.cuh"
+
+enum loom_status lc_check(cudaError_t err, const char * call, const char * where) {
+    if (err == cudaSuccess) return LOOM_OK;
+    (void)cudaGetLastError(); /* clear a non-sticky error */
+    loom_log(LOOM_LOG_ERROR, "CUDA error in %s: %s failed: %s (%s)", where, call, cudaGetErrorString(err), cudaGetErrorName(err));
+    return LOOM_ERR_BACKEND;
+}
+
+enum loom_status lc_check_cublas(cublasStatus_t st, const char * call, const char * where) {
+    if (st == CUBLAS_STATUS_SUCCESS) return LOOM_OK;
+    loom_log(LOOM_LOG_ERROR, "cuBLAS error in %s: %s failed: %s (%d)", where, call, cublasGetStatusString(st), (int)st);
+    return LOOM_ERR_BACKEND;
+}
+
+bool lc_is_float_type(int type) { return type == LOOM_TYPE_F32 || type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16; }
+
+bool lc_strides_ok(const struct loom_tensor * t) {
+    if (loom_blck_size(t->type) != 1) return false;
+    size_t es = loom_type_size(t->type);
+    for (int i = 0; i < LOOM_MAX_DIMS; i++) {
+        if (t->ne[i] > 1 && t->nb[i] % es != 0) return false;
+    }
+    return true;
+}
+
+bool lc_is_contiguous(const struct lc_tensor * t) {
+    int64_t next = (int64_t)loom_type_size((enum loom_type)t->type);
+    for (int i = 0; i < 4; i++) {
+        if (t->ne[i] != 1 && t->nb[i] != next) return false;
+        next *= t->ne[i];
+    }
+    return true;
+}
+
+struct lc_tensor lc_tensor_contiguous(void * data, int type, const int64_t * ne) {
+    struct lc_tensor t;
+    t.data = (char *)data;
+    t.type = type;
+    int64_t nb = (int64_t)loom_type_size((enum loom_type)type);
+    for (int i = 0; i < 4; i++) {
+        t.ne[i] = ne[i];
+        t.nb[i] = nb;
+        nb *= ne[i];
+    }
+    return t;
+}
+
+enum loom_status lc_tensor_of(const struct lc_backend * be, const struct loom_tensor * t, bool write, struct lc_tensor * out) {
+    size_t offs;
+    const struct loom_tensor * base = loom_tensor_storage(t, &offs);
+    loom_backend_buffer_t buffer = t->buffer ? t->buffer : base->buffer;
+    char * data = (char *)t->data;
+    if (!data && base->data) data = (char *)base->data + offs;
+    if (!buffer || !data) {
+        loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' has no data", be->dev->name, t->name);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    struct lc_buffer * b = lc_buffer_of(buffer);
+    if (!b || (b->kind == LC_BUFFER_DEVICE && b->dev != be->dev)) {
+        loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' lives in buffer type %s, which this device cannot read", be->dev->name,
+                 t->name, loom_backend_buft_name(buffer->buft));
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    if (write && b->read_only) {
+        loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' lives in read-only mapped host memory and cannot be written", be->dev->name,
+                 t->name);
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    size_t es = loom_type_size(t->type);
+    if (es == 0 || ((uintptr_t)data + (uintptr_t)b->delta) % es != 0) {
+        loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' is not aligned to its element size", be->dev->name, t->name);
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    out->data = data + b->delta;
+    out->type = (int)t->type;
+    for (int i = 0; i < 4; i++) {
+        out->ne[i] = t->ne[i];
+        out->nb[i] = (int64_t)t->nb[i];
+    }
+    return LOOM_OK;
+}
+
+struct lc_rows_launch lc_rows_launch_for(int64_t ne0, int64_t nrows) {
+    struct lc_rows_launch l;
+    unsigned bx = 32;
+    while (bx < 256 && (int64_t)bx < ne0) bx *= 2;
+    unsigned by = 256 / bx;
+    int64_t gx = (ne0 + bx - 1) / bx;
+    int64_t gy = (nrows + by - 1) / by;
+    if (gy > 65535) gy = 65535;
+    if (gy < 1) gy = 1;
+    l.block = dim3(bx, by, 1);
+    l.grid = dim3((unsigned)gx, (unsigned)gy, 1);
+    return l;
+}

@@ -1,0 +1,188 @@
+/* cuda-common.cuh -- what every file of the CUDA backend shares: the device, buffer and backend
+ * records, error checking, the tensor descriptor kernels take, element loads and stores, and
+ * launch-shape helpers. Internal to src/cuda/. */
+#ifndef LOOM_CUDA_COMMON_CUH
+#define LOOM_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublas_v2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend/backend-impl.h"
+#include "loom-cuda.h"
+}
+
+#define LC_MAX_DEVICES 16
+#define LC_ALIGNMENT 256 /* bytes: alignment of every tensor address in device and pinned buffers */
+
+/* ---------------------------------------------------------------- records */
+
+struct lc_device {
+    int id;                          /* CUDA ordinal */
+    char name[16];                   /* "CUDA0" */
+    char description[256];           /* the GPU's name */
+    char host_buft_name[32];         /* "CUDA0_Host" */
+    size_t max_size;                 /* bytes of one buffer; SIZE_MAX = unlimited */
+    int sm_count;
+    bool host_ptr_is_dev_ptr;        /* registered host memory has the same address on the device */
+    bool register_read_only;         /* cudaHostRegisterReadOnly is supported */
+    struct loom_backend_device dev;
+    struct loom_backend_buffer_type buft;       /* device memory */
+    struct loom_backend_buffer_type host_buft;  /* pinned host memory */
+};
+
+enum lc_buffer_kind {
+    LC_BUFFER_DEVICE = 0,  /* cudaMalloc: tensor->data is a device address */
+    LC_BUFFER_PINNED,      /* cudaHostAlloc: tensor->data is a host address */
+    LC_BUFFER_MAPPED,      /* caller memory under cudaHostRegister: tensor->data is a host address */
+};
+
+struct lc_registration {             /* one cudaHostRegister call this buffer made */
+    char * start;
+    size_t size;                     /* bytes */
+};
+
+struct lc_buffer {
+    struct lc_device * dev;
+    enum lc_buffer_kind kind;
+    char * base;                     /* address tensors use (see kind) */
+    ptrdiff_t delta;                 /* device address = tensor->data + delta (0 for device memory) */
+    bool read_only;                  /* the device may not write (registered read-only) */
+    int n_regs;
+    struct lc_registration * regs;   /* MAPPED only: the spans this buffer registered itself */
+};
+
+struct lc_backend {
+    struct lc_device * dev;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    char * scratch;                  /* device memory for per-op temporaries (converted operands) */
+    size_t scratch_size;             /* bytes */
+    int * err_dev;                   /* device flag kernels raise (get_rows: bad id + 1) */
+    int * err_host;                  /* pinned copy read at synchronize */
+    bool err_pending;                /* a copy of err_dev into err_host is queued */
+    struct loom_backend backend;
+};
+
+/* ---------------------------------------------------------------- errors */
+
+/* Logs a failed CUDA runtime call ('call' is its text, 'where' the function) and returns
+ * LOOM_ERR_BACKEND; LOOM_OK for cudaSuccess. Clears the error so later calls are not blamed. */
+enum loom_status lc_check(cudaError_t err, const char * call, const char * where);
+enum loom_status lc_check_cublas(cublasStatus_t st, const char * call, const char * where);
+#define LC_CHECK(call) lc_check((call), #call, __func__)
+#define LC_CHECK_CUBLAS(call) lc_check_cublas((call), #call, __func__)
+/* Returns from the enclosing function when 'call' fails. */
+#define LC_TRY(call)                                                   \
+    do {                                                               \
+        enum loom_status lc_st_ = LC_CHECK(call);                      \
+        if (lc_st_ != LOOM_OK) return lc_st_;                          \
+    } while (0)
+
+/* ---------------------------------------------------------------- buffers (cuda-buffer.cu) */
+
+void lc_buffer_types_init(struct lc_device * d);
+/* The CUDA buffer behind 'buffer', or NULL when it is not one of ours. */
+struct lc_buffer * lc_buffer_of(loom_backend_buffer_t buffer);
+bool lc_buft_is_host(loom_backend_buffer_type_t buft);     /* a CUDA pinned host buffer type */
+loom_backend_buffer_t lc_buffer_from_host_ptr(loom_backend_dev_t dev, void * ptr, size_t size);
+
+/* ---------------------------------------------------------------- the tensor descriptor */
+
+/* What a kernel needs of one tensor, passed by value. */
+struct lc_tensor {
+    char * data;       /* device address of element (0, 0, 0, 0) */
+    int type;          /* enum loom_type */
+    int64_t ne[4];     /* elements */
+    int64_t nb[4];     /* bytes */
+};
+
+/* Describes 't' for kernels: resolves its storage (views through their base), translates host
+ * addresses of pinned and mapped buffers to device addresses, and checks that 'be' can read it
+ * (and write it when 'write'). Errors: LOOM_ERR_INVALID_ARG (no data), LOOM_ERR_UNSUPPORTED (a
+ * buffer this device cannot reach, a misaligned address). */
+enum loom_status lc_tensor_of(const struct lc_backend * be, const struct loom_tensor * t, bool write, struct lc_tensor * out);
+/* A contiguous descriptor of shape 'ne' and 'type' at device address 'data'. */
+struct lc_tensor lc_tensor_contiguous(void * data, int type, const int64_t * ne);
+static inline int64_t lc_nelements(const struct lc_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+static inline int64_t lc_nrows(const struct lc_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+bool lc_is_contiguous(const struct lc_tensor * t);
+/* True for F32, F16 and BF16 (the float types the kernels read and write). */
+bool lc_is_float_type(int type);
+/* True when every stride of 't' is a multiple of its element size (plain types only). */
+bool lc_strides_ok(const struct loom_tensor * t);
+
+/* ---------------------------------------------------------------- device helpers */
+
+__device__ __forceinline__ float lc_load(const char * p, int type) {
+    if (type == LOOM_TYPE_F32) return *(const float *)p;
+    if (type == LOOM_TYPE_F16) return __half2float(*(const __half *)p);
+    return __bfloat162float(*(const __nv_bfloat16 *)p);
+}
+
+__device__ __forceinline__ void lc_store(char * p, int type, float v) {
+    if (type == LOOM_TYPE_F32) *(float *)p = v;
+    else if (type == LOOM_TYPE_F16) *(__half *)p = __float2half_rn(v);
+    else *(__nv_bfloat16 *)p = __float2bfloat16_rn(v);
+}
+
+/* Byte offset of row 'r' (over dims 1..3 in order) of 't'. */
+__device__ __forceinline__ int64_t lc_row_offset(const struct lc_tensor & t, int64_t r) {
+    int64_t i1 = r % t.ne[1];
+    int64_t i23 = r / t.ne[1];
+    int64_t i2 = i23 % t.ne[2];
+    int64_t i3 = i23 / t.ne[2];
+    return i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+
+__device__ __forceinline__ float lc_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float lc_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+ * 'shared' holds 32 floats. */
+__device__ __forceinline__ float lc_block_sum(float v, float * shared) {
+    v = lc_warp_sum(v);
+    if (blockDim.x == 32) return v;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / 32) ? shared[lane] : 0.0f;
+    return lc_warp_sum(v);
+}
+
+__device__ __forceinline__ float lc_block_max(float v, float * shared) {
+    v = lc_warp_max(v);
+    if (blockDim.x == 32) return v;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / 32) ? shared[lane] : -INFINITY;
+    return lc_warp_max(v);
+}
+
+/* ---------------------------------------------------------------- launch shapes */
+
+/* A 2-D launch over [ne0, nrows]: threads along x cover elements of a row, threads along y and
+ * the grid's y cover rows (kernels loop over rows with stride gridDim.y * blockDim.y). */
+struct lc_rows_launch {
+    dim3 grid, block;
+};
+struct lc_rows_launch lc_rows_launch_for(int64_t ne0, int64_t nrows);
+
+/* Checks the last launch; logs naming 'what' on failure. */
+#define LC_CHECK_LAUNCH(what) lc_check(cudaGetLastError(), what, __func__)
+
+#endif

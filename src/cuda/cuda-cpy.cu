@@ -1,0 +1,73 @@
+/* cuda-cpy.cu -- strided copies with type conversion: one thread per destination element. */
+#include "cuda-cpy.cuh"
+
+/* 'same_shape': source and destination share ne, so one row offset serves both; otherwise the
+ * flat index of each destination element is decomposed along the source's shape. */
+__global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_shape) {
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) return;
+    const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < nrows; r += (int64_t)gridDim.y * blockDim.y) {
+        int64_t so;
+        if (same_shape) {
+            so = i0 * s.nb[0] + lc_row_offset(s, r);
+        } else {
+            int64_t k = r * d.ne[0] + i0;
+            const int64_t j0 = k % s.ne[0];
+            k /= s.ne[0];
+            const int64_t j1 = k % s.ne[1];
+            k /= s.ne[1];
+            const int64_t j2 = k % s.ne[2];
+            const int64_t j3 = k / s.ne[2];
+            so = j0 * s.nb[0] + j1 * s.nb[1] + j2 * s.nb[2] + j3 * s.nb[3];
+        }
+        char * dp = d.data + i0 * d.nb[0] + lc_row_offset(d, r);
+        if (s.type == LOOM_TYPE_I32) {
+            *(int32_t *)dp = *(const int32_t *)(s.data + so);
+        } else if (s.type == d.type && s.type != LOOM_TYPE_F32) {
+            *(uint16_t *)dp = *(const uint16_t *)(s.data + so); /* F16/BF16 to itself: bits */
+        } else {
+            lc_store(dp, d.type, lc_load(s.data + so, s.type));
+        }
+    }
+}
+
+enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, const struct lc_tensor * d) {
+    const int64_t n = lc_nelements(d);
+    if (n == 0) return LOOM_OK;
+    if (s->type == d->type && lc_is_contiguous(s) && lc_is_contiguous(d)) {
+        return LC_CHECK(cudaMemcpyAsync(d->data, s->data, (size_t)n * loom_type_size((enum loom_type)d->type),
+                                        cudaMemcpyDeviceToDevice, be->stream));
+    }
+    struct lc_tensor ss = *s, dd = *d;
+    bool same = true;
+    for (int i = 0; i < 4; i++) same = same && ss.ne[i] == dd.ne[i];
+    if (lc_is_contiguous(&ss) && lc_is_contiguous(&dd)) { /* both dense: one flat row each */
+        const int64_t ne[4] = {n, 1, 1, 1};
+        ss = lc_tensor_contiguous(ss.data, ss.type, ne);
+        dd = lc_tensor_contiguous(dd.data, dd.type, ne);
+        same = true;
+    } else if (!same && lc_is_contiguous(&ss)) { /* a dense source reads as one row of any shape */
+        const int64_t ne[4] = {n, 1, 1, 1};
+        ss = lc_tensor_contiguous(ss.data, ss.type, ne);
+    }
+    struct lc_rows_launch l = lc_rows_launch_for(dd.ne[0], lc_nrows(&dd));
+    lc_cpy_kernel<<<l.grid, l.block, 0, be->stream>>>(ss, dd, same ? 1 : 0);
+    return LC_CHECK_LAUNCH("lc_cpy_kernel");
+}
+
+bool lc_cpy_supported(const struct loom_tensor * op) {
+    const struct loom_tensor * a = op->src[0];
+    if (!a || loom_nelements(a) != loom_nelements(op)) return false;
+    bool types = (lc_is_float_type(a->type) && lc_is_float_type(op->type)) || (a->type == LOOM_TYPE_I32 && op->type == LOOM_TYPE_I32);
+    if (op->op != LOOM_OP_CPY && a->type != op->type) return false;
+    return types && lc_strides_ok(a) && lc_strides_ok(op);
+}
+
+enum loom_status lc_cpy(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor s, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &s);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    return lc_copy(be, &s, &d);
+}

@@ -1,0 +1,431 @@
+/* cuda-device.cu -- the CUDA devices (one per GPU), their backends (one stream each), events,
+ * op support and graph execution. */
+#include "cuda-common.cuh"
+#include "cuda-argmax.cuh"
+#include "cuda-binary.cuh"
+#include "cuda-cpy.cuh"
+#include "cuda-getrows.cuh"
+#include "cuda-mulmat.cuh"
+#include "cuda-norm.cuh"
+#include "cuda-rope.cuh"
+#include "cuda-softmax.cuh"
+#include "cuda-unary.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct lc_device g_devs[LC_MAX_DEVICES];
+static int g_n_devs;
+
+static struct lc_device * dev_of(loom_backend_dev_t dev) { return (struct lc_device *)dev->context; }
+
+/* ================================================================ backend (a stream) */
+
+static const char * be_name(loom_backend_t backend) { return ((struct lc_backend *)backend->context)->dev->name; }
+
+static void be_free(loom_backend_t backend) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    cudaSetDevice(be->dev->id);
+    if (be->stream) LC_CHECK(cudaStreamSynchronize(be->stream));
+    if (be->cublas) cublasDestroy(be->cublas);
+    if (be->scratch) cudaFree(be->scratch);
+    if (be->err_dev) cudaFree(be->err_dev);
+    if (be->err_host) cudaFreeHost(be->err_host);
+    if (be->stream) cudaStreamDestroy(be->stream);
+    free(be);
+}
+
+static bool is_cuda_backend(loom_backend_t backend);
+
+/* The UVA address of a tensor's first byte (host address for pinned/mapped buffers, which
+ * cudaMemcpyAsync accepts as is), or NULL when it is not in a CUDA buffer. */
+static char * copy_address(const struct loom_tensor * t) {
+    size_t offs;
+    const struct loom_tensor * base = loom_tensor_storage(t, &offs);
+    if (!base->buffer || !lc_buffer_of(base->buffer)) return NULL;
+    return (char *)base->data + offs;
+}
+
+static enum loom_status be_set_async(loom_backend_t backend, struct loom_tensor * t, const void * data, size_t offset, size_t size) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    char * p = copy_address(t);
+    if (!p) return t->buffer->iface.set_tensor(t->buffer, t, data, offset, size);
+    LC_TRY(cudaSetDevice(be->dev->id));
+    return LC_CHECK(cudaMemcpyAsync(p + offset, data, size, cudaMemcpyDefault, be->stream));
+}
+
+static enum loom_status be_get_async(loom_backend_t backend, const struct loom_tensor * t, void * data, size_t offset, size_t size) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    char * p = copy_address(t);
+    if (!p) return t->buffer->iface.get_tensor(t->buffer, t, data, offset, size);
+    LC_TRY(cudaSetDevice(be->dev->id));
+    return LC_CHECK(cudaMemcpyAsync(data, p + offset, size, cudaMemcpyDefault, be->stream));
+}
+
+/* Queued on the destination stream after the source stream's queued work (an event between
+ * them); both tensors must live in CUDA buffers and both backends be CUDA backends. */
+static bool be_cpy_async(loom_backend_t backend_src, loom_backend_t backend_dst, const struct loom_tensor * src, struct loom_tensor * dst) {
+    if (!is_cuda_backend(backend_src) || !is_cuda_backend(backend_dst)) return false;
+    struct lc_backend * bs = (struct lc_backend *)backend_src->context;
+    struct lc_backend * bd = (struct lc_backend *)backend_dst->context;
+    char * s = copy_address(src);
+    char * d = copy_address(dst);
+    if (!s || !d) return false;
+    if (bs != bd) {
+        cudaEvent_t ev;
+        if (LC_CHECK(cudaSetDevice(bs->dev->id)) != LOOM_OK) return false;
+        if (LC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != LOOM_OK) return false;
+        bool ok = LC_CHECK(cudaEventRecord(ev, bs->stream)) == LOOM_OK && LC_CHECK(cudaSetDevice(bd->dev->id)) == LOOM_OK &&
+                  LC_CHECK(cudaStreamWaitEvent(bd->stream, ev, 0)) == LOOM_OK;
+        cudaEventDestroy(ev); /* released once the wait has been satisfied */
+        if (!ok) return false;
+    }
+    if (LC_CHECK(cudaSetDevice(bd->dev->id)) != LOOM_OK) return false;
+    return LC_CHECK(cudaMemcpyAsync(d, s, loom_nbytes(src), cudaMemcpyDefault, bd->stream)) == LOOM_OK;
+}
+
+static enum loom_status be_synchronize(loom_backend_t backend) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    LC_TRY(cudaSetDevice(be->dev->id));
+    LC_TRY(cudaStreamSynchronize(be->stream));
+    if (be->err_pending) {
+        be->err_pending = false;
+        if (*be->err_host) {
+            loom_log(LOOM_LOG_ERROR, "%s: get_rows: a row id was outside the table; its row was set to zeros", be->dev->name);
+            *be->err_host = 0;
+        }
+    }
+    return LOOM_OK;
+}
+
+/* Grows the scratch memory to 'need' bytes, waiting for queued work that may still use it. */
+static enum loom_status be_reserve_scratch(struct lc_backend * be, size_t need) {
+    if (need <= be->scratch_size) return LOOM_OK;
+    LC_TRY(cudaStreamSynchronize(be->stream));
+    if (be->scratch) cudaFree(be->scratch);
+    be->scratch = NULL;
+    be->scratch_size = 0;
+    size_t size = need + need / 4;
+    void * p = NULL;
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB of scratch memory for mul_mat (%.2f MiB free)", be->dev->name,
+                 be->dev->description, size / 1048576.0, fr / 1048576.0);
+        return LOOM_ERR_OOM;
+    }
+    be->scratch = (char *)p;
+    be->scratch_size = size;
+    return LOOM_OK;
+}
+
+static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor * node) {
+    switch (node->op) {
+    case LOOM_OP_DUP:
+    case LOOM_OP_CPY:
+    case LOOM_OP_CONT: return lc_cpy(be, node);
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: return lc_binary(be, node);
+    case LOOM_OP_SCALE:
+    case LOOM_OP_SILU:
+    case LOOM_OP_GELU: return lc_unary(be, node);
+    case LOOM_OP_RMS_NORM: return lc_rms_norm(be, node);
+    case LOOM_OP_MUL_MAT: return lc_mul_mat(be, node);
+    case LOOM_OP_GET_ROWS: return lc_get_rows(be, node);
+    case LOOM_OP_ROPE: return lc_rope(be, node);
+    case LOOM_OP_SOFT_MAX: return lc_soft_max(be, node);
+    case LOOM_OP_ARGMAX: return lc_argmax(be, node);
+    default: return LOOM_ERR_UNSUPPORTED;
+    }
+}
+
+static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op);
+
+/* Queues every node on the stream; nothing here waits for the device. */
+static enum loom_status be_graph_compute(loom_backend_t backend, struct loom_cgraph * graph) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    LC_TRY(cudaSetDevice(be->dev->id));
+    size_t scratch = 0;
+    bool gathers = false;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        struct loom_tensor * node = graph->nodes[i];
+        if (node->op == LOOM_OP_MUL_MAT && lc_mul_mat_supported(node) && loom_nelements(node) > 0) {
+            size_t s = lc_mul_mat_scratch(node);
+            if (s > scratch) scratch = s;
+        }
+        gathers = gathers || node->op == LOOM_OP_GET_ROWS;
+    }
+    enum loom_status st = be_reserve_scratch(be, scratch);
+    if (st != LOOM_OK) return st;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        struct loom_tensor * node = graph->nodes[i];
+        if (node->op == LOOM_OP_NONE || loom_op_is_view(node->op) || loom_nelements(node) == 0) continue;
+        if (!dev_supports_op(backend->device, node)) {
+            loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s, %s) is not supported by this device", be->dev->name, i, node->name,
+                     loom_op_name(node->op), loom_type_name(node->type));
+            return LOOM_ERR_UNSUPPORTED;
+        }
+        st = compute_node(be, node);
+        if (st != LOOM_OK) {
+            loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s) failed: %s", be->dev->name, i, node->name, loom_op_name(node->op),
+                     loom_status_str(st));
+            return st;
+        }
+    }
+    if (gathers) {
+        LC_TRY(cudaMemcpyAsync(be->err_host, be->err_dev, sizeof(int), cudaMemcpyDeviceToHost, be->stream));
+        LC_TRY(cudaMemsetAsync(be->err_dev, 0, sizeof(int), be->stream));
+        be->err_pending = true;
+    }
+    return LOOM_OK;
+}
+
+static enum loom_status be_event_record(loom_backend_t backend, loom_backend_event_t event) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    LC_TRY(cudaSetDevice(be->dev->id));
+    return LC_CHECK(cudaEventRecord((cudaEvent_t)event->context, be->stream));
+}
+
+static enum loom_status be_event_wait(loom_backend_t backend, loom_backend_event_t event) {
+    struct lc_backend * be = (struct lc_backend *)backend->context;
+    LC_TRY(cudaSetDevice(be->dev->id));
+    return LC_CHECK(cudaStreamWaitEvent(be->stream, (cudaEvent_t)event->context, 0));
+}
+
+static const struct loom_backend_i be_iface = {
+    .get_name = be_name,
+    .free = be_free,
+    .set_tensor_async = be_set_async,
+    .get_tensor_async = be_get_async,
+    .cpy_tensor_async = be_cpy_async,
+    .synchronize = be_synchronize,
+    .graph_compute = be_graph_compute,
+    .event_record = be_event_record,
+    .event_wait = be_event_wait,
+};
+
+static bool is_cuda_backend(loom_backend_t backend) { return backend && backend->iface.get_name == be_name; }
+
+static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * params) {
+    (void)params;
+    struct lc_device * d = dev_of(dev);
+    struct lc_backend * be = (struct lc_backend *)calloc(1, sizeof *be);
+    if (!be) return NULL;
+    be->dev = d;
+    bool ok = LC_CHECK(cudaSetDevice(d->id)) == LOOM_OK &&
+              LC_CHECK(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking)) == LOOM_OK &&
+              LC_CHECK_CUBLAS(cublasCreate(&be->cublas)) == LOOM_OK &&
+              LC_CHECK_CUBLAS(cublasSetStream(be->cublas, be->stream)) == LOOM_OK &&
+              LC_CHECK(cudaMalloc((void **)&be->err_dev, sizeof(int))) == LOOM_OK &&
+              LC_CHECK(cudaMemset(be->err_dev, 0, sizeof(int))) == LOOM_OK &&
+              LC_CHECK(cudaHostAlloc((void **)&be->err_host, sizeof(int), cudaHostAllocDefault)) == LOOM_OK &&
+              LC_CHECK(cudaDeviceSynchronize()) == LOOM_OK;
+    if (!ok) {
+        loom_log(LOOM_LOG_ERROR, "%s: cannot create a backend", d->name);
+        be->backend.context = be;
+        be_free(&be->backend);
+        return NULL;
+    }
+    *be->err_host = 0;
+    be->backend.iface = be_iface;
+    be->backend.device = dev;
+    be->backend.context = be;
+    return &be->backend;
+}
+
+/* The backend is embedded in its context, so 'free' releases both (see be_free). */
+
+/* ================================================================ device */
+
+static const char * dev_name(loom_backend_dev_t dev) { return dev_of(dev)->name; }
+static const char * dev_description(loom_backend_dev_t dev) { return dev_of(dev)->description; }
+
+static void dev_memory(loom_backend_dev_t dev, size_t * free_b, size_t * total_b) {
+    *free_b = *total_b = 0;
+    if (cudaSetDevice(dev_of(dev)->id) != cudaSuccess || cudaMemGetInfo(free_b, total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *free_b = *total_b = 0;
+    }
+}
+
+static enum loom_backend_dev_type dev_type(loom_backend_dev_t dev) { (void)dev; return LOOM_BACKEND_DEV_TYPE_GPU; }
+
+static void dev_caps(loom_backend_dev_t dev, struct loom_backend_dev_caps * caps) {
+    (void)dev;
+    caps->async = true;
+    caps->host_buffer = true;
+    caps->buffer_from_host_ptr = true;
+    caps->events = true;
+}
+
+static loom_backend_buffer_type_t dev_buft(loom_backend_dev_t dev) { return &dev_of(dev)->buft; }
+static loom_backend_buffer_type_t dev_host_buft(loom_backend_dev_t dev) { return &dev_of(dev)->host_buft; }
+
+/* Device memory of this GPU, and pinned host memory of any CUDA device (portable and mapped). */
+static bool dev_supports_buft(loom_backend_dev_t dev, loom_backend_buffer_type_t buft) {
+    return buft == &dev_of(dev)->buft || lc_buft_is_host(buft);
+}
+
+/* False when 't' already lives somewhere this device cannot read. */
+static bool readable(loom_backend_dev_t dev, const struct loom_tensor * t) {
+    size_t offs;
+    const struct loom_tensor * base = loom_tensor_storage(t, &offs);
+    loom_backend_buffer_t buf = t->buffer ? t->buffer : base->buffer;
+    if (!buf) return true; /* not placed yet */
+    struct lc_buffer * b = lc_buffer_of(buf);
+    return b && (b->kind != LC_BUFFER_DEVICE || b->dev == dev_of(dev));
+}
+
+/* False when 't' already lives where this device cannot write (read-only mapped memory). */
+static bool writable(loom_backend_dev_t dev, const struct loom_tensor * t) {
+    size_t offs;
+    const struct loom_tensor * base = loom_tensor_storage(t, &offs);
+    loom_backend_buffer_t buf = t->buffer ? t->buffer : base->buffer;
+    if (!buf) return true;
+    struct lc_buffer * b = lc_buffer_of(buf);
+    return readable(dev, t) && b && !b->read_only;
+}
+
+static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op) {
+    if (op->op == LOOM_OP_NONE || loom_op_is_view(op->op)) return true;
+    for (int i = 0; i < LOOM_MAX_SRC; i++) {
+        if (op->src[i] && !readable(dev, op->src[i])) return false;
+    }
+    if (!writable(dev, op)) return false;
+    for (int i = 0; i < LOOM_MAX_DIMS; i++) {
+        if (op->ne[i] < 0 || op->ne[i] > INT32_MAX) return false; /* launch shapes are 32-bit per dimension */
+    }
+    switch (op->op) {
+    case LOOM_OP_DUP:
+    case LOOM_OP_CPY:
+    case LOOM_OP_CONT: return lc_cpy_supported(op);
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: return lc_binary_supported(op);
+    case LOOM_OP_SCALE:
+    case LOOM_OP_SILU:
+    case LOOM_OP_GELU: return lc_unary_supported(op);
+    case LOOM_OP_RMS_NORM: return lc_rms_norm_supported(op);
+    case LOOM_OP_MUL_MAT: return lc_mul_mat_supported(op);
+    case LOOM_OP_GET_ROWS: return lc_get_rows_supported(op);
+    case LOOM_OP_ROPE: return lc_rope_supported(op);
+    case LOOM_OP_SOFT_MAX: return lc_soft_max_supported(op);
+    case LOOM_OP_ARGMAX: return lc_argmax_supported(op);
+    default: return false;
+    }
+}
+
+/* ---------------------------------------------------------------- events */
+
+static loom_backend_event_t dev_event_new(loom_backend_dev_t dev) {
+    cudaEvent_t ev;
+    if (LC_CHECK(cudaSetDevice(dev_of(dev)->id)) != LOOM_OK) return NULL;
+    if (LC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != LOOM_OK) return NULL;
+    loom_backend_event_t e = (loom_backend_event_t)calloc(1, sizeof *e);
+    if (!e) {
+        cudaEventDestroy(ev);
+        return NULL;
+    }
+    e->device = dev;
+    e->context = ev;
+    return e;
+}
+
+static void dev_event_free(loom_backend_dev_t dev, loom_backend_event_t event) {
+    (void)dev;
+    cudaEventDestroy((cudaEvent_t)event->context);
+    free(event);
+}
+
+static enum loom_status dev_event_synchronize(loom_backend_dev_t dev, loom_backend_event_t event) {
+    (void)dev;
+    return LC_CHECK(cudaEventSynchronize((cudaEvent_t)event->context));
+}
+
+static const struct loom_backend_device_i dev_iface = {
+    .get_name = dev_name,
+    .get_description = dev_description,
+    .get_memory = dev_memory,
+    .get_type = dev_type,
+    .get_caps = dev_caps,
+    .init_backend = dev_init_backend,
+    .get_buffer_type = dev_buft,
+    .get_host_buffer_type = dev_host_buft,
+    .buffer_from_host_ptr = lc_buffer_from_host_ptr,
+    .supports_op = dev_supports_op,
+    .supports_buft = dev_supports_buft,
+    .event_new = dev_event_new,
+    .event_free = dev_event_free,
+    .event_synchronize = dev_event_synchronize,
+};
+
+/* ================================================================ registration */
+
+/* LOOM_CUDA_MAX_BUFFER_MB: a positive number of MiB, else unlimited. */
+static size_t env_max_size(void) {
+    const char * env = getenv("LOOM_CUDA_MAX_BUFFER_MB");
+    if (!env || !*env) return SIZE_MAX;
+    char * end = NULL;
+    unsigned long long mb = strtoull(env, &end, 10);
+    if (*end != 0 || mb == 0 || mb > SIZE_MAX / 1048576) {
+        loom_log(LOOM_LOG_WARN, "LOOM_CUDA_MAX_BUFFER_MB='%s' is not a positive number of MiB; buffers are unlimited", env);
+        return SIZE_MAX;
+    }
+    return (size_t)mb * 1048576;
+}
+
+extern "C" size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t max) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no driver or no GPU: register nothing, say nothing */
+        return 0;
+    }
+    const size_t max_size = env_max_size();
+    size_t added = 0;
+    for (int i = 0; i < n && g_n_devs < LC_MAX_DEVICES && added < max; i++) {
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        struct lc_device * d = &g_devs[g_n_devs];
+        memset(d, 0, sizeof *d);
+        d->id = i;
+        snprintf(d->name, sizeof d->name, "CUDA%d", g_n_devs);
+        snprintf(d->description, sizeof d->description, "%s", prop.name);
+        snprintf(d->host_buft_name, sizeof d->host_buft_name, "CUDA%d_Host", g_n_devs);
+        d->max_size = max_size;
+        d->sm_count = prop.multiProcessorCount;
+        int v = 0;
+        d->host_ptr_is_dev_ptr = cudaDeviceGetAttribute(&v, cudaDevAttrCanUseHostPointerForRegisteredMem, i) == cudaSuccess && v;
+        v = 0;
+        d->register_read_only = cudaDeviceGetAttribute(&v, cudaDevAttrHostRegisterReadOnlySupported, i) == cudaSuccess && v;
+        (void)cudaGetLastError();
+        d->dev.iface = dev_iface;
+        d->dev.context = d;
+        lc_buffer_types_init(d);
+        devs[added++] = &d->dev;
+        g_n_devs++;
+    }
+    return added;
+}
+
+/* ================================================================ public API (loom-cuda.h) */
+
+size_t loom_cuda_device_count(void) {
+    (void)loom_backend_dev_count(); /* registers the devices on first use */
+    return (size_t)g_n_devs;
+}
+
+bool loom_backend_dev_is_cuda(loom_backend_dev_t dev) { return dev && dev->iface.get_name == dev_name; }
+bool loom_backend_is_cuda(loom_backend_t backend) { return is_cuda_backend(backend); }
+
+enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes) {
+    if (!loom_backend_dev_is_cuda(dev)) {
+        loom_log(LOOM_LOG_ERROR, "loom_cuda_set_max_buffer_size: '%s' is not a CUDA device", dev ? loom_backend_dev_name(dev) : "(null)");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    dev_of(dev)->max_size = bytes ? bytes : SIZE_MAX;
+    return LOOM_OK;
+}

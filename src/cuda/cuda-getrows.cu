@@ -1,0 +1,38 @@
+/* cuda-getrows.cu -- row gathers (embedding lookups) with bounds-checked ids. */
+#include "cuda-getrows.cuh"
+
+__global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, struct lc_tensor d, int * err) {
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) return;
+    const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < nrows; r += (int64_t)gridDim.y * blockDim.y) {
+        const int64_t i = r % d.ne[1], i23 = r / d.ne[1];
+        const int64_t i2 = i23 % d.ne[2], i3 = i23 / d.ne[2];
+        const int32_t id = *(const int32_t *)(ids.data + i * ids.nb[0] + i2 * ids.nb[1] + i3 * ids.nb[2]);
+        float v = 0.0f;
+        if (id >= 0 && id < a.ne[1]) {
+            v = lc_load(a.data + i0 * a.nb[0] + id * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3], a.type);
+        } else if (i0 == 0) {
+            atomicCAS(err, 0, 1); /* the first bad id is reported at synchronize */
+        }
+        *(float *)(d.data + i0 * d.nb[0] + i * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]) = v;
+    }
+}
+
+bool lc_get_rows_supported(const struct loom_tensor * op) {
+    const struct loom_tensor *a = op->src[0], *ids = op->src[1];
+    return a && ids && lc_is_float_type(a->type) && ids->type == LOOM_TYPE_I32 && op->type == LOOM_TYPE_F32 &&
+           op->ne[0] == a->ne[0] && op->ne[1] == ids->ne[0] && op->ne[2] == a->ne[2] && op->ne[3] == a->ne[3] &&
+           ids->ne[1] == a->ne[2] && ids->ne[2] == a->ne[3] && lc_strides_ok(a) && lc_strides_ok(ids) && lc_strides_ok(op);
+}
+
+enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor a, ids, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &ids);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
+    lc_get_rows_kernel<<<l.grid, l.block, 0, be->stream>>>(a, ids, d, be->err_dev);
+    return LC_CHECK_LAUNCH("lc_get_rows_kernel");
+}

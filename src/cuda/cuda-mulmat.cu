@@ -1,0 +1,405 @@
+/* cuda-mulmat.cu -- matrix products. Few columns: a warp per row of 'a', 16-byte loads, F32
+ * accumulation (memory-bound: each weight byte is read once). More columns: cuBLAS with F32
+ * accumulation; F16/BF16 weights meet activations converted to their type (tensor cores). */
+#include "cuda-mulmat.cuh"
+#include "cuda-cpy.cuh"
+
+#include <string.h>
+
+/* ================================================================ matrix-vector kernels */
+
+struct lc_mv_args {
+    const char * a;                  /* [K, M, ne2a, ne3a] rows dense */
+    const char * b;                  /* F32 [K, N, ne2, ne3] rows dense */
+    char * d;                        /* F32 [M, N, ne2, ne3] */
+    int64_t K, M, ne2, nbatch;
+    int64_t a_nb1, a_nb2, a_nb3;     /* bytes */
+    int64_t b_nb1, b_nb2, b_nb3;
+    int64_t d_nb0, d_nb1, d_nb2, d_nb3;
+    int64_t r2, r3;
+    int vec;                         /* rows and columns 16-byte aligned: vector loads */
+};
+
+
+/* Eight (F16/BF16) or four (F32) elements of 'a' in one 16-byte vector, times the matching
+ * elements of each column of 'b', added to acc. */
+template <typename T> struct lc_mv_vec;
+
+template <> struct lc_mv_vec<float> {
+    static const int n = 4;
+    static __device__ __forceinline__ void to_float(const uint4 & v, float * f) {
+        f[0] = __uint_as_float(v.x);
+        f[1] = __uint_as_float(v.y);
+        f[2] = __uint_as_float(v.z);
+        f[3] = __uint_as_float(v.w);
+    }
+    static __device__ __forceinline__ float one(const char * p) { return *(const float *)p; }
+};
+
+template <> struct lc_mv_vec<__half> {
+    static const int n = 8;
+    static __device__ __forceinline__ void to_float(const uint4 & v, float * f) {
+        const __half2 * h = (const __half2 *)&v;
+        for (int i = 0; i < 4; i++) {
+            float2 t = __half22float2(h[i]);
+            f[2 * i] = t.x;
+            f[2 * i + 1] = t.y;
+        }
+    }
+    static __device__ __forceinline__ float one(const char * p) { return __half2float(*(const __half *)p); }
+};
+
+template <> struct lc_mv_vec<__nv_bfloat16> {
+    static const int n = 8;
+    static __device__ __forceinline__ void to_float(const uint4 & v, float * f) {
+        const __nv_bfloat162 * h = (const __nv_bfloat162 *)&v;
+        for (int i = 0; i < 4; i++) {
+            float2 t = __bfloat1622float2(h[i]);
+            f[2 * i] = t.x;
+            f[2 * i + 1] = t.y;
+        }
+    }
+    static __device__ __forceinline__ float one(const char * p) { return __bfloat162float(*(const __nv_bfloat16 *)p); }
+};
+
+/* A 16-byte load of weights that bypasses L1 (they are read once), so that the activation
+ * columns every warp re-reads stay in L1. */
+__device__ __forceinline__ uint4 lc_ld_stream(const uint4 * p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+/* acc[r][j] += the ROWS weight vectors 'x' (each V elements at element k) times column j of b:
+ * each activation value is loaded once and used for every row. */
+template <typename T, int NC, int ROWS>
+__device__ __forceinline__ void lc_mv_accum(const uint4 * x, const char * b, int64_t b_nb1, int64_t k, float (*acc)[NC]) {
+    const int V = lc_mv_vec<T>::n;
+    float f[ROWS][V];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) lc_mv_vec<T>::to_float(x[r], f[r]);
+#pragma unroll
+    for (int j = 0; j < NC; j++) {
+        const float4 * bp = (const float4 *)(b + j * b_nb1 + k * 4);
+#pragma unroll
+        for (int q = 0; q < V / 4; q++) {
+            const float4 bv = bp[q];
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                acc[r][j] += f[r][4 * q] * bv.x + f[r][4 * q + 1] * bv.y + f[r][4 * q + 2] * bv.z + f[r][4 * q + 3] * bv.w;
+        }
+    }
+}
+
+/* Each warp computes ROWS consecutive rows of the result (WARPS warps per block); every thread
+ * keeps ROWS * UNROLL independent 16-byte weight loads in flight. Rows past M are clamped (read
+ * again, never written). */
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
+    if (row0 >= p.M) return;
+    const int V = lc_mv_vec<T>::n;
+    for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
+        const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
+        const char * a[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            const int64_t row = row0 + r < p.M ? row0 + r : p.M - 1;
+            a[r] = p.a + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
+        }
+        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
+        float acc[ROWS][NC];
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+#pragma unroll
+            for (int j = 0; j < NC; j++) acc[r][j] = 0.0f;
+        int64_t k_tail = 0;
+        if (p.vec) {
+            const int64_t nvec = p.K / V;
+            int64_t v = lane;
+            for (; v + 32 * (UNROLL - 1) < nvec; v += 32 * UNROLL) {
+                uint4 x[UNROLL][ROWS];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+                    for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
+            }
+            for (; v < nvec; v += 32) {
+                uint4 x[ROWS];
+#pragma unroll
+                for (int r = 0; r < ROWS; r++) x[r] = lc_ld_stream((const uint4 *)a[r] + v);
+                lc_mv_accum<T, NC, ROWS>(x, b, p.b_nb1, v * V, acc);
+            }
+            k_tail = nvec * V;
+        }
+        for (int64_t k = k_tail + lane; k < p.K; k += 32) {
+#pragma unroll
+            for (int j = 0; j < NC; j++) {
+                const float bv = *(const float *)(b + j * p.b_nb1 + k * 4);
+#pragma unroll
+                for (int r = 0; r < ROWS; r++) acc[r][j] += lc_mv_vec<T>::one(a[r] + k * (int64_t)sizeof(T)) * bv;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+#pragma unroll
+            for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (row0 + r >= p.M) break;
+                char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
+#pragma unroll
+                for (int j = 0; j < NC; j++) *(float *)(d + j * p.d_nb1) = acc[r][j];
+            }
+        }
+    }
+}
+
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
+    const int64_t rows_per_block = (int64_t)ROWS * WARPS;
+    dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
+    lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
+}
+
+/* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
+ * columns (4 rows per warp for tall matrices, which then fit one wave), two rows per warp for
+ * three or four columns (each activation load serves both rows). */
+template <typename T>
+static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStream_t s) {
+    switch (ncols) {
+    case 1:
+        if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
+        else lc_matvec_launch<T, 1, 1, 4, 4>(p, s);
+        break;
+    case 2: lc_matvec_launch<T, 2, 1, 4, 4>(p, s); break;
+    case 3: lc_matvec_launch<T, 3, 2, 4, 4>(p, s); break;
+    default: lc_matvec_launch<T, 4, 2, 4, 4>(p, s); break;
+    }
+}
+
+static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t->nb[0] == loom_type_size(t->type); }
+
+static bool aligned16(int64_t v) { return v % 16 == 0; }
+
+static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
+                                  const struct lc_tensor * d) {
+    struct lc_mv_args p;
+    p.a = a->data;
+    p.b = b->data;
+    p.d = d->data;
+    p.K = a->ne[0];
+    p.M = a->ne[1];
+    p.ne2 = b->ne[2];
+    p.nbatch = b->ne[2] * b->ne[3];
+    p.a_nb1 = a->nb[1];
+    p.a_nb2 = a->nb[2];
+    p.a_nb3 = a->nb[3];
+    p.b_nb1 = b->nb[1];
+    p.b_nb2 = b->nb[2];
+    p.b_nb3 = b->nb[3];
+    p.d_nb0 = d->nb[0];
+    p.d_nb1 = d->nb[1];
+    p.d_nb2 = d->nb[2];
+    p.d_nb3 = d->nb[3];
+    p.r2 = b->ne[2] / a->ne[2];
+    p.r3 = b->ne[3] / a->ne[3];
+    bool vec = aligned16((int64_t)(uintptr_t)a->data) && aligned16((int64_t)(uintptr_t)b->data);
+    for (int i = 1; i < 4; i++) {
+        vec = vec && (a->ne[i] == 1 || aligned16(a->nb[i])) && (b->ne[i] == 1 || aligned16(b->nb[i]));
+    }
+    p.vec = vec;
+    const int ncols = (int)b->ne[1];
+    if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(p, ncols, be->stream);
+    else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(p, ncols, be->stream);
+    else lc_matvec_dispatch<__nv_bfloat16>(p, ncols, be->stream);
+    return LC_CHECK_LAUNCH("lc_matvec_kernel");
+}
+
+/* ================================================================ cuBLAS path */
+
+/* How one product is laid out for cuBLAS; computed from metadata alone, so the scratch pass
+ * and the compute agree. */
+struct lc_mm_plan {
+    bool matvec;
+    bool copy_a;        /* 'a' compacted into scratch (same type) */
+    bool conv_b;        /* 'b' compacted/converted into scratch, of type tb */
+    int tb;
+    int64_t lda, sa2, sa3;   /* elements */
+    int64_t ldb, sb2, sb3;
+    size_t off_b, off_ptr, total; /* scratch layout, bytes */
+};
+
+static size_t pad256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static bool blas_ok(const struct loom_tensor * t, int64_t k) {
+    const size_t es = loom_type_size(t->type);
+    if (!rows_dense(t)) return false;
+    for (int i = 1; i < 4; i++) {
+        if (t->nb[i] % es != 0) return false;
+    }
+    const int64_t ld = (int64_t)(t->nb[1] / es);
+    return ld >= k && ld <= INT32_MAX;
+}
+
+static struct lc_mm_plan lc_mm_plan_for(const struct loom_tensor * dst) {
+    const struct loom_tensor *a = dst->src[0], *b = dst->src[1];
+    struct lc_mm_plan p;
+    memset(&p, 0, sizeof p);
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    p.matvec = N <= LC_MATVEC_MAX_COLS && rows_dense(a) && rows_dense(b);
+    if (p.matvec) return p;
+    const size_t es_a = loom_type_size(a->type);
+    p.copy_a = !blas_ok(a, K);
+    if (p.copy_a) {
+        p.lda = K;
+        p.sa2 = K * M;
+        p.sa3 = K * M * a->ne[2];
+    } else {
+        p.lda = (int64_t)(a->nb[1] / es_a);
+        p.sa2 = (int64_t)(a->nb[2] / es_a);
+        p.sa3 = (int64_t)(a->nb[3] / es_a);
+    }
+    p.tb = a->type;
+    p.conv_b = a->type != LOOM_TYPE_F32 || !blas_ok(b, K);
+    if (p.conv_b) {
+        p.ldb = K;
+        p.sb2 = K * N;
+        p.sb3 = K * N * b->ne[2];
+    } else {
+        p.ldb = (int64_t)(b->nb[1] / 4);
+        p.sb2 = (int64_t)(b->nb[2] / 4);
+        p.sb3 = (int64_t)(b->nb[3] / 4);
+    }
+    size_t size_a = p.copy_a ? pad256((size_t)loom_nelements(a) * es_a) : 0;
+    size_t size_b = p.conv_b ? pad256((size_t)loom_nelements(b) * loom_type_size((enum loom_type)p.tb)) : 0;
+    size_t size_ptr = pad256(3 * sizeof(void *) * (size_t)(b->ne[2] * b->ne[3]));
+    p.off_b = size_a;
+    p.off_ptr = size_a + size_b;
+    p.total = size_a + size_b + size_ptr;
+    return p;
+}
+
+size_t lc_mul_mat_scratch(const struct loom_tensor * op) {
+    struct lc_mm_plan p = lc_mm_plan_for(op);
+    return p.matvec ? 0 : p.total;
+}
+
+/* Fills the pointer arrays of a batched product: batch t = (i2, i3) reads a at (i2/r2, i3/r3). */
+__global__ void lc_mm_ptrs_kernel(const void ** pa, const void ** pb, void ** pc, const char * a, const char * b, char * c,
+                                  int64_t ne2, int64_t nbatch, int64_t r2, int64_t r3, int64_t sa2, int64_t sa3, int64_t sb2,
+                                  int64_t sb3, int64_t sc2, int64_t sc3) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nbatch) return;
+    const int64_t i2 = t % ne2, i3 = t / ne2;
+    pa[t] = a + (i2 / r2) * sa2 + (i3 / r3) * sa3;
+    pb[t] = b + i2 * sb2 + i3 * sb3;
+    pc[t] = c + i2 * sc2 + i3 * sc3;
+}
+
+static cudaDataType_t lc_cuda_type(int type) {
+    return type == LOOM_TYPE_F32 ? CUDA_R_32F : type == LOOM_TYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan * p, const struct lc_tensor * a,
+                                const struct lc_tensor * b, const struct lc_tensor * d) {
+    const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
+    const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
+    const char * A = a->data;
+    const char * B = b->data;
+    if (p->copy_a) {
+        struct lc_tensor ac = lc_tensor_contiguous(be->scratch, a->type, a->ne);
+        enum loom_status st = lc_copy(be, a, &ac);
+        if (st != LOOM_OK) return st;
+        A = ac.data;
+    }
+    if (p->conv_b) {
+        struct lc_tensor bc = lc_tensor_contiguous(be->scratch + p->off_b, p->tb, b->ne);
+        enum loom_status st = lc_copy(be, b, &bc);
+        if (st != LOOM_OK) return st;
+        B = bc.data;
+    }
+    const cudaDataType_t ta = lc_cuda_type(a->type), tb = lc_cuda_type(p->tb);
+    const int64_t es_a = (int64_t)loom_type_size((enum loom_type)a->type), es_b = (int64_t)loom_type_size((enum loom_type)p->tb);
+    const int64_t ldc = d->nb[1] / 4, sc2 = d->nb[2] / 4, sc3 = d->nb[3] / 4;
+    const float alpha = 1.0f, beta = 0.0f;
+    const int64_t nbatch = ne2 * ne3;
+    if (nbatch == 1) {
+        return LC_CHECK_CUBLAS(cublasGemmEx(be->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &alpha, A, ta, (int)p->lda,
+                                            B, tb, (int)p->ldb, &beta, d->data, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+    }
+    /* one uniform stride over the flattened batch (i2 fastest) when it exists */
+    int64_t sa = 0, sb = 0, sc = 0;
+    bool strided;
+    const bool a_bcast = a->ne[2] == 1 && a->ne[3] == 1;
+    if (ne3 == 1) {
+        sa = a_bcast ? 0 : p->sa2;
+        sb = p->sb2;
+        sc = sc2;
+        strided = r2 == 1 || a_bcast;
+    } else if (ne2 == 1) {
+        sa = a_bcast ? 0 : p->sa3;
+        sb = p->sb3;
+        sc = sc3;
+        strided = r3 == 1 || a_bcast;
+    } else {
+        sa = a_bcast ? 0 : p->sa2;
+        sb = p->sb2;
+        sc = sc2;
+        strided = (a_bcast || (r2 == 1 && r3 == 1 && p->sa3 == p->sa2 * ne2)) && p->sb3 == p->sb2 * ne2 && sc3 == sc2 * ne2;
+    }
+    if (strided && nbatch <= INT32_MAX) {
+        return LC_CHECK_CUBLAS(cublasGemmStridedBatchedEx(be->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &alpha, A, ta,
+                                                          (int)p->lda, sa, B, tb, (int)p->ldb, sb, &beta, d->data, CUDA_R_32F,
+                                                          (int)ldc, sc, (int)nbatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    /* general broadcast (grouped-query attention): arrays of pointers built on the device */
+    void ** ptrs = (void **)(be->scratch + p->off_ptr);
+    const void ** pa = (const void **)ptrs;
+    const void ** pb = (const void **)(ptrs + nbatch);
+    void ** pc = ptrs + 2 * nbatch;
+    lc_mm_ptrs_kernel<<<(unsigned)((nbatch + 255) / 256), 256, 0, be->stream>>>(pa, pb, pc, A, B, d->data, ne2, nbatch, r2, r3,
+                                                                               p->sa2 * es_a, p->sa3 * es_a, p->sb2 * es_b,
+                                                                               p->sb3 * es_b, sc2 * 4, sc3 * 4);
+    enum loom_status st = LC_CHECK_LAUNCH("lc_mm_ptrs_kernel");
+    if (st != LOOM_OK) return st;
+    return LC_CHECK_CUBLAS(cublasGemmBatchedEx(be->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &alpha, pa, ta,
+                                               (int)p->lda, pb, tb, (int)p->ldb, &beta, pc, CUDA_R_32F, (int)ldc, (int)nbatch,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* ================================================================ entry points */
+
+bool lc_mul_mat_supported(const struct loom_tensor * op) {
+    const struct loom_tensor *a = op->src[0], *b = op->src[1];
+    if (!a || !b || !lc_is_float_type(a->type) || b->type != LOOM_TYPE_F32 || op->type != LOOM_TYPE_F32) return false;
+    if (a->ne[0] != b->ne[0] || a->ne[0] == 0 || a->ne[2] == 0 || a->ne[3] == 0) return false;
+    if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+    if (op->ne[0] != a->ne[1] || op->ne[1] != b->ne[1] || op->ne[2] != b->ne[2] || op->ne[3] != b->ne[3]) return false;
+    if (!lc_strides_ok(a) || !lc_strides_ok(b) || !lc_strides_ok(op)) return false;
+    /* cuBLAS takes int sizes; the result must have dense rows (ldc = nb1 / 4) */
+    if (a->ne[0] > INT32_MAX || a->ne[1] > INT32_MAX || b->ne[1] > INT32_MAX) return false;
+    if (op->nb[0] != 4 || op->nb[1] / 4 > INT32_MAX || (op->ne[1] > 1 && op->nb[1] / 4 < (size_t)op->ne[0])) return false;
+    return true;
+}
+
+enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor a, b, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &b);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    struct lc_mm_plan p = lc_mm_plan_for(dst);
+    if (p.matvec) return lc_matvec(be, &a, &b, &d);
+    if (p.total > be->scratch_size) {
+        loom_log(LOOM_LOG_ERROR, "%s: mul_mat '%s' needs %zu bytes of scratch, the backend has %zu", be->dev->name, dst->name,
+                 p.total, be->scratch_size);
+        return LOOM_ERR_BACKEND;
+    }
+    return lc_gemm(be, &p, &a, &b, &d);
+}

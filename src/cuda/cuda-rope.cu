@@ -1,0 +1,64 @@
+/* cuda-rope.cu -- rotary position embedding (Su et al. 2021, RoFormer): one thread per element.
+ * Angles are formed in double precision and reduced to [-pi, pi] before the float sine and
+ * cosine, so long positions keep full float accuracy. */
+#include "cuda-rope.cuh"
+
+__global__ void lc_rope_kernel(struct lc_tensor a, struct lc_tensor pos, struct lc_tensor d, int n_dims, int neox,
+                               double log2_base, double freq_scale) {
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) return;
+    const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
+    const int half = n_dims / 2;
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < nrows; r += (int64_t)gridDim.y * blockDim.y) {
+        const int64_t i1 = r % d.ne[1], i23 = r / d.ne[1];
+        const int64_t i2 = i23 % d.ne[2], i3 = i23 / d.ne[2];
+        const char * x = a.data + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3];
+        float * y = (float *)(d.data + i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]);
+        if (i0 >= n_dims) {
+            *y = *(const float *)(x + i0 * a.nb[0]);
+            continue;
+        }
+        /* pair p holds elements (j0, j1); this thread writes the first or the second */
+        int64_t p, j0, j1;
+        if (neox) {
+            p = i0 % half;
+            j0 = p;
+            j1 = p + half;
+        } else {
+            p = i0 / 2;
+            j0 = 2 * p;
+            j1 = 2 * p + 1;
+        }
+        const int32_t ps = *(const int32_t *)(pos.data + i2 * pos.nb[0]);
+        const double theta = (double)ps * freq_scale * exp2(-(double)(2 * p) / (double)n_dims * log2_base);
+        const double twopi = 6.283185307179586476925;
+        const float t = (float)(theta - twopi * rint(theta / twopi));
+        float s, c;
+        sincosf(t, &s, &c);
+        const float x0 = *(const float *)(x + j0 * a.nb[0]), x1 = *(const float *)(x + j1 * a.nb[0]);
+        *y = i0 == j0 ? x0 * c - x1 * s : x0 * s + x1 * c;
+    }
+}
+
+bool lc_rope_supported(const struct loom_tensor * op) {
+    const struct loom_tensor *a = op->src[0], *pos = op->src[1];
+    if (!a || !pos || a->type != LOOM_TYPE_F32 || op->type != LOOM_TYPE_F32 || pos->type != LOOM_TYPE_I32) return false;
+    if (!loom_are_same_shape(a, op) || loom_nelements(pos) != a->ne[2] || pos->ne[0] != a->ne[2]) return false;
+    const int n_dims = loom_get_op_param_i32(op, 0), mode = loom_get_op_param_i32(op, 1);
+    if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) return false;
+    if (mode != LOOM_ROPE_NORMAL && mode != LOOM_ROPE_NEOX) return false;
+    return lc_strides_ok(a) && lc_strides_ok(pos) && lc_strides_ok(op);
+}
+
+enum loom_status lc_rope(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor a, pos, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &pos);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    const int n_dims = loom_get_op_param_i32(dst, 0), mode = loom_get_op_param_i32(dst, 1);
+    const float base = loom_get_op_param_f32(dst, 2), scale = loom_get_op_param_f32(dst, 3);
+    struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
+    lc_rope_kernel<<<l.grid, l.block, 0, be->stream>>>(a, pos, d, n_dims, mode == LOOM_ROPE_NEOX, log2((double)base), (double)scale);
+    return LC_CHECK_LAUNCH("lc_rope_kernel");
+}

@@ -1,0 +1,51 @@
+/* cuda-unary.cu -- element-wise SCALE, SILU, GELU: one thread per element, rows strided. */
+#include "cuda-unary.cuh"
+
+enum { UNARY_SCALE, UNARY_SILU, UNARY_GELU };
+
+__global__ void lc_unary_kernel(struct lc_tensor a, struct lc_tensor d, int op, float s) {
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= d.ne[0]) return;
+    const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < nrows; r += (int64_t)gridDim.y * blockDim.y) {
+        float x = lc_load(a.data + lc_row_offset(a, r) + i0 * a.nb[0], a.type);
+        float y;
+        if (op == UNARY_SCALE) {
+            y = x * s;
+        } else if (op == UNARY_SILU) {
+            y = x / (1.0f + __expf(-x));
+        } else {
+            /* 0.5 x (1 + tanh(u)) == x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+            const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+            y = x / (1.0f + __expf(-2.0f * u));
+        }
+        lc_store(d.data + lc_row_offset(d, r) + i0 * d.nb[0], d.type, y);
+    }
+}
+
+bool lc_unary_supported(const struct loom_tensor * op) {
+    const struct loom_tensor * a = op->src[0];
+    return a && a->type == LOOM_TYPE_F32 && op->type == LOOM_TYPE_F32 && loom_are_same_shape(a, op) && lc_strides_ok(a) &&
+           lc_strides_ok(op);
+}
+
+/* Views both as one row when both are contiguous (a launch of full blocks). */
+static void flatten_pair(struct lc_tensor * a, struct lc_tensor * d) {
+    if (!lc_is_contiguous(a) || !lc_is_contiguous(d)) return;
+    const int64_t ne[4] = {lc_nelements(d), 1, 1, 1};
+    *a = lc_tensor_contiguous(a->data, a->type, ne);
+    *d = lc_tensor_contiguous(d->data, d->type, ne);
+}
+
+enum loom_status lc_unary(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor a, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    flatten_pair(&a, &d);
+    int op = dst->op == LOOM_OP_SCALE ? UNARY_SCALE : dst->op == LOOM_OP_SILU ? UNARY_SILU : UNARY_GELU;
+    float s = op == UNARY_SCALE ? loom_get_op_param_f32(dst, 0) : 0.0f;
+    struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
+    lc_unary_kernel<<<l.grid, l.block, 0, be->stream>>>(a, d, op, s);
+    return LC_CHECK_LAUNCH("lc_unary_kernel");
+}

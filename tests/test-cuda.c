@@ -1,0 +1,1071 @@
+/* test-cuda.c -- the CUDA device against naive double-precision references: every op for
+ * F32/F16/BF16 in several layouts (contiguous, transposed, permuted, strided views, broadcast,
+ * odd sizes), multi-op graphs, pinned and zero-copy (mmap) host memory, max buffer splitting,
+ * out-of-memory reporting, async copies and events. Skips (exit 77) without a GPU. */
+#include "loom-cpu.h"
+#include "loom-cuda.h"
+#include "test-util.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static loom_backend_dev_t g_dev;
+static loom_backend_t g_be;
+static loom_backend_buffer_type_t g_buft; /* where tc_run places a case's tensors */
+static uint64_t g_rng = 0x1234567ull;
+static int g_cases;
+static bool g_verbose;
+
+/* ================================================================ log capture */
+
+static char g_log[8192];
+static bool g_capture;
+
+static void log_cb(enum loom_log_level level, const char * text, void * ud) {
+    (void)ud;
+    if (g_capture) {
+        size_t n = strlen(g_log);
+        snprintf(g_log + n, sizeof g_log - n, "%s\n", text);
+    }
+    if (!g_capture || g_verbose) fprintf(stderr, "[%d] %s\n", (int)level, text);
+}
+
+static void capture_begin(void) {
+    g_log[0] = 0;
+    g_capture = true;
+}
+static void capture_end(void) { g_capture = false; }
+
+/* ================================================================ host copies of tensor storage */
+
+#define MAX_COPIES 128
+
+struct host_copy {
+    const struct loom_tensor * base;
+    uint8_t * before; /* uploaded (leafs) */
+    uint8_t * after;  /* read back after compute */
+    size_t n;
+    bool leaf;
+};
+
+static struct host_copy g_copies[MAX_COPIES];
+static int g_n_copies;
+
+static struct host_copy * copy_of(const struct loom_tensor * base) {
+    for (int i = 0; i < g_n_copies; i++) {
+        if (g_copies[i].base == base) return &g_copies[i];
+    }
+    return NULL;
+}
+
+static void copies_clear(void) {
+    for (int i = 0; i < g_n_copies; i++) {
+        free(g_copies[i].before);
+        free(g_copies[i].after);
+    }
+    g_n_copies = 0;
+}
+
+static const struct loom_tensor * base_of(const struct loom_tensor * t, size_t * offs) {
+    if (t->view_src) {
+        *offs = t->view_offs;
+        return t->view_src;
+    }
+    *offs = 0;
+    return t;
+}
+
+static double read_elem(const uint8_t * p, enum loom_type type) {
+    switch (type) {
+    case LOOM_TYPE_F32: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case LOOM_TYPE_F16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return loom_fp16_to_fp32(h);
+    }
+    case LOOM_TYPE_BF16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return loom_bf16_to_fp32(h);
+    }
+    case LOOM_TYPE_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    default: return NAN;
+    }
+}
+
+static size_t elem_offset(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return (size_t)i0 * t->nb[0] + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
+}
+
+/* Value of a source element: leafs as uploaded, computed tensors as read back. */
+static double sv(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    size_t offs;
+    const struct loom_tensor * b = base_of(t, &offs);
+    struct host_copy * c = copy_of(b);
+    if (!c) return NAN;
+    const uint8_t * mem = c->leaf ? c->before : c->after;
+    return read_elem(mem + offs + elem_offset(t, i0, i1, i2, i3), t->type);
+}
+
+/* Value of an element of a computed node, as read back. */
+static double ov(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    size_t offs;
+    const struct loom_tensor * b = base_of(t, &offs);
+    struct host_copy * c = copy_of(b);
+    if (!c) return NAN;
+    return read_elem(c->after + offs + elem_offset(t, i0, i1, i2, i3), t->type);
+}
+
+/* Element k (in ne order) of 't' as a source. */
+static double sv_flat(const struct loom_tensor * t, int64_t k) {
+    int64_t i0 = k % t->ne[0];
+    k /= t->ne[0];
+    int64_t i1 = k % t->ne[1];
+    k /= t->ne[1];
+    int64_t i2 = k % t->ne[2];
+    int64_t i3 = k / t->ne[2];
+    return sv(t, i0, i1, i2, i3);
+}
+
+/* ================================================================ random data */
+
+static int32_t g_i32_lo = 0, g_i32_hi = 0; /* range of random I32 leaf data */
+/* optional: adjusts a leaf's host bytes before upload */
+static void (*g_fixup)(const struct loom_tensor * t, uint8_t * mem);
+
+static void fill_random(const struct loom_tensor * t, uint8_t * mem, size_t n) {
+    size_t es = loom_type_size(t->type);
+    for (size_t off = 0; off + es <= n; off += es) {
+        switch (t->type) {
+        case LOOM_TYPE_F32: {
+            float v = (float)test_rand_normal(&g_rng);
+            memcpy(mem + off, &v, 4);
+            break;
+        }
+        case LOOM_TYPE_F16: {
+            uint16_t h = loom_fp32_to_fp16((float)test_rand_normal(&g_rng));
+            memcpy(mem + off, &h, 2);
+            break;
+        }
+        case LOOM_TYPE_BF16: {
+            uint16_t h = loom_fp32_to_bf16((float)test_rand_normal(&g_rng));
+            memcpy(mem + off, &h, 2);
+            break;
+        }
+        case LOOM_TYPE_I32: {
+            int32_t v = (int32_t)test_rand_range(&g_rng, g_i32_lo, g_i32_hi);
+            memcpy(mem + off, &v, 4);
+            break;
+        }
+        default: memset(mem + off, 0, es);
+        }
+    }
+}
+
+/* ================================================================ layouts */
+
+enum layout { L_CONT, L_TRANS, L_PERM, L_STRIDED, L_COUNT };
+static const char * const layout_names[L_COUNT] = {"contiguous", "transposed", "permuted", "strided"};
+
+/* A tensor of logical shape 'ne' and 'type' laid out as 'l': transposed (a transpose of a dense
+ * tensor: nb0 > nb1), permuted (dims of a dense base shuffled), or strided (a view into a larger
+ * base with padded rows and an offset). */
+static struct loom_tensor * mk(struct loom_context * ctx, enum loom_type type, const int64_t * ne, enum layout l) {
+    switch (l) {
+    case L_TRANS: {
+        struct loom_tensor * b = loom_new_tensor_4d(ctx, type, ne[1], ne[0], ne[2], ne[3]);
+        return loom_transpose(ctx, b);
+    }
+    case L_PERM: {
+        /* result.ne[axis_i] = base.ne[i] with axes (1, 3, 0, 2) */
+        struct loom_tensor * b = loom_new_tensor_4d(ctx, type, ne[1], ne[3], ne[0], ne[2]);
+        return loom_permute(ctx, b, 1, 3, 0, 2);
+    }
+    case L_STRIDED: {
+        struct loom_tensor * b = loom_new_tensor_4d(ctx, type, ne[0] + 3, ne[1] + 1, ne[2], ne[3] + 1);
+        size_t es = loom_type_size(type);
+        return loom_view_4d(ctx, b, ne[0], ne[1], ne[2], ne[3], b->nb[1], b->nb[2], b->nb[3], 2 * es + b->nb[1]);
+    }
+    default: return loom_new_tensor_4d(ctx, type, ne[0], ne[1], ne[2], ne[3]);
+    }
+}
+
+static int64_t * NE(int64_t a, int64_t b, int64_t c, int64_t d) {
+    static int64_t ring[16][4];
+    static int k;
+    int64_t * r = ring[k++ % 16];
+    r[0] = a;
+    r[1] = b;
+    r[2] = c;
+    r[3] = d;
+    return r;
+}
+
+/* ================================================================ references */
+
+static double round_to(enum loom_type type, double v) {
+    if (type == LOOM_TYPE_F16) return loom_fp16_to_fp32(loom_fp32_to_fp16((float)v));
+    if (type == LOOM_TYPE_BF16) return loom_bf16_to_fp32(loom_fp32_to_bf16((float)v));
+    if (type == LOOM_TYPE_F32) return (float)v;
+    return v;
+}
+
+/* Reference of 'node' in its ne order, from its sources' values; false for an op it cannot do. */
+static bool reference(const struct loom_tensor * node, double * r) {
+    const struct loom_tensor *a = node->src[0], *b = node->src[1];
+    const int64_t *ne = node->ne;
+    int64_t n = loom_nelements(node);
+    switch (node->op) {
+    case LOOM_OP_CPY:
+    case LOOM_OP_DUP:
+    case LOOM_OP_CONT:
+        for (int64_t k = 0; k < n; k++) r[k] = a->type == LOOM_TYPE_I32 ? sv_flat(a, k) : round_to(node->type, sv_flat(a, k));
+        return true;
+    case LOOM_OP_SCALE:
+    case LOOM_OP_SILU:
+    case LOOM_OP_GELU:
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: {
+        float s = loom_get_op_param_f32(node, 0);
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < ne[1]; i1++)
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++, k++) {
+                        double x = sv(a, i0, i1, i2, i3);
+                        switch (node->op) {
+                        case LOOM_OP_SCALE: r[k] = x * s; break;
+                        case LOOM_OP_SILU: r[k] = x / (1.0 + exp(-x)); break;
+                        case LOOM_OP_GELU: r[k] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); break;
+                        default: {
+                            double y = sv(b, i0 % b->ne[0], i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
+                            r[k] = node->op == LOOM_OP_ADD ? x + y : x * y;
+                        }
+                        }
+                    }
+        return true;
+    }
+    case LOOM_OP_RMS_NORM: {
+        double eps = loom_get_op_param_f32(node, 0);
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < ne[1]; i1++) {
+                    double ss = 0;
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++) ss += sv(a, i0, i1, i2, i3) * sv(a, i0, i1, i2, i3);
+                    double sc = 1.0 / sqrt(ss / ne[0] + eps);
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++) r[k++] = sv(a, i0, i1, i2, i3) * sc;
+                }
+        return true;
+    }
+    case LOOM_OP_SOFT_MAX: {
+        double scale = loom_get_op_param_f32(node, 0);
+        const struct loom_tensor * m = b;
+        double * row = malloc(sizeof(double) * (size_t)ne[0]);
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < ne[1]; i1++) {
+                    double mx = -INFINITY;
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++) {
+                        row[i0] = sv(a, i0, i1, i2, i3) * scale + (m ? sv(m, i0, i1, i2 % m->ne[2], i3 % m->ne[3]) : 0.0);
+                        if (row[i0] > mx) mx = row[i0];
+                    }
+                    double sum = 0;
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++) sum += mx == -INFINITY ? 0 : exp(row[i0] - mx);
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++) r[k++] = mx == -INFINITY ? 0 : exp(row[i0] - mx) / sum;
+                }
+        free(row);
+        return true;
+    }
+    case LOOM_OP_ROPE: {
+        int n_dims = loom_get_op_param_i32(node, 0), mode = loom_get_op_param_i32(node, 1);
+        double base = loom_get_op_param_f32(node, 2), fs = loom_get_op_param_f32(node, 3);
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < ne[1]; i1++)
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++, k++) {
+                        if (i0 >= n_dims) {
+                            r[k] = sv(a, i0, i1, i2, i3);
+                            continue;
+                        }
+                        int64_t p, j0, j1;
+                        if (mode == LOOM_ROPE_NEOX) {
+                            p = i0 % (n_dims / 2);
+                            j0 = p;
+                            j1 = p + n_dims / 2;
+                        } else {
+                            p = i0 / 2;
+                            j0 = 2 * p;
+                            j1 = j0 + 1;
+                        }
+                        double th = sv(b, i2, 0, 0, 0) * fs * pow(base, -2.0 * (double)p / n_dims);
+                        double x0 = sv(a, j0, i1, i2, i3), x1 = sv(a, j1, i1, i2, i3);
+                        r[k] = i0 == j0 ? x0 * cos(th) - x1 * sin(th) : x0 * sin(th) + x1 * cos(th);
+                    }
+        return true;
+    }
+    case LOOM_OP_GET_ROWS: {
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < ne[1]; i1++) {
+                    int64_t id = (int64_t)sv(b, i1, i2, i3, 0);
+                    for (int64_t i0 = 0; i0 < ne[0]; i0++, k++) r[k] = id >= 0 && id < a->ne[1] ? sv(a, i0, id, i2, i3) : 0.0;
+                }
+        return true;
+    }
+    case LOOM_OP_MUL_MAT: {
+        int64_t K = a->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+        int64_t k = 0;
+        for (int64_t i3 = 0; i3 < ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < ne[2]; i2++)
+                for (int64_t j = 0; j < ne[1]; j++)
+                    for (int64_t i = 0; i < ne[0]; i++, k++) {
+                        double s = 0;
+                        for (int64_t q = 0; q < K; q++) s += sv(a, q, i, i2 / r2, i3 / r3) * sv(b, q, j, i2, i3);
+                        r[k] = s;
+                    }
+        return true;
+    }
+    case LOOM_OP_ARGMAX:
+        for (int64_t i1 = 0; i1 < a->ne[1]; i1++) {
+            int64_t best = -1;
+            double bv = 0;
+            for (int64_t i0 = 0; i0 < a->ne[0]; i0++) {
+                double v = sv(a, i0, i1, 0, 0);
+                if (isnan(v)) continue;
+                if (best < 0 || v > bv) {
+                    best = i0;
+                    bv = v;
+                }
+            }
+            r[i1] = best < 0 ? 0 : (double)best;
+        }
+        return true;
+    default: return false;
+    }
+}
+
+static double threshold_for(const struct loom_tensor * node) {
+    if (node->op == LOOM_OP_MUL_MAT && node->src[0]->type != LOOM_TYPE_F32) return 5e-4;
+    return 1e-7;
+}
+
+/* ================================================================ running a case */
+
+static struct loom_context * tc_begin(void) {
+    struct loom_init_params p = {.mem_size = 256 * loom_tensor_overhead() + loom_graph_overhead(256), .mem_buffer = NULL, .no_alloc = true};
+    return loom_init(p);
+}
+
+/* Verifies one computed node against its reference; returns its NMSE. */
+static double check_node(const struct loom_tensor * node, const char * name) {
+    int64_t n = loom_nelements(node);
+    double * r = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!reference(node, r)) {
+        free(r);
+        return 0;
+    }
+    double err = 0, ref = 0;
+    int64_t bad_nan = 0, k = 0;
+    for (int64_t i3 = 0; i3 < node->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < node->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < node->ne[1]; i1++)
+                for (int64_t i0 = 0; i0 < node->ne[0]; i0++, k++) {
+                    double o = ov(node, i0, i1, i2, i3);
+                    if (isnan(o)) bad_nan++;
+                    err += (o - r[k]) * (o - r[k]);
+                    ref += r[k] * r[k];
+                }
+    free(r);
+    double nmse = ref > 0 ? err / ref : err;
+    double thr = threshold_for(node);
+    CHECK(bad_nan == 0 && nmse <= thr, "%s: node %s (%s): NMSE %.3g (limit %.1g), %lld NaN (unwritten?)", name, node->name,
+          loom_op_name(node->op), nmse, thr, (long long)bad_nan);
+    if (g_verbose) fprintf(stderr, "  %-60s %-9s NMSE %.3g\n", name, loom_op_name(node->op), nmse);
+    return nmse;
+}
+
+/* Allocates every tensor of 'ctx' in g_buft, fills the leafs with random data, poisons the
+ * computed tensors, computes the graph of 'out' on g_be, reads everything back and checks each
+ * computed node against its reference, that the leafs are unchanged (except the elements a CPY
+ * wrote) and that a guard tensor placed after the output is intact. Frees 'ctx'. */
+static void tc_run(struct loom_context * ctx, struct loom_tensor * out, const char * fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    g_cases++;
+
+    struct loom_tensor * guard = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 64);
+    loom_set_name(guard, "guard");
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 256);
+    loom_build_forward_expand(g, out);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!g->nodes[i]->name[0]) loom_format_name(g->nodes[i], "node%d", i);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!loom_backend_supports_op(g_be, g->nodes[i])) {
+            CHECK(false, "%s: node %s (%s) reported unsupported", name, g->nodes[i]->name, loom_op_name(g->nodes[i]->op));
+            loom_free(ctx);
+            return;
+        }
+    }
+    enum loom_status st;
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+    CHECK(buf != NULL, "%s: alloc: %s", name, loom_status_str(st));
+    if (!buf) {
+        loom_free(ctx);
+        return;
+    }
+    copies_clear();
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
+        if (t->view_src || g_n_copies >= MAX_COPIES) continue;
+        struct host_copy * c = &g_copies[g_n_copies++];
+        c->base = t;
+        c->n = loom_nbytes(t);
+        c->leaf = t->op == LOOM_OP_NONE;
+        c->before = malloc(c->n ? c->n : 1);
+        c->after = malloc(c->n ? c->n : 1);
+        if (c->leaf) {
+            fill_random(t, c->before, c->n);
+            if (g_fixup) g_fixup(t, c->before);
+        } else {
+            memset(c->before, 0xff, c->n); /* NaN / -1: unwritten outputs show */
+        }
+        loom_backend_tensor_set(t, c->before, 0, c->n);
+    }
+    st = loom_backend_graph_compute(g_be, g);
+    CHECK(st == LOOM_OK, "%s: compute: %s", name, loom_status_str(st));
+    for (int i = 0; i < g_n_copies; i++) loom_backend_tensor_get(g_copies[i].base, g_copies[i].after, 0, g_copies[i].n);
+    if (st == LOOM_OK) {
+        /* bytes of leaf storage that CPY nodes may write */
+        for (int i = 0; i < g_n_copies; i++) {
+            struct host_copy * c = &g_copies[i];
+            if (!c->leaf) continue;
+            uint8_t * written = calloc(c->n ? c->n : 1, 1);
+            for (int j = 0; j < g->n_nodes; j++) {
+                struct loom_tensor * nd = g->nodes[j];
+                size_t offs;
+                if (nd->op != LOOM_OP_CPY || base_of(nd, &offs) != c->base) continue;
+                size_t es = loom_type_size(nd->type);
+                for (int64_t i3 = 0; i3 < nd->ne[3]; i3++)
+                    for (int64_t i2 = 0; i2 < nd->ne[2]; i2++)
+                        for (int64_t i1 = 0; i1 < nd->ne[1]; i1++)
+                            for (int64_t i0 = 0; i0 < nd->ne[0]; i0++)
+                                memset(written + offs + elem_offset(nd, i0, i1, i2, i3), 1, es);
+            }
+            size_t changed = 0;
+            for (size_t q = 0; q < c->n; q++) changed += !written[q] && c->before[q] != c->after[q];
+            CHECK(changed == 0, "%s: %zu bytes of '%s' changed that no op should write", name, changed, c->base->name);
+            free(written);
+        }
+        for (int i = 0; i < g->n_nodes; i++) {
+            struct loom_tensor * nd = g->nodes[i];
+            if (nd->op == LOOM_OP_NONE || loom_op_is_view(nd->op)) continue;
+            /* a CPY's output lives in a leaf: read its values from what came back */
+            if (nd->op == LOOM_OP_CPY) {
+                size_t offs;
+                struct host_copy * c = copy_of(base_of(nd, &offs));
+                if (c) c->leaf = false;
+                check_node(nd, name);
+                if (c) c->leaf = true;
+            } else {
+                check_node(nd, name);
+            }
+        }
+    }
+    loom_backend_buffer_free(buf);
+    copies_clear();
+    loom_free(ctx);
+}
+
+/* ================================================================ op cases */
+
+static const enum loom_type float_types[3] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+
+static const int64_t shapes[][4] = {
+    {1, 1, 1, 1}, {3, 5, 1, 1}, {33, 7, 3, 2}, {127, 3, 2, 1}, {4097, 3, 1, 1}, {1, 33, 2, 1}, {256, 16, 4, 1},
+};
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+static void test_unary(void) {
+    for (int s = 0; s < N_SHAPES; s++)
+        for (int l = 0; l < L_COUNT; l++)
+            for (int op = 0; op < 4; op++) {
+                struct loom_context * ctx = tc_begin();
+                struct loom_tensor * a = mk(ctx, LOOM_TYPE_F32, shapes[s], (enum layout)l);
+                struct loom_tensor * o = op == 0   ? loom_scale(ctx, a, -1.75f)
+                                         : op == 1 ? loom_silu(ctx, a)
+                                         : op == 2 ? loom_gelu(ctx, a)
+                                                   : loom_rms_norm(ctx, a, 1e-5f);
+                tc_run(ctx, o, "unary%d %lldx%lldx%lldx%lld %s", op, (long long)shapes[s][0], (long long)shapes[s][1],
+                       (long long)shapes[s][2], (long long)shapes[s][3], layout_names[l]);
+            }
+}
+
+static void test_binary(void) {
+    for (int s = 0; s < N_SHAPES; s++)
+        for (int t = 0; t < 3; t++)
+            for (int l = 0; l < L_COUNT; l++)
+                for (int bc = 0; bc < 4; bc++)
+                    for (int op = 0; op < 2; op++) {
+                        const int64_t * ne = shapes[s];
+                        /* b: same shape, a row, a column with dims 2/3, a scalar */
+                        int64_t bne[4] = {ne[0], ne[1], ne[2], ne[3]};
+                        if (bc == 1) bne[1] = bne[2] = bne[3] = 1;
+                        if (bc == 2) bne[0] = bne[2] = 1;
+                        if (bc == 3) bne[0] = bne[1] = bne[2] = bne[3] = 1;
+                        struct loom_context * ctx = tc_begin();
+                        struct loom_tensor * a = mk(ctx, float_types[t], ne, (enum layout)l);
+                        struct loom_tensor * b = mk(ctx, LOOM_TYPE_F32, bne, (enum layout)((l + bc) % L_COUNT));
+                        struct loom_tensor * o = op ? loom_mul(ctx, a, b) : loom_add(ctx, a, b);
+                        tc_run(ctx, o, "%s %s a[%lld,%lld,%lld,%lld] %s bcast%d", op ? "mul" : "add", loom_type_name(float_types[t]),
+                               (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], layout_names[l], bc);
+                    }
+}
+
+static void test_cpy(void) {
+    for (int s = 0; s < N_SHAPES; s++)
+        for (int ts = 0; ts < 3; ts++)
+            for (int td = 0; td < 3; td++)
+                for (int l = 0; l < L_COUNT; l++) {
+                    const int64_t * ne = shapes[s];
+                    struct loom_context * ctx = tc_begin();
+                    struct loom_tensor * a = mk(ctx, float_types[ts], ne, (enum layout)l);
+                    struct loom_tensor * b = mk(ctx, float_types[td], ne, (enum layout)((l + 1) % L_COUNT));
+                    tc_run(ctx, loom_cpy(ctx, a, b), "cpy %s->%s %lldx%lldx%lldx%lld %s", loom_type_name(float_types[ts]),
+                           loom_type_name(float_types[td]), (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3],
+                           layout_names[l]);
+                }
+    /* different shapes of equal count, dup, cont, cont_2d, I32 */
+    for (int l = 0; l < L_COUNT; l++)
+        for (int t = 0; t < 3; t++) {
+            struct loom_context * ctx = tc_begin();
+            struct loom_tensor * a = mk(ctx, float_types[t], NE(12, 5, 3, 2), (enum layout)l);
+            struct loom_tensor * b = mk(ctx, LOOM_TYPE_F32, NE(20, 9, 2, 1), (enum layout)((l + 2) % L_COUNT));
+            tc_run(ctx, loom_cpy(ctx, a, b), "cpy reshape %s %s", loom_type_name(float_types[t]), layout_names[l]);
+            ctx = tc_begin();
+            a = mk(ctx, float_types[t], NE(33, 7, 3, 2), (enum layout)l);
+            tc_run(ctx, loom_dup(ctx, a), "dup %s %s", loom_type_name(float_types[t]), layout_names[l]);
+            ctx = tc_begin();
+            a = mk(ctx, float_types[t], NE(33, 7, 3, 2), (enum layout)l);
+            tc_run(ctx, loom_cont(ctx, a), "cont %s %s", loom_type_name(float_types[t]), layout_names[l]);
+            ctx = tc_begin();
+            a = mk(ctx, float_types[t], NE(33, 7, 3, 2), (enum layout)l);
+            tc_run(ctx, loom_cont_2d(ctx, a, 33 * 7, 6), "cont_2d %s %s", loom_type_name(float_types[t]), layout_names[l]);
+        }
+    for (int l = 0; l < L_COUNT; l++) {
+        g_i32_lo = -1000000;
+        g_i32_hi = 1000000;
+        struct loom_context * ctx = tc_begin();
+        struct loom_tensor * a = mk(ctx, LOOM_TYPE_I32, NE(17, 5, 3, 1), (enum layout)l);
+        struct loom_tensor * b = mk(ctx, LOOM_TYPE_I32, NE(17, 5, 3, 1), L_CONT);
+        tc_run(ctx, loom_cpy(ctx, a, b), "cpy i32 %s", layout_names[l]);
+        ctx = tc_begin();
+        a = mk(ctx, LOOM_TYPE_I32, NE(17, 5, 3, 1), (enum layout)l);
+        tc_run(ctx, loom_cont(ctx, a), "cont i32 %s", layout_names[l]);
+    }
+}
+
+static void test_get_rows(void) {
+    for (int t = 0; t < 3; t++)
+        for (int l = 0; l < L_COUNT; l++) {
+            const int64_t sz[][4] = {{1, 1, 1, 1}, {33, 50, 1, 1}, {4097, 7, 1, 1}, {64, 10, 3, 2}};
+            for (int s = 0; s < 4; s++) {
+                const int64_t * ne = sz[s];
+                g_i32_lo = 0;
+                g_i32_hi = (int32_t)ne[1] - 1;
+                struct loom_context * ctx = tc_begin();
+                struct loom_tensor * a = mk(ctx, float_types[t], ne, (enum layout)l);
+                struct loom_tensor * ids = mk(ctx, LOOM_TYPE_I32, NE(9, ne[2], ne[3], 1), (enum layout)((l + 1) % L_COUNT));
+                tc_run(ctx, loom_get_rows(ctx, a, ids), "get_rows %s %lldx%lldx%lldx%lld %s", loom_type_name(float_types[t]),
+                       (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], layout_names[l]);
+            }
+        }
+}
+
+static void bad_ids_fixup(const struct loom_tensor * t, uint8_t * mem) {
+    if (t->type != LOOM_TYPE_I32) return;
+    int32_t v[2] = {-1, 1 << 30};
+    memcpy(mem, v, sizeof v);
+}
+
+static void test_get_rows_bad_ids(void) {
+    g_i32_lo = 0;
+    g_i32_hi = 9;
+    g_fixup = bad_ids_fixup;
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * a = mk(ctx, LOOM_TYPE_F32, NE(16, 10, 1, 1), L_CONT);
+    struct loom_tensor * ids = mk(ctx, LOOM_TYPE_I32, NE(5, 1, 1, 1), L_CONT);
+    capture_begin();
+    tc_run(ctx, loom_get_rows(ctx, a, ids), "get_rows with ids outside the table");
+    capture_end();
+    g_fixup = NULL;
+    CHECK(strstr(g_log, "get_rows") != NULL, "a bad id is logged (log: %s)", g_log);
+}
+
+static void test_mul_mat(void) {
+    /* K, M, N, ne2a, ne3a, ne2b, ne3b */
+    const int64_t cases[][7] = {
+        {1, 1, 1, 1, 1, 1, 1},        {3, 33, 1, 1, 1, 1, 1},     {127, 33, 3, 1, 1, 1, 1},  {4097, 7, 1, 1, 1, 1, 1},
+        {64, 128, 8, 1, 1, 1, 1},     {256, 127, 33, 1, 1, 1, 1}, {128, 64, 200, 1, 1, 1, 1}, {4096, 16, 2, 1, 1, 1, 1},
+        {64, 32, 1, 2, 1, 8, 1},      {64, 32, 17, 2, 1, 8, 1},   {32, 16, 5, 2, 2, 4, 6},   {40, 24, 20, 3, 1, 3, 2},
+        {48, 20, 12, 1, 1, 5, 2},     {33, 9, 4, 1, 1, 2, 3},     {1000, 300, 64, 1, 1, 1, 1},
+    };
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    for (int c = 0; c < n_cases; c++)
+        for (int t = 0; t < 3; t++)
+            for (int la = 0; la < L_COUNT; la++)
+                for (int lb = 0; lb < 2; lb++) {
+                    const int64_t * p = cases[c];
+                    if ((la != L_CONT || lb) && p[0] * p[1] * p[2] * p[5] * p[6] > 2000000) continue; /* keep the reference quick */
+                    struct loom_context * ctx = tc_begin();
+                    struct loom_tensor * a = mk(ctx, float_types[t], NE(p[0], p[1], p[3], p[4]), (enum layout)la);
+                    struct loom_tensor * b = mk(ctx, LOOM_TYPE_F32, NE(p[0], p[2], p[5], p[6]), lb ? L_STRIDED : L_CONT);
+                    tc_run(ctx, loom_mul_mat(ctx, a, b), "mul_mat %s K%lld M%lld N%lld a[%lld,%lld] b[%lld,%lld] %s b:%s",
+                           loom_type_name(float_types[t]), (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3],
+                           (long long)p[4], (long long)p[5], (long long)p[6], layout_names[la], lb ? "strided" : "contiguous");
+                }
+    /* b transposed and permuted (activations read column-wise) */
+    for (int t = 0; t < 3; t++)
+        for (int lb = L_TRANS; lb <= L_PERM; lb++)
+            for (int n = 1; n <= 16; n += 15) {
+                struct loom_context * ctx = tc_begin();
+                struct loom_tensor * a = mk(ctx, float_types[t], NE(40, 24, 2, 1), L_CONT);
+                struct loom_tensor * b = mk(ctx, LOOM_TYPE_F32, NE(40, n, 2, 3), (enum layout)lb);
+                tc_run(ctx, loom_mul_mat(ctx, a, b), "mul_mat %s b %s N%d", loom_type_name(float_types[t]), layout_names[lb], n);
+            }
+}
+
+static void test_rope(void) {
+    for (int mode = 0; mode <= 2; mode += 2)
+        for (int l = 0; l < L_COUNT; l++) {
+            const int64_t sz[][4] = {{64, 4, 5, 1}, {128, 3, 2, 1}, {6, 2, 7, 1}, {80, 2, 3, 1}};
+            const int nd[] = {64, 96, 6, 32};
+            for (int s = 0; s < 4; s++) {
+                g_i32_lo = 0;
+                g_i32_hi = s == 1 ? 200000 : 4096;
+                struct loom_context * ctx = tc_begin();
+                struct loom_tensor * a = mk(ctx, LOOM_TYPE_F32, sz[s], (enum layout)l);
+                struct loom_tensor * pos = mk(ctx, LOOM_TYPE_I32, NE(sz[s][2], 1, 1, 1), L_CONT);
+                struct loom_tensor * o = loom_rope(ctx, a, pos, nd[s], (enum loom_rope_mode)mode, s == 2 ? 500000.0f : 10000.0f,
+                                                   s == 3 ? 0.25f : 1.0f);
+                tc_run(ctx, o, "rope mode%d %lldx%lldx%lld n_dims %d %s", mode, (long long)sz[s][0], (long long)sz[s][1],
+                       (long long)sz[s][2], nd[s], layout_names[l]);
+            }
+        }
+}
+
+static void mask_fixup(const struct loom_tensor * t, uint8_t * mem) {
+    if (strcmp(t->name, "mask") != 0) return;
+    /* causal pattern with one fully masked row (row 0 of every plane) */
+    size_t es = loom_type_size(t->type);
+    for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+        for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+            for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+                if (!(i1 == 0 || i0 > i1 + 3)) continue;
+                uint8_t * p = mem + elem_offset(t, i0, i1, i2, 0);
+                if (es == 4) {
+                    float v = -INFINITY;
+                    memcpy(p, &v, 4);
+                } else {
+                    uint16_t h = loom_fp32_to_fp16(-INFINITY);
+                    memcpy(p, &h, 2);
+                }
+            }
+}
+
+static void test_soft_max(void) {
+    const int64_t sz[][4] = {{1, 1, 1, 1}, {33, 7, 4, 1}, {4097, 3, 2, 1}, {256, 32, 8, 2}, {300, 5, 2, 3}};
+    for (int s = 0; s < 5; s++)
+        for (int l = 0; l < L_COUNT; l++)
+            for (int m = 0; m < 3; m++) {
+                const int64_t * ne = sz[s];
+                struct loom_context * ctx = tc_begin();
+                struct loom_tensor * a = mk(ctx, LOOM_TYPE_F32, ne, (enum layout)l);
+                struct loom_tensor * mask = NULL;
+                if (m) {
+                    /* more rows than needed; broadcast over dim 2 (and over dim 3 when it is 1) */
+                    int64_t m2 = ne[2] % 2 == 0 ? 2 : 1;
+                    mask = loom_new_tensor_4d(ctx, m == 1 ? LOOM_TYPE_F32 : LOOM_TYPE_F16, ne[0], ne[1] + 2, m2, 1);
+                    loom_set_name(mask, "mask");
+                }
+                g_fixup = mask_fixup;
+                tc_run(ctx, mask ? loom_soft_max_ext(ctx, a, mask, 0.125f) : loom_soft_max(ctx, a), "soft_max %lldx%lldx%lldx%lld %s mask%d",
+                       (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3], layout_names[l], m);
+                g_fixup = NULL;
+            }
+}
+
+static void argmax_fixup(const struct loom_tensor * t, uint8_t * mem) {
+    if (t->type != LOOM_TYPE_F32) return;
+    /* row 0: ties at the maximum; row 1: NaN first; row 2: only NaN */
+    float nan = NAN, big = 7.0f;
+    for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+        if (i0 % 3 == 1) memcpy(mem + elem_offset(t, i0, 0, 0, 0), &big, 4);
+        if (t->ne[1] > 1 && i0 == 0) memcpy(mem + elem_offset(t, i0, 1, 0, 0), &nan, 4);
+        if (t->ne[1] > 2) memcpy(mem + elem_offset(t, i0, 2, 0, 0), &nan, 4);
+    }
+}
+
+static void test_argmax(void) {
+    const int64_t sz[][4] = {{1, 1, 1, 1}, {33, 7, 1, 1}, {4097, 5, 1, 1}, {32000, 3, 1, 1}};
+    for (int s = 0; s < 4; s++)
+        for (int l = 0; l < L_COUNT; l++) {
+            struct loom_context * ctx = tc_begin();
+            struct loom_tensor * a = mk(ctx, LOOM_TYPE_F32, sz[s], (enum layout)l);
+            g_fixup = argmax_fixup;
+            tc_run(ctx, loom_argmax(ctx, a), "argmax %lldx%lld %s", (long long)sz[s][0], (long long)sz[s][1], layout_names[l]);
+            g_fixup = NULL;
+        }
+}
+
+/* A small attention block with grouped-query heads: every node is checked against a reference
+ * computed from the values its sources had on the device. */
+static void test_graph(enum loom_type wt) {
+    const int64_t d = 64, n_head = 4, n_kv = 2, hd = d / n_head, T = 5;
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
+    struct loom_tensor * g = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
+    struct loom_tensor * wq = loom_new_tensor_2d(ctx, wt, d, d);
+    struct loom_tensor * wk = loom_new_tensor_2d(ctx, wt, d, hd * n_kv);
+    struct loom_tensor * wv = loom_new_tensor_2d(ctx, wt, d, hd * n_kv);
+    struct loom_tensor * pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, T);
+    struct loom_tensor * mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, T, T);
+    loom_set_name(mask, "mask");
+    struct loom_tensor * h = loom_mul(ctx, loom_rms_norm(ctx, x, 1e-5f), g);
+    struct loom_tensor * q = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wq, h), hd, n_head, T), pos, hd, LOOM_ROPE_NEOX, 10000.0f, 1.0f);
+    struct loom_tensor * k = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wk, h), hd, n_kv, T), pos, hd, LOOM_ROPE_NEOX, 10000.0f, 1.0f);
+    struct loom_tensor * v = loom_reshape_3d(ctx, loom_mul_mat(ctx, wv, h), hd, n_kv, T);
+    struct loom_tensor * qp = loom_permute(ctx, q, 0, 2, 1, 3);                  /* [hd, T, n_head] */
+    struct loom_tensor * kp = loom_permute(ctx, k, 0, 2, 1, 3);                  /* [hd, T, n_kv] */
+    struct loom_tensor * kq = loom_mul_mat(ctx, kp, qp);                         /* [T, T, n_head] */
+    struct loom_tensor * sm = loom_soft_max_ext(ctx, kq, mask, 0.25f);
+    struct loom_tensor * vt = loom_cont(ctx, loom_permute(ctx, v, 1, 2, 0, 3));  /* [T, hd, n_kv] */
+    struct loom_tensor * kqv = loom_mul_mat(ctx, vt, sm);                        /* [hd, T, n_head] */
+    struct loom_tensor * o = loom_cont_2d(ctx, loom_permute(ctx, kqv, 0, 2, 1, 3), d, T);
+    struct loom_tensor * res = loom_add(ctx, x, loom_gelu(ctx, loom_scale(ctx, o, 0.5f)));
+    struct loom_tensor * am = loom_argmax(ctx, loom_silu(ctx, res));
+    g_i32_lo = 0;
+    g_i32_hi = 100;
+    g_fixup = mask_fixup;
+    tc_run(ctx, am, "attention block, %s weights", loom_type_name(wt));
+    g_fixup = NULL;
+}
+
+/* ================================================================ memory and device tests */
+
+static void test_device_props(void) {
+    struct loom_backend_dev_props p;
+    loom_backend_dev_get_props(g_dev, &p);
+    CHECK(!strcmp(p.name, "CUDA0"), "name %s", p.name);
+    CHECK(p.description && p.description[0], "description");
+    CHECK(p.memory_total > 0 && p.memory_free > 0 && p.memory_free <= p.memory_total, "memory %zu / %zu", p.memory_free, p.memory_total);
+    CHECK(p.type == LOOM_BACKEND_DEV_TYPE_GPU, "type");
+    CHECK(p.caps.async && p.caps.host_buffer && p.caps.buffer_from_host_ptr && p.caps.events, "caps");
+    CHECK(loom_backend_dev_is_cuda(g_dev) && loom_backend_is_cuda(g_be) && !loom_backend_dev_is_cuda(loom_backend_dev_by_name("CPU")), "is_cuda");
+    CHECK(loom_backend_dev_get(0) == g_dev, "CUDA0 comes first in the registry");
+    CHECK(loom_backend_buft_get_alignment(g_buft) == 256, "alignment");
+    CHECK(!loom_backend_buft_is_host(g_buft), "device memory is not host memory");
+    fprintf(stderr, "device: %s (%s), %.0f MiB free of %.0f MiB, %zu CUDA device(s)\n", p.name, p.description,
+            p.memory_free / 1048576.0, p.memory_total / 1048576.0, loom_cuda_device_count());
+}
+
+static void test_oom(void) {
+    capture_begin();
+    loom_backend_buffer_t b = loom_backend_buft_alloc_buffer(g_buft, (size_t)10 << 40);
+    capture_end();
+    CHECK(b == NULL, "10 TiB allocation fails");
+    if (b) loom_backend_buffer_free(b);
+    CHECK(strstr(g_log, "CUDA0") && strstr(g_log, "MiB") && strstr(g_log, "free"), "OOM message names device, MiB asked and free: %s", g_log);
+    fprintf(stderr, "OOM message: %s", g_log);
+    /* the device still works afterwards */
+    struct loom_context * ctx = tc_begin();
+    tc_run(ctx, loom_silu(ctx, mk(ctx, LOOM_TYPE_F32, NE(100, 3, 1, 1), L_CONT)), "silu after OOM");
+}
+
+static void test_max_buffer(void) {
+    CHECK(loom_cuda_set_max_buffer_size(g_dev, 1 << 20) == LOOM_OK, "set max");
+    CHECK(loom_backend_buft_get_max_size(g_buft) == 1 << 20, "max size set");
+    capture_begin();
+    loom_backend_buffer_t big = loom_backend_buft_alloc_buffer(g_buft, 2 << 20);
+    capture_end();
+    CHECK(big == NULL, "a buffer over max_size is refused");
+    /* six 400 KB tensors: three buffers of at most 1 MiB */
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * t[6];
+    for (int i = 0; i < 6; i++) {
+        t[i] = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 100000);
+        loom_format_name(t[i], "t%d", i);
+    }
+    struct loom_tensor * o = loom_mul(ctx, loom_add(ctx, t[0], t[5]), t[3]);
+    enum loom_status st;
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+    CHECK(buf && loom_backend_multi_buffer_count(buf) >= 3, "split into %zu buffers", buf ? loom_backend_multi_buffer_count(buf) : 0);
+    for (size_t i = 0; buf && i < loom_backend_multi_buffer_count(buf); i++)
+        CHECK(loom_backend_buffer_get_size(loom_backend_multi_buffer_get(buf, i)) <= (1 << 20), "part %zu under max", i);
+    loom_backend_buffer_free(buf);
+    loom_free(ctx);
+    /* the same through tc_run (which places and checks everything) */
+    ctx = tc_begin();
+    for (int i = 0; i < 6; i++) t[i] = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 100000);
+    o = loom_mul(ctx, loom_add(ctx, t[0], t[5]), t[3]);
+    tc_run(ctx, o, "ops across split buffers");
+    CHECK(loom_cuda_set_max_buffer_size(g_dev, 0) == LOOM_OK && loom_backend_buft_get_max_size(g_buft) == SIZE_MAX, "unlimited again");
+    CHECK(loom_cuda_set_max_buffer_size(loom_backend_dev_by_name("CPU"), 1) == LOOM_ERR_INVALID_ARG, "not a CUDA device");
+}
+
+static void test_pinned(void) {
+    loom_backend_buffer_type_t hb = loom_backend_dev_host_buffer_type(g_dev);
+    CHECK(hb && loom_backend_buft_is_host(hb), "pinned buffer type is host memory");
+    if (!hb) return;
+    CHECK(loom_backend_dev_supports_buft(loom_backend_dev_by_name("CPU"), hb), "the CPU device accepts pinned buffers");
+    CHECK(loom_backend_dev_supports_buft(g_dev, hb) && loom_backend_dev_supports_buft(g_dev, g_buft), "CUDA reads its buffer types");
+    CHECK(!loom_backend_dev_supports_buft(g_dev, loom_backend_cpu_buffer_type()), "CUDA does not claim plain CPU buffers");
+    /* everything (sources and results) in pinned memory */
+    loom_backend_buffer_type_t saved = g_buft;
+    g_buft = hb;
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * a = mk(ctx, LOOM_TYPE_F16, NE(300, 40, 1, 1), L_CONT);
+    struct loom_tensor * b = mk(ctx, LOOM_TYPE_F32, NE(300, 3, 1, 1), L_CONT);
+    tc_run(ctx, loom_silu(ctx, loom_mul_mat(ctx, a, b)), "mul_mat + silu in pinned memory");
+    g_buft = saved;
+    /* the CPU reads pinned memory directly */
+    loom_backend_buffer_t buf = loom_backend_buft_alloc_buffer(hb, 4096);
+    CHECK(buf && loom_backend_buffer_get_base(buf) && loom_backend_buffer_is_host(buf), "pinned buffer");
+    if (buf) {
+        memset(loom_backend_buffer_get_base(buf), 0x5a, 4096);
+        CHECK(loom_backend_buffer_clear(buf, 7) == LOOM_OK && ((uint8_t *)loom_backend_buffer_get_base(buf))[4095] == 7, "clear");
+        loom_backend_buffer_free(buf);
+    }
+}
+
+/* mul_mat whose weights are read in place from a read-only mmap of a file. */
+static void test_zero_copy(bool split) {
+    const int64_t K = 1000, M = 300;
+    const size_t wbytes = (size_t)(K * M * 2);
+    const size_t file_size = 4 * wbytes + 3 * 65536;
+    char path[] = "/tmp/loom-test-cuda-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "temp file");
+    if (fd < 0) return;
+    uint8_t * data = malloc(file_size);
+    for (size_t i = 0; i < file_size / 2; i++) {
+        uint16_t h = loom_fp32_to_fp16((float)test_rand_normal(&g_rng));
+        memcpy(data + 2 * i, &h, 2);
+    }
+    CHECK(write(fd, data, file_size) == (ssize_t)file_size, "write");
+    uint8_t * map = mmap(NULL, file_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    unlink(path);
+    CHECK(map != MAP_FAILED, "mmap");
+    if (map == MAP_FAILED) {
+        free(data);
+        return;
+    }
+    /* weights at a page-unaligned but 16-byte aligned offset, a 2-byte aligned one, and a late one */
+    const size_t offs[4] = {64 + 4096, 65536 + 2, 2 * 65536 + wbytes + 16, file_size - wbytes};
+    const size_t span_off = 1000; /* the wrapped span starts mid-page */
+    if (split) loom_cuda_set_max_buffer_size(g_dev, 256 << 10); /* < the span: overlapping chunks */
+    capture_begin();
+    loom_backend_buffer_t wbuf = loom_backend_dev_buffer_from_host_ptr(g_dev, map + span_off, file_size - span_off, wbytes + 4096);
+    capture_end();
+    if (split) loom_cuda_set_max_buffer_size(g_dev, 0);
+    /* with max 256 KiB < a weight, the wrap must refuse cleanly */
+    if (split) {
+        CHECK(wbuf == NULL, "tensor larger than max refused");
+        if (wbuf) loom_backend_buffer_free(wbuf);
+        loom_cuda_set_max_buffer_size(g_dev, 2 << 20); /* 2 MiB chunks overlapping by > 600 KB */
+        capture_begin();
+        wbuf = loom_backend_dev_buffer_from_host_ptr(g_dev, map + span_off, file_size - span_off, wbytes + 4096);
+        capture_end();
+        loom_cuda_set_max_buffer_size(g_dev, 0);
+        CHECK(!wbuf || loom_backend_multi_buffer_count(wbuf) >= 2, "chunked into %zu", wbuf ? loom_backend_multi_buffer_count(wbuf) : 0);
+    }
+    CHECK(wbuf != NULL, "wrap mmap'd file (split %d): %s", split, g_log);
+    if (wbuf) {
+        CHECK(loom_backend_buffer_is_host(wbuf), "mapped buffer is host memory");
+        for (int w = 0; w < 4; w++)
+            for (int n = 1; n <= 40; n += 39) {
+                struct loom_context * ctx = tc_begin();
+                struct loom_tensor * a = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, K, M);
+                loom_set_name(a, "mapped weight");
+                enum loom_status st = loom_backend_tensor_alloc(wbuf, a, map + offs[w]);
+                CHECK(st == LOOM_OK, "place weight %d", w);
+                struct loom_context * ctx2 = tc_begin();
+                struct loom_tensor * b = loom_new_tensor_2d(ctx2, LOOM_TYPE_F32, K, n);
+                struct loom_tensor * o = loom_mul_mat(ctx2, a, b);
+                loom_backend_buffer_t dbuf = loom_backend_alloc_ctx_tensors_from_buft(ctx2, g_buft, &st);
+                float * bv = malloc(sizeof(float) * (size_t)(K * n));
+                for (int64_t i = 0; i < K * n; i++) bv[i] = (float)test_rand_normal(&g_rng);
+                loom_backend_tensor_set(b, bv, 0, sizeof(float) * (size_t)(K * n));
+                struct loom_cgraph * g = loom_new_graph_custom(ctx2, 64);
+                loom_build_forward_expand(g, o);
+                CHECK(loom_backend_supports_op(g_be, o), "mul_mat from mapped memory supported");
+                st = loom_backend_graph_compute(g_be, g);
+                CHECK(st == LOOM_OK, "compute from mapped weights: %s", loom_status_str(st));
+                float * out = malloc(sizeof(float) * (size_t)(M * n));
+                loom_backend_tensor_get(o, out, 0, sizeof(float) * (size_t)(M * n));
+                double err = 0, ref = 0;
+                for (int64_t j = 0; j < n; j++)
+                    for (int64_t i = 0; i < M; i++) {
+                        double s = 0;
+                        for (int64_t q = 0; q < K; q++) {
+                            uint16_t h;
+                            memcpy(&h, data + offs[w] + 2 * (size_t)(i * K + q), 2);
+                            s += loom_fp16_to_fp32(h) * (double)bv[j * K + q];
+                        }
+                        err += (out[j * M + i] - s) * (out[j * M + i] - s);
+                        ref += s * s;
+                    }
+                CHECK(err / ref < 5e-4, "zero-copy mul_mat (split %d, weight %d, N %d): NMSE %.3g", split, w, n, err / ref);
+                g_cases++;
+                free(out);
+                free(bv);
+                loom_backend_buffer_free(dbuf);
+                loom_free(ctx2);
+                loom_free(ctx);
+            }
+        /* a result cannot be written into read-only mapped memory: that must be an error, not a fault */
+        loom_backend_buffer_free(wbuf);
+    }
+    munmap(map, file_size);
+    free(data);
+}
+
+static void test_async_events(void) {
+    loom_backend_t be2 = loom_backend_dev_init(g_dev, NULL);
+    CHECK(be2 != NULL, "second backend");
+    if (!be2) return;
+    const int64_t n = 1 << 20;
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * x = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, n);
+    struct loom_tensor * y = loom_scale(ctx, x, 3.0f);
+    struct loom_tensor * z = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, n);
+    struct loom_tensor * p = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, n);
+    enum loom_status st;
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+    struct loom_context * hctx = tc_begin();
+    struct loom_tensor * hz = loom_new_tensor_1d(hctx, LOOM_TYPE_F32, n);
+    struct loom_tensor * hx = loom_new_tensor_1d(hctx, LOOM_TYPE_F32, n);
+    loom_backend_buffer_t hbuf = loom_backend_alloc_ctx_tensors_from_buft(hctx, loom_backend_dev_host_buffer_type(g_dev), &st);
+    float * xs = (float *)hx->data; /* pinned staging memory */
+    for (int64_t i = 0; i < n; i++) xs[i] = (float)i * 0.5f;
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 64);
+    loom_build_forward_expand(g, y);
+    loom_backend_event_t ev = loom_backend_event_new(g_dev);
+    CHECK(ev != NULL, "event");
+    CHECK(loom_backend_tensor_set_async(g_be, x, xs, 0, sizeof(float) * (size_t)n) == LOOM_OK, "set_async");
+    CHECK(loom_backend_graph_compute_async(g_be, g) == LOOM_OK, "compute async");
+    CHECK(loom_backend_event_record(ev, g_be) == LOOM_OK, "record");
+    CHECK(loom_backend_event_wait(be2, ev) == LOOM_OK, "wait");
+    CHECK(loom_backend_tensor_copy_async(g_be, be2, y, z) == LOOM_OK, "copy_async device to device");
+    CHECK(loom_backend_tensor_copy_async(g_be, be2, z, hz) == LOOM_OK, "copy_async device to pinned");
+    float * zs = malloc(sizeof(float) * (size_t)n);
+    CHECK(loom_backend_tensor_get_async(be2, z, zs, 0, sizeof(float) * (size_t)n) == LOOM_OK, "get_async");
+    CHECK(loom_backend_synchronize(be2) == LOOM_OK, "synchronize");
+    CHECK(loom_backend_event_synchronize(ev) == LOOM_OK, "event sync");
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += zs[i] != (float)i * 1.5f || ((float *)hz->data)[i] != (float)i * 1.5f;
+    CHECK(bad == 0, "async chain: %lld wrong values", (long long)bad);
+    /* synchronous copies: device to device (buffer cpy_tensor), device to pinned, pinned to device */
+    CHECK(loom_backend_tensor_copy(z, p) == LOOM_OK, "tensor_copy device to device");
+    memset(zs, 0, sizeof(float) * (size_t)n);
+    loom_backend_tensor_get(p, zs, 0, sizeof(float) * (size_t)n);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += zs[i] != (float)i * 1.5f;
+    CHECK(bad == 0, "tensor_copy: %lld wrong values", (long long)bad);
+    CHECK(loom_backend_tensor_memset(p, 0, 4, 8) == LOOM_OK, "memset");
+    loom_backend_tensor_get(p, zs, 0, 16);
+    CHECK(zs[0] == 0.0f && zs[1] == 0.0f && zs[2] == 0.0f && zs[3] == 4.5f, "memset range");
+    free(zs);
+    loom_backend_event_free(ev);
+    loom_backend_buffer_free(hbuf);
+    loom_backend_buffer_free(buf);
+    loom_free(hctx);
+    loom_free(ctx);
+    loom_backend_free(be2);
+}
+
+static void test_supports_op(void) {
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * a = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 8, 4);
+    struct loom_tensor * s = loom_silu(ctx, a);
+    CHECK(loom_backend_supports_op(g_be, s), "silu supported");
+    s->type = LOOM_TYPE_F16;
+    CHECK(!loom_backend_supports_op(g_be, s), "silu to F16 not claimed");
+    s->type = LOOM_TYPE_F32;
+    a->type = LOOM_TYPE_Q4_0;
+    CHECK(!loom_backend_supports_op(g_be, s), "silu of Q4_0 not claimed");
+    a->type = LOOM_TYPE_F32;
+    /* a source in plain CPU memory cannot be read by the device */
+    loom_backend_buffer_t cb = loom_backend_alloc_ctx_tensors_from_buft(ctx, loom_backend_cpu_buffer_type(), NULL);
+    CHECK(!loom_backend_supports_op(g_be, s), "a source in CPU memory is not claimed");
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 64);
+    loom_build_forward_expand(g, s);
+    capture_begin();
+    enum loom_status st = loom_backend_graph_compute(g_be, g);
+    capture_end();
+    /* refused cleanly: by the generic layer (INVALID_ARG) or by the device (UNSUPPORTED) */
+    CHECK(st == LOOM_ERR_UNSUPPORTED || st == LOOM_ERR_INVALID_ARG, "computing it is refused: %s", loom_status_str(st));
+    loom_backend_buffer_free(cb);
+    loom_free(ctx);
+}
+
+int main(int argc, char ** argv) {
+    g_verbose = argc > 1 && !strcmp(argv[1], "-v");
+    /* read when the devices are registered: checked, then lifted */
+    setenv("LOOM_CUDA_MAX_BUFFER_MB", "7", 1);
+    loom_log_set(log_cb, NULL);
+    g_dev = loom_backend_dev_by_name("CUDA0");
+    if (!g_dev) return test_skip("no CUDA device");
+    g_be = loom_backend_dev_init(g_dev, NULL);
+    CHECK(g_be != NULL, "backend");
+    if (!g_be) return test_finish("test-cuda");
+    g_buft = loom_backend_dev_buffer_type(g_dev);
+    CHECK(loom_backend_buft_get_max_size(g_buft) == (size_t)7 << 20, "LOOM_CUDA_MAX_BUFFER_MB=7 read");
+    loom_cuda_set_max_buffer_size(g_dev, 0);
+
+    int64_t t0 = loom_time_us();
+    test_device_props();
+    test_supports_op();
+    test_oom();
+    test_max_buffer();
+    test_pinned();
+    test_zero_copy(false);
+    test_zero_copy(true);
+    test_async_events();
+    fprintf(stderr, "memory tests: %d failure(s) so far, %.1f s\n", test_failures, (loom_time_us() - t0) / 1e6);
+    test_unary();
+    test_binary();
+    test_cpy();
+    test_get_rows();
+    test_get_rows_bad_ids();
+    test_mul_mat();
+    test_rope();
+    test_soft_max();
+    test_argmax();
+    test_graph(LOOM_TYPE_F32);
+    test_graph(LOOM_TYPE_F16);
+    test_graph(LOOM_TYPE_BF16);
+    fprintf(stderr, "%d op cases, %.1f s\n", g_cases, (loom_time_us() - t0) / 1e6);
+    loom_backend_free(g_be);
+    return test_finish("test-cuda");
+}
