@@ -326,6 +326,9 @@ loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 /* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
  * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama'). */
 enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
+/* Reads a model file's hyper-parameters and vocabulary without touching its weights (cheap: for
+ * validating a request before loading). 'vocab' may be NULL. Errors as for loom_model_load. */
+enum loom_status loom_model_read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab);
 
 /* Shape and contents of a synthetic model written by loom_gen_model. */
 struct loom_gen_params {

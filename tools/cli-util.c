@@ -103,19 +103,22 @@ char * cli_read_file(const char * cmd, const char * path, size_t * len) {
 }
 
 static char g_last_error[1024];
+static enum loom_log_level g_min_level = LOOM_LOG_WARN;
 
 const char * cli_last_error(const char * fallback) { return g_last_error[0] ? g_last_error : fallback; }
 
+/* Errors are kept, not printed: the command reports the failure itself, in one line. */
 static void cli_log(enum loom_log_level level, const char * text, void * user) {
-    bool verbose = user != NULL;
+    (void)user;
     if (level == LOOM_LOG_ERROR) {
-        /* the command reports the error itself, in one line */
         snprintf(g_last_error, sizeof g_last_error, "%s", text);
-        if (!verbose) return;
+        return;
     }
-    if (level < LOOM_LOG_WARN && !verbose) return;
-    if (level == LOOM_LOG_DEBUG && !getenv("LOOM_DEBUG")) return;
-    fprintf(stderr, "%s%s\n", level == LOOM_LOG_ERROR ? "error: " : level == LOOM_LOG_WARN ? "warning: " : "", text);
+    if (level < g_min_level) return;
+    fprintf(stderr, "%s%s\n", level == LOOM_LOG_WARN ? "warning: " : "", text);
 }
 
-void cli_log_setup(bool verbose) { loom_log_set(cli_log, verbose ? (void *)1 : NULL); }
+void cli_log_setup(enum loom_log_level min_level) {
+    g_min_level = min_level;
+    loom_log_set(cli_log, NULL);
+}

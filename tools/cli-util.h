@@ -2,6 +2,8 @@
 #ifndef LOOM_TOOLS_CLI_UTIL_H
 #define LOOM_TOOLS_CLI_UTIL_H
 
+#include "loom.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,8 +20,9 @@ char * cli_read_file(const char * cmd, const char * path, size_t * len);
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);
-/* Routes library logs: INFO and DEBUG only when 'verbose', warnings always, to stderr;
- * errors are kept for cli_last_error (and also printed when 'verbose'). */
-void cli_log_setup(bool verbose);
+/* Routes library logs to stderr from 'min_level' up (LOOM_LOG_WARN for quiet commands). Errors
+ * are never printed by the library: they are kept for cli_last_error, and the command prints its
+ * one error line. */
+void cli_log_setup(enum loom_log_level min_level);
 
 #endif

@@ -199,7 +199,7 @@ int loom_cmd_bench(int argc, char ** argv) {
         usage(stdout);
         return 0;
     }
-    cli_log_setup(false);
+    cli_log_setup(LOOM_LOG_WARN);
     print_header(&o);
     bool first = true;
     for (int mi = 0; mi < o.n_models; mi++) {

@@ -34,7 +34,7 @@ int loom_cmd_convert_llama2c(int argc, char ** argv) {
         fprintf(stderr, "loom convert-llama2c: need --model, --tokenizer and -o (see -h)\n");
         return 1;
     }
-    cli_log_setup(false);
+    cli_log_setup(LOOM_LOG_WARN);
     if (loom_convert_llama2c(model, tok, out) != LOOM_OK) {
         fprintf(stderr, "loom convert-llama2c: %s\n", cli_last_error("conversion failed"));
         return 1;

@@ -38,7 +38,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
     opterr = 0;
     optind = 1;
     int c;
-    cli_log_setup(false);
+    cli_log_setup(LOOM_LOG_WARN);
     while ((c = getopt_long_only(argc, argv, ":o:h", opts, NULL)) != -1) {
         bool ok = true;
         switch (c) {

@@ -146,6 +146,7 @@ static void print_timing(const char * what, double ms, int n, const char * unit)
 }
 
 struct run_state {
+    struct loom_vocab * vocab;
     struct loom_model * model;
     struct loom_llama_context * lctx;
     struct loom_sampler * sampler;
@@ -158,6 +159,7 @@ static void run_state_free(struct run_state * s) {
     loom_sampler_free(s->sampler);
     loom_llama_context_free(s->lctx);
     loom_model_free(s->model);
+    loom_vocab_free(s->vocab);
     free(s->tokens);
 }
 
@@ -177,20 +179,58 @@ static void emit(struct loom_detok * d, int32_t token) {
     }
 }
 
+/* Tokenizes the prompt with the model's vocabulary (read from the file's metadata, before the
+ * weights) and checks it fits the context, so that bad requests fail before any loading. */
+static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32_t * n_prompt_out, int32_t * n_ctx_out) {
+    char * prompt_buf = NULL;
+    if (o->prompt_file) {
+        prompt_buf = cli_read_file("run", o->prompt_file, NULL);
+        if (!prompt_buf) return 1;
+    }
+    const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
+    struct loom_hparams hp;
+    if (loom_model_read_meta(o->model, &hp, &s->vocab) != LOOM_OK) {
+        free(prompt_buf);
+        return fail(s, "cannot read the model");
+    }
+    size_t plen = strlen(prompt);
+    bool add_bos = loom_vocab_get_add_bos(s->vocab);
+    int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, NULL, 0);
+    if (n_prompt < 0 && n_prompt != LOOM_TOKEN_ERROR) n_prompt = -n_prompt;
+    if (n_prompt > 0) s->tokens = malloc(((size_t)n_prompt + 1) * sizeof *s->tokens);
+    if (n_prompt > 0 && s->tokens) n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, s->tokens, n_prompt + 1);
+    free(prompt_buf);
+    if (n_prompt == 0) {
+        fprintf(stderr, "loom run: the prompt is empty and the model adds no BOS token\n");
+        run_state_free(s);
+        return 1;
+    }
+    if (n_prompt < 0 || !s->tokens) return fail(s, "cannot tokenize the prompt");
+    int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : hp.n_ctx_train;
+    if (n_prompt > n_ctx) {
+        fprintf(stderr, "loom run: the prompt is %d tokens, longer than the context of %d (use -c)\n", n_prompt, n_ctx);
+        run_state_free(s);
+        return 1;
+    }
+    *n_prompt_out = n_prompt;
+    *n_ctx_out = n_ctx;
+    return 0;
+}
+
 int loom_cmd_run(int argc, char ** argv) {
     struct run_opts o;
     int pr = parse(argc, argv, &o);
     if (pr) return pr == 2 ? 0 : 1;
-    cli_log_setup(o.verbose);
+    cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_INFO);
     struct run_state s = {0};
     int64_t t_start = loom_time_us();
-
-    char * prompt_buf = NULL;
-    if (o.prompt_file) {
-        prompt_buf = cli_read_file("run", o.prompt_file, NULL);
-        if (!prompt_buf) return 1;
+    if (access(o.model, R_OK) != 0) {
+        fprintf(stderr, "loom run: cannot open model '%s'\n", o.model);
+        return 1;
     }
-    const char * prompt = prompt_buf ? prompt_buf : o.prompt ? o.prompt : "";
+    int32_t n_prompt = 0, n_ctx = 0;
+    if (prepare_prompt(&o, &s, &n_prompt, &n_ctx)) return 1;
+    const struct loom_vocab * vocab = s.vocab;
 
     struct loom_model_params mp = loom_model_default_params();
     mp.n_gpu_layers = (int)o.n_gpu_layers;
@@ -199,50 +239,15 @@ int loom_cmd_run(int argc, char ** argv) {
     mp.use_mlock = o.mlock;
     mp.no_host_copy = o.no_host_copy;
     if (isatty(STDERR_FILENO)) mp.progress = progress_bar;
-    if (access(o.model, R_OK) != 0) {
-        fprintf(stderr, "loom run: cannot open model '%s'\n", o.model);
-        free(prompt_buf);
-        return 1;
-    }
-    if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) {
-        free(prompt_buf);
-        return fail(&s, "cannot load the model");
-    }
+    if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
     double t_load = (loom_time_us() - t_start) / 1000.0;
 
     struct loom_llama_context_params cp = loom_llama_context_default_params();
-    cp.n_ctx = (int32_t)o.n_ctx;
+    cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
     cp.n_threads = (int32_t)o.n_threads;
     cp.cache_type = o.cache_type;
-    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) {
-        free(prompt_buf);
-        return fail(&s, "cannot create the context");
-    }
-    const int32_t n_ctx = loom_llama_n_ctx(s.lctx);
-    const struct loom_vocab * vocab = loom_model_vocab(s.model);
-
-    /* tokenize: the needed count first, then the ids */
-    size_t plen = strlen(prompt);
-    bool add_bos = loom_vocab_get_add_bos(vocab);
-    int32_t n_prompt = loom_tokenize(vocab, prompt, plen, add_bos, false, NULL, 0);
-    if (n_prompt < 0) n_prompt = -n_prompt;
-    s.tokens = malloc(((size_t)n_prompt + 1) * sizeof *s.tokens);
-    if (!s.tokens) {
-        free(prompt_buf);
-        return fail(&s, "out of memory");
-    }
-    n_prompt = loom_tokenize(vocab, prompt, plen, add_bos, false, s.tokens, n_prompt + 1);
-    free(prompt_buf);
-    if (n_prompt <= 0) {
-        if (n_prompt == 0) fprintf(stderr, "loom run: the prompt is empty and the model adds no BOS token\n");
-        return fail(&s, "cannot tokenize the prompt");
-    }
-    if (n_prompt > n_ctx) {
-        fprintf(stderr, "loom run: the prompt is %d tokens, longer than the context of %d (use -c)\n", n_prompt, n_ctx);
-        run_state_free(&s);
-        return 1;
-    }
+    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
     if (o.verbose_prompt) {
         fprintf(stderr, "prompt: %d tokens\n", n_prompt);
         for (int32_t i = 0; i < n_prompt; i++) {

@@ -43,7 +43,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
         fprintf(stderr, "loom tokenize: need -m MODEL and one of -p TEXT or -f FILE (see -h)\n");
         return 1;
     }
-    cli_log_setup(false);
+    cli_log_setup(LOOM_LOG_WARN);
     char * buf = NULL;
     size_t len = text ? strlen(text) : 0;
     if (file) {

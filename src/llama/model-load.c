@@ -178,7 +178,7 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
     snprintf(type, sizeof type, "%s", loom_type_name(m->wtype));
     for (char * c = type; *c; c++) *c = (char)toupper((unsigned char)*c);
     snprintf(m->desc, sizeof m->desc, "llama %s %s", size_label(m->n_params, label, sizeof label), type);
-    loom_log(LOOM_LOG_INFO, "model: %s, %.2f GiB, %.2f bits per weight, loaded in %.1f ms", m->desc, m->n_bytes / 1073741824.0,
+    loom_log(LOOM_LOG_INFO, "model: %s, %.2f MiB, %.2f bits per weight, loaded in %.1f ms", m->desc, m->n_bytes / 1048576.0,
              m->n_params ? 8.0 * m->n_bytes / m->n_params : 0.0, (loom_time_us() - t0) / 1000.0);
     *out = m;
     return LOOM_OK;

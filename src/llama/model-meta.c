@@ -141,8 +141,9 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
     return st;
 }
 
-enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out) {
-    *out = NULL;
+/* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both. */
+static enum loom_status read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab) {
+    if (vocab) *vocab = NULL;
     char err[512];
     struct loom_gguf * g = NULL;
     enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
@@ -150,7 +151,15 @@ enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** ou
         loom_log(LOOM_LOG_ERROR, "%s", err);
         return st;
     }
-    st = loom_model_read_vocab(g, out);
+    if (hp) st = loom_model_read_hparams(g, hp);
+    if (st == LOOM_OK && vocab) st = loom_model_read_vocab(g, vocab);
+    if (st == LOOM_OK && hp && vocab) hp->n_vocab = loom_vocab_n_tokens(*vocab);
     loom_gguf_free(g);
     return st;
+}
+
+enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out) { return read_meta(path, NULL, out); }
+
+enum loom_status loom_model_read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab) {
+    return read_meta(path, hp, vocab);
 }
