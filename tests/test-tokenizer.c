@@ -381,14 +381,13 @@ static void test_long_text(const struct loom_vocab * v) {
     int64_t t1 = loom_time_us();
     CHECK(k > 1000, "long text tokenized (%d)", k);
     fprintf(stderr, "tokenized %zu bytes into %d tokens in %.1f ms\n", n, k, (double)(t1 - t0) / 1e3);
-    CHECK(t1 - t0 < 3000000, "1 MiB in %.1f ms", (double)(t1 - t0) / 1e3);
     /* all-one-character text: the worst case for naive merging */
     memset(text, 'a', n);
     t0 = loom_time_us();
     k = loom_tokenize(v, text, n, true, false, ids, 1 << 21);
     t1 = loom_time_us();
     fprintf(stderr, "tokenized %zu bytes of 'a' into %d tokens in %.1f ms\n", n, k, (double)(t1 - t0) / 1e3);
-    CHECK(k > 1 && t1 - t0 < 3000000, "1 MiB of 'a' in %.1f ms", (double)(t1 - t0) / 1e3);
+    CHECK(k > 1, "1 MiB of 'a' tokenized (%d)", k); /* the time is printed, not asserted: speed belongs to benchmarks */
     free(text);
 }
 
