@@ -38,7 +38,7 @@ $(STORIES): build
 	$(BUILD)/loom convert-llama2c --model $(MODELS)/stories260K.bin --tokenizer $(MODELS)/tok512.bin -o $@
 
 run: build $(STORIES)
-	$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 256 --temp 0
+	$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 252 --temp 0
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -156,6 +156,19 @@ static enum loom_status set_inputs(struct loom_llama_context * lctx, const struc
     return st;
 }
 
+/* Logs the compute memory the scheduler planned per backend, against the naive sum of all
+ * intermediates, once for each new largest batch. */
+static void log_compute_memory(struct loom_llama_context * lctx, int32_t n_tokens) {
+    lctx->max_batch_logged = n_tokens;
+    for (int i = 0; i < loom_backend_sched_get_n_backends(lctx->sched); i++) {
+        loom_backend_t b = loom_backend_sched_get_backend(lctx->sched, i);
+        loom_log(LOOM_LOG_DEBUG, "compute buffer (%d tokens, %d in context): %8.2f MiB planned on %s, naive %8.2f MiB; %d splits, %d copies",
+                 n_tokens, lctx->n_past, loom_backend_sched_get_buffer_size(lctx->sched, b) / 1048576.0, loom_backend_name(b),
+                 loom_backend_sched_get_naive_size(lctx->sched, b) / 1048576.0, loom_backend_sched_get_n_splits(lctx->sched),
+                 loom_backend_sched_get_n_copies(lctx->sched));
+    }
+}
+
 static enum loom_status decode_batch(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n) {
     struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
     struct loom_context * ctx = loom_init(ip);
@@ -170,7 +183,10 @@ static enum loom_status decode_batch(struct loom_llama_context * lctx, const int
         lctx->n_logits = (int32_t)in.logits->ne[1];
         st = loom_backend_tensor_get(in.logits, lctx->logits, 0, loom_nbytes(in.logits));
     }
-    if (st == LOOM_OK) lctx->n_past += n;
+    if (st == LOOM_OK) {
+        lctx->n_past += n;
+        if (n > lctx->max_batch_logged) log_compute_memory(lctx, n);
+    }
     loom_free(ctx);
     return st;
 }

@@ -67,6 +67,7 @@ struct loom_llama_context {
 
     float * logits;                  /* [n_vocab * n_outputs] */
     int32_t n_logits;                /* rows of logits held */
+    int32_t max_batch_logged;        /* largest batch whose compute memory was logged */
 };
 
 /* Builds the forward graph for 'n_tokens' tokens at positions n_past.. in the metadata context
