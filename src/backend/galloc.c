@@ -1,5 +1,6 @@
 /* galloc.c -- the graph allocator object: plans (galloc-plan.c), buffers per id and chunk, placement. */
 #include "galloc-impl.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -185,18 +186,14 @@ static void detach_graph(loom_gallocr_t g, struct loom_cgraph * graph) {
     }
 }
 
-static uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return h * 0x100000001B3ull;
-}
-
-static uint64_t mix_tensor(uint64_t h, const struct loom_tensor * t) {
-    h = mix(h, (uint64_t)t->op);
-    h = mix(h, (uint64_t)t->type);
-    h = mix(h, (uint64_t)(uint32_t)t->flags);
-    for (int d = 0; d < LOOM_MAX_DIMS; d++) h = mix(mix(h, (uint64_t)t->ne[d]), t->nb[d]);
-    h = mix(h, t->view_src ? 1 + t->view_offs : 0);
-    return mix(h, t->data || (t->view_src && t->view_src->data) ? 1 : 0);
+static void fp_tensor(struct loom_fp * f, const struct loom_tensor * t) {
+    loom_fp_add(f, (uint64_t)t->op << 40 | (uint64_t)t->type << 32 | (uint32_t)t->flags);
+    for (int d = 0; d < LOOM_MAX_DIMS; d++) {
+        loom_fp_add(f, (uint64_t)t->ne[d]);
+        loom_fp_add(f, t->nb[d]);
+    }
+    loom_fp_add(f, t->view_src ? 1 + t->view_offs : 0);
+    loom_fp_add(f, t->data || (t->view_src && t->view_src->data) ? 1 : 0);
 }
 
 /* Where 't' sits in the graph, for the signature: an index, or a marker when absent. */
@@ -208,18 +205,23 @@ static uint64_t code_of(loom_gallocr_t g, const struct loom_tensor * t) {
 
 /* A hash of everything the plan depends on (not the tensor addresses). */
 static uint64_t graph_signature(loom_gallocr_t g, const struct loom_cgraph * graph, const int * node_ids, const int * leaf_ids) {
-    uint64_t h = mix(mix(0xcbf29ce484222325ull, (uint64_t)graph->n_nodes), (uint64_t)graph->n_leafs);
+    struct loom_fp f;
+    loom_fp_init(&f, (uint64_t)(uint32_t)graph->n_nodes << 32 | (uint32_t)graph->n_leafs);
     for (int j = 0; j < graph->n_leafs; j++) {
-        h = mix(mix_tensor(h, graph->leafs[j]), leaf_ids ? (uint64_t)leaf_ids[j] : 0);
-        h = mix(h, code_of(g, graph->leafs[j]->view_src));
+        fp_tensor(&f, graph->leafs[j]);
+        loom_fp_add(&f, leaf_ids ? (uint64_t)leaf_ids[j] : 0);
+        loom_fp_add(&f, code_of(g, graph->leafs[j]->view_src));
     }
     for (int i = 0; i < graph->n_nodes; i++) {
         const struct loom_tensor * n = graph->nodes[i];
-        h = mix(mix_tensor(h, n), node_ids ? (uint64_t)node_ids[i] : 0);
-        h = mix(h, code_of(g, n->view_src));
-        for (int k = 0; k < LOOM_MAX_SRC; k++) h = mix(h, code_of(g, n->src[k]));
+        fp_tensor(&f, n);
+        loom_fp_add(&f, node_ids ? (uint64_t)node_ids[i] : 0);
+        loom_fp_add(&f, code_of(g, n->view_src));
+        for (int k = 0; k < LOOM_MAX_SRC; k++) {
+            if (n->src[k]) loom_fp_add(&f, code_of(g, n->src[k]) << 3 | (uint64_t)k);
+        }
     }
-    return h;
+    return loom_fp_final(&f);
 }
 
 /* ---------------------------------------------------------------- planning and buffers */

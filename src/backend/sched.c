@@ -1,5 +1,6 @@
 /* sched.c -- the scheduler object: lifecycle (when a graph is re-planned), pins, introspection and
  * the LOOM_SCHED_DEBUG log. The passes live in sched-assign.c, sched-split.c and sched-compute.c. */
+#include "hash.h"
 #include "sched-impl.h"
 
 #include <stdlib.h>
@@ -63,28 +64,32 @@ void loom_backend_sched_free(loom_backend_sched_t s) {
 
 /* ---------------------------------------------------------------- is this the graph last planned? */
 
-static uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    return h * 0x100000001B3ull;
-}
-
-static uint64_t mix_tensor(loom_backend_sched_t s, uint64_t h, const struct loom_tensor * t) {
-    h = mix(mix(mix(h, (uintptr_t)t), (uint64_t)t->op), (uint64_t)t->type);
-    h = mix(mix(h, (uint32_t)t->flags), (uintptr_t)t->view_src + t->view_offs);
-    for (int d = 0; d < LOOM_MAX_DIMS; d++) h = mix(mix(h, (uint64_t)t->ne[d]), t->nb[d]);
-    for (int k = 0; k < LOOM_MAX_SRC; k++) h = mix(h, (uintptr_t)t->src[k]);
-    for (size_t k = 0; k < LOOM_MAX_OP_PARAMS / sizeof(int32_t); k++) h = mix(h, (uint32_t)t->op_params[k]);
+static void fp_tensor(loom_backend_sched_t s, struct loom_fp * f, const struct loom_tensor * t) {
+    loom_fp_add(f, (uintptr_t)t);
+    loom_fp_add(f, (uint64_t)t->op << 32 | (uint64_t)t->type);
+    loom_fp_add(f, (uint64_t)(uint32_t)t->flags);
+    loom_fp_add(f, (uintptr_t)t->view_src + t->view_offs);
+    for (int d = 0; d < LOOM_MAX_DIMS; d++) {
+        loom_fp_add(f, (uint64_t)t->ne[d]);
+        loom_fp_add(f, t->nb[d]);
+    }
+    for (int k = 0; k < LOOM_MAX_SRC; k++) loom_fp_add(f, (uintptr_t)t->src[k]);
+    for (size_t k = 0; k < LOOM_MAX_OP_PARAMS / sizeof(int32_t); k += 2) {
+        loom_fp_add(f, (uint64_t)(uint32_t)t->op_params[k] << 32 | (uint32_t)t->op_params[k + 1]);
+    }
     /* memory placed outside the scheduler decides assignments; the scheduler's own does not */
-    return mix(h, sched_is_external(s, t) ? (uintptr_t)sched_base(t)->buffer + 1 : 0);
+    loom_fp_add(f, sched_is_external(s, t) ? (uintptr_t)sched_base(t)->buffer + 1 : 0);
 }
 
 /* A cheap fingerprint of the graph: its pointer, every node's and leaf's identity, op, shape,
  * strides, sources, flags and pre-placed memory. */
 static uint64_t graph_signature(loom_backend_sched_t s, const struct loom_cgraph * g) {
-    uint64_t h = mix(mix(mix(0xcbf29ce484222325ull, (uintptr_t)g), (uint64_t)g->n_nodes), (uint64_t)g->n_leafs);
-    for (int i = 0; i < g->n_nodes; i++) h = mix_tensor(s, h, g->nodes[i]);
-    for (int j = 0; j < g->n_leafs; j++) h = mix_tensor(s, h, g->leafs[j]);
-    return h;
+    struct loom_fp f;
+    loom_fp_init(&f, (uintptr_t)g);
+    loom_fp_add(&f, (uint64_t)(uint32_t)g->n_nodes << 32 | (uint32_t)g->n_leafs);
+    for (int i = 0; i < g->n_nodes; i++) fp_tensor(s, &f, g->nodes[i]);
+    for (int j = 0; j < g->n_leafs; j++) fp_tensor(s, &f, g->leafs[j]);
+    return loom_fp_final(&f);
 }
 
 static bool graph_has_memory(const struct loom_cgraph * g) {

@@ -4,26 +4,26 @@
 #include <string.h>
 
 size_t loom_hash_size(size_t min_size) {
-    /* odd sizes spread pointer hashes well enough with linear probing */
-    size_t n = min_size < 16 ? 17 : min_size * 2 + 1;
-    return n | 1;
+    /* a power of two at least twice the content: short probes, and a mask instead of a division */
+    size_t n = 16;
+    while (n < min_size * 2) n *= 2;
+    return n;
 }
 
+/* Fibonacci hashing: the multiply spreads the pointer's bits upward (tensor addresses share
+ * their low bits), the high half is the hash. */
 static size_t hash_ptr(const void * p, size_t size) {
-    uintptr_t x = (uintptr_t)p;
-    x ^= x >> 17;
-    x *= (uintptr_t)0xed5ad4bbu;
-    x ^= x >> 11;
-    return (size_t)(x % size);
+    uint64_t x = ((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 29;
+    return (size & (size - 1)) == 0 ? (size_t)(x & (size - 1)) : (size_t)(x % size);
 }
 
 size_t loom_hash_set_find(const struct loom_hash_set * s, const struct loom_tensor * t) {
     if (!s->size) return SIZE_MAX;
-    size_t h = hash_ptr(t, s->size);
+    size_t slot = hash_ptr(t, s->size);
     for (size_t i = 0; i < s->size; i++) {
-        size_t slot = (h + i) % s->size;
         if (s->keys[slot] == t) return slot;
         if (!s->keys[slot]) return SIZE_MAX;
+        if (++slot == s->size) slot = 0;
     }
     return SIZE_MAX;
 }
@@ -33,14 +33,14 @@ bool loom_hash_set_contains(const struct loom_hash_set * s, const struct loom_te
 }
 
 bool loom_hash_set_insert(struct loom_hash_set * s, struct loom_tensor * t) {
-    size_t h = hash_ptr(t, s->size);
+    size_t slot = hash_ptr(t, s->size);
     for (size_t i = 0; i < s->size; i++) {
-        size_t slot = (h + i) % s->size;
         if (s->keys[slot] == t) return false;
         if (!s->keys[slot]) {
             s->keys[slot] = t;
             return true;
         }
+        if (++slot == s->size) slot = 0;
     }
     LOOM_ABORT("hash set full (%zu slots)", s->size);
 }
