@@ -1,14 +1,15 @@
 /* test-ops.c -- runs `loom test-ops` on the CPU with each kernel path: the best SIMD one, AVX2,
- * and the portable scalar one (LOOM_BIN, set by CTest, names the loom executable). */
+ * and the portable scalar one, and on a simulated discrete device (sim0), whose tensors live in
+ * an address space of its own (LOOM_BIN, set by CTest, names the loom executable). */
 #include "test-util.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
-static int run(const char * bin, const char * env, const char * what) {
+static int run(const char * bin, const char * env, const char * device, const char * what) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s '%s' test-ops -b CPU -t 2", env, bin);
+    snprintf(cmd, sizeof cmd, "%s '%s' test-ops -b %s -t 2", env, bin, device);
     printf("== %s: %s\n", what, cmd);
     fflush(stdout);
     int rc = system(cmd);
@@ -19,8 +20,9 @@ int main(void) {
     const char * bin = getenv("LOOM_BIN");
     if (!bin || !*bin) return test_skip("LOOM_BIN is not set (run through CTest)");
     if (strchr(bin, '\'')) return test_skip("LOOM_BIN contains a quote");
-    CHECK(run(bin, "env -u LOOM_CPU_SCALAR -u LOOM_CPU_ISA", "best SIMD kernels") == 0, "SIMD kernels");
-    CHECK(run(bin, "env -u LOOM_CPU_SCALAR LOOM_CPU_ISA=avx2", "AVX2 kernels (where the CPU has them)") == 0, "AVX2 kernels");
-    CHECK(run(bin, "env LOOM_CPU_SCALAR=1", "scalar kernels") == 0, "scalar kernels");
+    CHECK(run(bin, "env -u LOOM_CPU_SCALAR -u LOOM_CPU_ISA", "CPU", "best SIMD kernels") == 0, "SIMD kernels");
+    CHECK(run(bin, "env -u LOOM_CPU_SCALAR LOOM_CPU_ISA=avx2", "CPU", "AVX2 kernels (where the CPU has them)") == 0, "AVX2 kernels");
+    CHECK(run(bin, "env LOOM_CPU_SCALAR=1", "CPU", "scalar kernels") == 0, "scalar kernels");
+    CHECK(run(bin, "env LOOM_SIM_DEVICES=1", "sim0", "the simulated discrete device") == 0, "sim0");
     return test_finish("test-ops");
 }
