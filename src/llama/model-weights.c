@@ -107,6 +107,76 @@ static enum loom_status read_at(int fd, void * dst, uint64_t size, uint64_t off)
     return LOOM_OK;
 }
 
+#define STAGING_SLOTS 4
+#define STAGING_BYTES ((size_t)64 << 20)
+
+/* Uploads through pinned staging buffers: the next chunk is copied (from the mapping, or read from
+ * the file) into one slot while the device pulls earlier slots asynchronously; an event per slot
+ * says when it may be refilled. Devices without pinned memory or events get plain tensor_set. */
+struct uploader {
+    loom_backend_t backend;
+    loom_backend_buffer_t staging[STAGING_SLOTS];
+    loom_backend_event_t events[STAGING_SLOTS];
+    bool pending[STAGING_SLOTS];
+    int next;
+};
+
+static void uploader_free(struct uploader * u) {
+    if (u->backend) loom_backend_synchronize(u->backend);
+    for (int i = 0; i < STAGING_SLOTS; i++) {
+        loom_backend_event_free(u->events[i]);
+        loom_backend_buffer_free(u->staging[i]);
+    }
+    loom_backend_free(u->backend);
+    memset(u, 0, sizeof *u);
+}
+
+/* Leaves 'u' empty (the synchronous path) when the device offers no pinned memory or events. */
+static void uploader_init(struct uploader * u, loom_backend_dev_t dev) {
+    memset(u, 0, sizeof *u);
+    struct loom_backend_dev_props props;
+    loom_backend_dev_get_props(dev, &props);
+    loom_backend_buffer_type_t host = loom_backend_dev_host_buffer_type(dev);
+    if (!props.caps.async || !props.caps.events || !host) return;
+    u->backend = loom_backend_dev_init(dev, NULL);
+    for (int i = 0; u->backend && i < STAGING_SLOTS; i++) {
+        u->staging[i] = loom_backend_buft_alloc_buffer(host, STAGING_BYTES);
+        u->events[i] = loom_backend_event_new(dev);
+        if (!u->staging[i] || !u->events[i]) {
+            uploader_free(u);
+            return;
+        }
+    }
+}
+
+/* Copies 'n' bytes of the tensor's file data (at file offset 'off') into it. */
+static enum loom_status upload(struct load_state * s, struct uploader * u, struct loom_tensor * t, uint64_t off, size_t n) {
+    if (!u->backend) {
+        if (s->map) return loom_backend_tensor_set(t, s->map + off, 0, n);
+        void * tmp = malloc(n ? n : 1);
+        if (!tmp) return LOOM_ERR_OOM;
+        enum loom_status st = read_at(s->fd, tmp, n, off);
+        if (st == LOOM_OK) st = loom_backend_tensor_set(t, tmp, 0, n);
+        free(tmp);
+        return st;
+    }
+    enum loom_status st = LOOM_OK;
+    for (size_t done = 0; done < n && st == LOOM_OK; done += STAGING_BYTES) {
+        size_t len = n - done < STAGING_BYTES ? n - done : STAGING_BYTES;
+        int k = u->next++ % STAGING_SLOTS;
+        if (u->pending[k]) st = loom_backend_event_synchronize(u->events[k]);
+        void * slot = loom_backend_buffer_get_base(u->staging[k]);
+        if (st == LOOM_OK) {
+            if (s->map) memcpy(slot, s->map + off + done, len);
+            else st = read_at(s->fd, slot, len, off + done);
+        }
+        if (st == LOOM_OK) st = loom_backend_tensor_set_async(u->backend, t, slot, done, len);
+        if (st == LOOM_OK) st = loom_backend_event_record(u->events[k], u->backend);
+        u->pending[k] = st == LOOM_OK;
+    }
+    return st;
+}
+
 /* Allocates ctx's tensors in the device's buffer type and copies their bytes in. */
 static enum loom_status place_copy(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev) {
     loom_backend_buffer_type_t buft = loom_backend_dev_buffer_type(dev);
@@ -117,28 +187,18 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     if (st != LOOM_OK) return st;
     log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx));
     bool host = loom_backend_buft_is_host(buft);
-    void * staging = NULL;
-    size_t staging_size = 0;
+    struct uploader u;
+    if (host) memset(&u, 0, sizeof u);
+    else uploader_init(&u, dev);
     for (struct loom_tensor * t = loom_get_first_tensor(ctx); t && st == LOOM_OK; t = loom_get_next_tensor(ctx, t)) {
         size_t n = loom_nbytes(t);
         uint64_t off = file_offset(s, t);
-        if (s->map) {
-            st = loom_backend_tensor_set(t, s->map + off, 0, n);
-        } else if (host) {
-            st = read_at(s->fd, t->data, n, off);
-        } else {
-            if (n > staging_size) {
-                free(staging);
-                staging = malloc(n);
-                staging_size = staging ? n : 0;
-                if (!staging) st = LOOM_ERR_OOM;
-            }
-            if (st == LOOM_OK) st = read_at(s->fd, staging, n, off);
-            if (st == LOOM_OK) st = loom_backend_tensor_set(t, staging, 0, n);
-        }
+        if (host && !s->map) st = read_at(s->fd, t->data, n, off);
+        else st = upload(s, &u, t, off, n);
         if (st == LOOM_OK) st = progress(s, n);
     }
-    free(staging);
+    if (u.backend && st == LOOM_OK) st = loom_backend_synchronize(u.backend);
+    uploader_free(&u);
     return st;
 }
 
