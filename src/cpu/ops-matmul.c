@@ -15,8 +15,8 @@
 #include "cpu/cpu-impl.h"
 
 enum {
-    MM_KC = 256,      /* k per packed slice (even, so BF16 pairs never straddle slices) */
-    MM_MC = 256,      /* weight rows per packed block (rounded down to a multiple of MR) */
+    MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices) */
+    MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
 };
 
