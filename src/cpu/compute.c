@@ -97,9 +97,11 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
     if (n_threads < 1) n_threads = 1;
     const struct cpu_vec * vec = cpu_vec_get();
     size_t work_size = 0;
+    int n_work = 0;
     for (int i = 0; i < graph->n_nodes; i++) {
         struct loom_tensor * t = graph->nodes[i];
         if (is_noop(t)) continue;
+        n_work++;
         if (!loom_cpu_supports_op(t)) {
             loom_log(LOOM_LOG_ERROR, "CPU: op %s (%s) of node %d '%s' is not supported", loom_op_name(t->op),
                      loom_type_name(t->type), i, t->name);
@@ -116,6 +118,7 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
         size_t need = shared + (size_t)n_threads * local;
         if (need > work_size) work_size = need;
     }
+    if (n_work == 0) return LOOM_OK;
 
     bool cached;
     uint8_t * work = work_acquire(work_size, &cached);
