@@ -34,7 +34,7 @@ build: deps $(BUILD)/CMakeCache.txt
 
 # The main job: convert the shared stories260K checkpoint (once) and let it write a story.
 STORIES := $(BUILD)/stories260K.gguf
-$(STORIES): build
+$(STORIES): | build
 	$(BUILD)/loom convert-llama2c --model $(MODELS)/stories260K.bin --tokenizer $(MODELS)/tok512.bin -o $@
 
 run: build $(STORIES)
