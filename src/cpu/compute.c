@@ -3,6 +3,7 @@
 #include "cpu/cpu-impl.h"
 
 #include <omp.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -24,8 +25,22 @@ static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
 };
 
 void cpu_barrier(const struct cpu_params * p) {
-    if (p->nth > 1) {
-#pragma omp barrier
+    if (p->nth <= 1) return;
+    struct cpu_barrier_state * b = p->barrier;
+    unsigned phase = atomic_load(&b->phase);
+    if (atomic_fetch_add(&b->arrived, 1) == p->nth - 1) {
+        atomic_store(&b->arrived, 0);
+        atomic_fetch_add(&b->phase, 1); /* releases everything written before the barrier */
+        return;
+    }
+    for (int spins = 0; atomic_load(&b->phase) == phase; spins++) {
+        if (spins < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
     }
 }
 
@@ -127,9 +142,10 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
         return LOOM_ERR_OOM;
     }
 
+    struct cpu_barrier_state barrier = {0, 0};
 #pragma omp parallel num_threads(n_threads)
     {
-        struct cpu_params p = {.ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .vec = vec};
+        struct cpu_params p = {.ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .vec = vec, .barrier = &barrier};
         for (int i = 0; i < graph->n_nodes; i++) {
             struct loom_tensor * t = graph->nodes[i];
             if (is_noop(t)) continue;
@@ -138,7 +154,7 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
             p.shared = work;
             p.local = work + shared + (size_t)p.ith * local;
             op_table[t->op]->compute(&p, t);
-#pragma omp barrier
+            cpu_barrier(&p);
         }
     }
     work_release(work, cached);

@@ -9,8 +9,16 @@
 #include <string.h>
 
 /* What one thread of the team sees while computing one node. */
+/* The team's barrier: spins briefly, then yields the core (a partner thread that is not running
+ * -- a machine shared with other work -- gets it back at once instead of after a time slice). */
+struct cpu_barrier_state {
+    _Atomic int arrived;
+    _Atomic unsigned phase;
+};
+
 struct cpu_params {
     int ith;                    /* this thread, 0 .. nth-1 */
+    struct cpu_barrier_state * barrier;
     int nth;                    /* threads in the team */
     uint8_t * shared;           /* the node's shared scratch ('shared' bytes of its work size) */
     uint8_t * local;            /* this thread's scratch ('local' bytes of its work size) */
