@@ -137,6 +137,38 @@ static void check_prefixes(const struct gen_case * c) {
     CHECK(bad == 0, "%s: %d prefixes not rejected as malformed", c->name, bad);
 }
 
+/* The values of the hand-encoded 'good-all-types' case. */
+static void check_all_types(const struct gen_case * c) {
+    struct loom_gguf * g = NULL;
+    if (loom_gguf_open_memory(c->file.data, c->file.size, &g, NULL, 0) != LOOM_OK) {
+        CHECK(false, "%s: not valid", c->name);
+        return;
+    }
+    CHECK(loom_gguf_get_u32(g, "t.u8", 0) == 0xfe, "u8");
+    CHECK(loom_gguf_get_i32(g, "t.i8", 0) == -128, "i8");
+    CHECK(loom_gguf_get_u32(g, "t.u16", 0) == 0x1234, "u16");
+    CHECK(loom_gguf_get_i32(g, "t.i16", 0) == -1, "i16");
+    CHECK(loom_gguf_get_u32(g, "t.u32", 0) == 0xdeadbeef, "u32");
+    CHECK(loom_gguf_get_i64(g, "t.i32", 0) == -2, "i32");
+    CHECK(loom_gguf_get_f32(g, "t.f32", 0) == 1.5f, "f32");
+    CHECK(loom_gguf_get_bool(g, "t.bool", false), "bool");
+    size_t len = 0;
+    CHECK(!strcmp(loom_gguf_get_str(g, "t.str", "", &len), "h\xc3\xa9") && len == 3, "str");
+    const int16_t * a = loom_gguf_get_arr_data(g, "t.arr");
+    CHECK(loom_gguf_get_arr_type(g, "t.arr") == LOOM_GGUF_TYPE_INT16 && loom_gguf_get_arr_n(g, "t.arr") == 2 && a &&
+              a[0] == -3 && a[1] == 7, "i16 array");
+    CHECK(loom_gguf_get_u64(g, "t.u64", 0) == 0x0123456789abcdefull, "u64");
+    CHECK(loom_gguf_get_i64(g, "t.i64", 0) == -3, "i64");
+    CHECK(loom_gguf_get_f64(g, "t.f64", 0) == -2.5, "f64");
+    for (int t = 0; t < LOOM_GGUF_TYPE_COUNT; t++) {
+        static const char * const keys[] = {"t.u8", "t.i8", "t.u16", "t.i16", "t.u32", "t.i32", "t.f32",
+                                            "t.bool", "t.str", "t.arr", "t.u64", "t.i64", "t.f64"};
+        int64_t k = loom_gguf_find_key(g, keys[t]);
+        CHECK(k >= 0 && loom_gguf_kv_type(g, k) == (enum loom_gguf_type)t, "%s has type id %d", keys[t], t);
+    }
+    loom_gguf_free(g);
+}
+
 /* A large valid file (100k keys, 100k tensors): opens in O(n log n) and every name is found. */
 static void check_many(void) {
     const uint32_t n = 100000;
@@ -199,6 +231,7 @@ int main(void) {
     for (size_t i = 0; i < n; i++) {
         check_case(&cases[i], i, bin);
         n_bad += !cases[i].valid;
+        if (!strcmp(cases[i].name, "good-all-types")) check_all_types(&cases[i]);
     }
     CHECK(n_bad >= 30, "only %zu malformed cases", n_bad);
     check_prefixes(&cases[0]);

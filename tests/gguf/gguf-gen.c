@@ -308,6 +308,22 @@ static void valid_cases(struct list * lp) {
     base_spec(&s); gen_free(&s.kvs); s.kv_count = 0; GOOD("good-no-kv");
     base_spec(&s); kv_string(&s, "x.empty", ""); kv_key(&s, "x.arr", 9); gen_u32(&s.kvs, 4); gen_u64(&s.kvs, 0); GOOD("good-empty-values");
     base_spec(&s); s.t[0].offset = 96; s.t[2].offset = 0; s.t[1].offset = 160; GOOD("good-tensors-out-of-order");
+    /* one key of each of the 13 value types, little-endian by hand (test-gguf-corpus checks the values) */
+    base_spec(&s);
+    kv_key(&s, "t.u8", 0); gen_u8(&s.kvs, 0xfe);
+    kv_key(&s, "t.i8", 1); gen_u8(&s.kvs, 0x80);                      /* -128 */
+    kv_key(&s, "t.u16", 2); gen_u8(&s.kvs, 0x34); gen_u8(&s.kvs, 0x12); /* 0x1234 */
+    kv_key(&s, "t.i16", 3); gen_u8(&s.kvs, 0xff); gen_u8(&s.kvs, 0xff); /* -1 */
+    kv_key(&s, "t.u32", 4); gen_u32(&s.kvs, 0xdeadbeef);
+    kv_key(&s, "t.i32", 5); gen_u32(&s.kvs, 0xfffffffe);                /* -2 */
+    kv_key(&s, "t.f32", 6); gen_u32(&s.kvs, 0x3fc00000);                /* 1.5 */
+    kv_key(&s, "t.bool", 7); gen_u8(&s.kvs, 1);
+    kv_key(&s, "t.str", 8); gen_str(&s.kvs, "h\xc3\xa9");
+    kv_key(&s, "t.arr", 9); gen_u32(&s.kvs, 3); gen_u64(&s.kvs, 2); gen_u8(&s.kvs, 0xfd); gen_u8(&s.kvs, 0xff); gen_u8(&s.kvs, 7); gen_u8(&s.kvs, 0);
+    kv_key(&s, "t.u64", 10); gen_u64(&s.kvs, 0x0123456789abcdefull);
+    kv_key(&s, "t.i64", 11); gen_u64(&s.kvs, 0xfffffffffffffffdull);  /* -3 */
+    kv_key(&s, "t.f64", 12); gen_u64(&s.kvs, 0xc004000000000000ull);  /* -2.5 */
+    GOOD("good-all-types");
     *lp = l;
 }
 
