@@ -271,7 +271,9 @@ enum loom_status loom_gguf_writer_add_tensor(struct loom_gguf_writer * w, const 
 uint64_t loom_gguf_writer_tensor_size(const struct loom_gguf_writer * w, int64_t i);
 
 /* Writes the whole file to 'path' (every tensor must have been given data). Returns LOOM_OK,
- * LOOM_ERR_INVALID_ARG (a tensor without data; 'path' is a file the writer must not replace),
+ * LOOM_ERR_INVALID_ARG (a tensor without data; 'path' is a file the writer must not replace:
+ * a protected input, or anything but a writable regular file -- a symlink, directory, device,
+ * FIFO, socket or read-only file; only such a file or a missing path is ever replaced),
  * LOOM_ERR_IO (create/write/rename failed; nothing is left under 'path' or its temporary name),
  * LOOM_ERR_OOM; with a one-line message in 'err' (optional). */
 enum loom_status loom_gguf_writer_write_file(struct loom_gguf_writer * w, const char * path, char * err, size_t err_size);

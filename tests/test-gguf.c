@@ -402,6 +402,61 @@ static void test_protect(const char * input) {
     loom_gguf_writer_free(w);
 }
 
+/* Only a missing path or a writable regular file may be replaced; anything else is refused and
+ * left as it was. The odd files live in their own folder (not DIR_OUT, which seeds the fuzzer). */
+#define DIR_KINDS "gguf-output-kinds"
+static void test_output_kinds(void) {
+    char err[512];
+    const char * fifo = DIR_KINDS "/fifo.gguf", * target = DIR_KINDS "/target.gguf", * link = DIR_KINDS "/link.gguf";
+    const char * ro = DIR_KINDS "/readonly.gguf", * dir = DIR_KINDS "/dir.gguf", * plain = DIR_KINDS "/plain.gguf";
+    unlink(fifo), unlink(link), unlink(target), unlink(plain), rmdir(dir);
+    if (exists(ro)) chmod(ro, 0644), unlink(ro);
+    mkdir(DIR_KINDS, 0755);
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo: %s", strerror(errno));
+    FILE * f = fopen(target, "wb");
+    if (f) fputs("target", f), fclose(f);
+    f = fopen(ro, "wb");
+    if (f) fputs("read-only", f), fclose(f);
+    CHECK(chmod(ro, 0444) == 0, "chmod");
+    CHECK(symlink("target.gguf", link) == 0, "symlink: %s", strerror(errno));
+    CHECK(mkdir(dir, 0755) == 0, "mkdir");
+    struct { const char * path, * says; } cases[] = {
+        {fifo, "not a regular file"}, {link, "symbolic link"}, {ro, "read-only"}, {dir, "directory"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct loom_gguf_writer * w = loom_gguf_writer_new();
+        fill(w, ALL_DATA);
+        err[0] = 0;
+        CHECK(loom_gguf_writer_write_file(w, cases[i].path, err, sizeof err) == LOOM_ERR_INVALID_ARG, "%s refused", cases[i].path);
+        CHECK(strstr(err, cases[i].says) != NULL && !strchr(err, '\n'), "message for %s: %s", cases[i].path, err);
+        loom_gguf_writer_free(w);
+    }
+    struct stat sb;
+    CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO is still a FIFO");
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the symlink is still a symlink");
+    size_t n = 0;
+    uint8_t * t = read_all(target, &n);
+    CHECK(t && n == 6 && !memcmp(t, "target", 6), "the link's target is unchanged");
+    free(t);
+    t = read_all(ro, &n);
+    CHECK(t && n == 9 && !memcmp(t, "read-only", 9), "the read-only file is unchanged");
+    free(t);
+    CHECK(lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode), "the directory is still a directory");
+    /* a writable regular file is replaced */
+    f = fopen(plain, "wb");
+    if (f) fputs("old", f), fclose(f);
+    struct loom_gguf_writer * w = loom_gguf_writer_new();
+    fill(w, ALL_DATA);
+    CHECK(loom_gguf_writer_write_file(w, plain, err, sizeof err) == LOOM_OK, "replace a regular file: %s", err);
+    loom_gguf_writer_free(w);
+    CHECK(lstat(plain, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 3, "replaced");
+    DIR * d = opendir(DIR_KINDS);
+    struct dirent * e;
+    while (d && (e = readdir(d)) != NULL) CHECK(strstr(e->d_name, ".tmp.") == NULL, "temporary file left: %s", e->d_name);
+    if (d) closedir(d);
+    unlink(fifo), unlink(link), unlink(target), unlink(plain), rmdir(dir);
+    chmod(ro, 0644), unlink(ro), rmdir(DIR_KINDS);
+}
+
 /* ---------------------------------------------------------------- getters */
 
 static void test_getters(const char * path) {
@@ -482,6 +537,7 @@ int main(void) {
     test_getters(DIR_OUT "/roundtrip-32.gguf");
     test_writer_failures();
     test_protect(DIR_OUT "/roundtrip-64.gguf");
+    test_output_kinds();
     for (size_t i = 0; i < N_TENSORS; i++) free(TENSORS[i].data);
     return test_finish("test-gguf");
 }

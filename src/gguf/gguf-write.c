@@ -115,17 +115,34 @@ static bool pump(struct loom_gguf_writer * w) {
     return true;
 }
 
+/* Only a regular file we may write, or nothing, may be replaced: renaming over a device, FIFO or
+ * socket would turn it into a regular file, and over a symlink would replace the link, not the
+ * file it names (so symlinks are refused rather than resolved). Checked at '_begin' and again
+ * just before the rename. */
 static enum loom_status check_output(struct loom_gguf_writer * w, const char * path, char * err, size_t err_size) {
     char q[GGUF_QUOTE_SIZE * 4];
     gguf_quote(path, strlen(path), GGUF_QUOTE_SIZE, q, sizeof q);
     struct stat sb;
-    if (stat(path, &sb) != 0) return LOOM_OK;
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT) return LOOM_OK;
+        return gguf_fail(err, err_size, LOOM_ERR_IO, "cannot check output '%s': %s", q, strerror(errno));
+    }
     for (size_t i = 0; i < w->n_protect; i++) {
         if (w->protect[i].dev == sb.st_dev && w->protect[i].ino == sb.st_ino) {
             return gguf_fail(err, err_size, LOOM_ERR_INVALID_ARG, "output '%s' is an input file: refusing to replace it", q);
         }
     }
+    if (S_ISLNK(sb.st_mode)) {
+        return gguf_fail(err, err_size, LOOM_ERR_INVALID_ARG, "output '%s' is a symbolic link: refusing to replace it", q);
+    }
     if (S_ISDIR(sb.st_mode)) return gguf_fail(err, err_size, LOOM_ERR_INVALID_ARG, "output '%s' is a directory", q);
+    if (!S_ISREG(sb.st_mode)) {
+        return gguf_fail(err, err_size, LOOM_ERR_INVALID_ARG, "output '%s' exists and is not a regular file", q);
+    }
+    /* the mode bits too: root may write anything, but a file marked read-only is meant to stay */
+    if (!(sb.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) || access(path, W_OK) != 0) {
+        return gguf_fail(err, err_size, LOOM_ERR_INVALID_ARG, "output '%s' is read-only: refusing to replace it", q);
+    }
     return LOOM_OK;
 }
 
@@ -207,6 +224,8 @@ enum loom_status loom_gguf_writer_finish(struct loom_gguf_writer * w, char * err
     FILE * f = w->f;
     w->f = NULL;
     if (fclose(f) != 0) return io_fail(w, err, err_size, "cannot close");
+    enum loom_status st = check_output(w, w->path, err, err_size); /* it may have changed meanwhile */
+    if (st != LOOM_OK) return fail(w, st);
     if (rename(w->tmp_path, w->path) != 0) return io_fail(w, err, err_size, "cannot rename");
     free(w->tmp_path);
     free(w->path);
