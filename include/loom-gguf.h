@@ -211,7 +211,10 @@ uint64_t loom_gguf_tensor_info_offset(const struct loom_gguf * g, int64_t i);
  * data is either given with the tensor ('loom_gguf_writer_write_file') or streamed in order after
  * the header ('loom_gguf_writer_begin' / '_write_data' / '_finish'), so a model larger than memory
  * can be written. Output goes to a temporary file in the destination's folder that is renamed
- * to the final name only when everything was written; on failure it is removed.
+ * to the final name only when everything was written; on failure it is removed. While it is
+ * open, SIGINT, SIGTERM and SIGHUP (those still at their default action) remove it before the
+ * process dies of the signal; the previous actions are restored when the file is finished or
+ * abandoned.
  * Keys keep the order of their first setting; setting an existing key replaces its value. */
 
 struct loom_gguf_writer;

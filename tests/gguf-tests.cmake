@@ -9,3 +9,7 @@ add_test(NAME gguf-info
           -P ${CMAKE_SOURCE_DIR}/tests/gguf/check-info.cmake)
 # test-gguf writes the round-trip file this test reads
 set_tests_properties(gguf-info PROPERTIES DEPENDS test-gguf SKIP_REGULAR_EXPRESSION "skipped:" TIMEOUT 120)
+
+# an interrupted streamed write removes its temporary file
+add_test(NAME gguf-writer-signal COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gguf/writer-signal.sh $<TARGET_FILE:loom-cli>)
+set_tests_properties(gguf-writer-signal PROPERTIES TIMEOUT 120)

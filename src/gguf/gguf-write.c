@@ -13,6 +13,8 @@ static enum loom_status fail(struct loom_gguf_writer * w, enum loom_status st) {
     if (w->f) fclose(w->f);
     w->f = NULL;
     if (w->tmp_path) unlink(w->tmp_path);
+    gguf_writer_signal_disarm(w->sig_slot);
+    w->sig_slot = -1;
     free(w->tmp_path);
     free(w->path);
     w->tmp_path = w->path = NULL;
@@ -173,6 +175,7 @@ enum loom_status loom_gguf_writer_begin(struct loom_gguf_writer * w, const char 
                   gguf_quote(path, n, GGUF_QUOTE_SIZE, q, sizeof q), strerror(e));
         return fail(w, LOOM_ERR_IO);
     }
+    w->sig_slot = gguf_writer_signal_arm(w->tmp_path);
     fchmod(fd, 0644);
     w->f = fdopen(fd, "wb");
     if (!w->f) {
@@ -227,6 +230,8 @@ enum loom_status loom_gguf_writer_finish(struct loom_gguf_writer * w, char * err
     enum loom_status st = check_output(w, w->path, err, err_size); /* it may have changed meanwhile */
     if (st != LOOM_OK) return fail(w, st);
     if (rename(w->tmp_path, w->path) != 0) return io_fail(w, err, err_size, "cannot rename");
+    gguf_writer_signal_disarm(w->sig_slot);
+    w->sig_slot = -1;
     free(w->tmp_path);
     free(w->path);
     w->tmp_path = w->path = NULL;

@@ -53,9 +53,16 @@ struct loom_gguf_writer {
     char * tmp_path;                /* temporary name in the same folder */
     size_t cur;                     /* tensor whose data comes next */
     uint64_t cur_done;              /* bytes of it written so far */
+    int sig_slot;                   /* registration of 'tmp_path' for removal on a signal, or -1 */
 };
 
 void gguf_wkv_clear(struct wkv * kv);
 enum loom_status gguf_writer_protect_id(struct loom_gguf_writer * w, dev_t dev, ino_t ino);
+
+/* Registers 'tmp_path' for removal should SIGINT, SIGTERM or SIGHUP end the process (see
+ * gguf-writer-signal.c); returns a slot for '_disarm', or -1 when none is free. */
+int gguf_writer_signal_arm(const char * tmp_path);
+/* Forgets a registration (-1 is allowed); the last one restores the previous signal actions. */
+void gguf_writer_signal_disarm(int slot);
 
 #endif /* LOOM_GGUF_WRITER_IMPL_H */

@@ -14,6 +14,7 @@ struct loom_gguf_writer * loom_gguf_writer_new(void) {
     }
     w->alignment = LOOM_GGUF_DEFAULT_ALIGNMENT;
     w->state = WRITER_COLLECT;
+    w->sig_slot = -1;
     return w;
 }
 
