@@ -273,6 +273,11 @@ enum loom_status loom_gguf_writer_add_tensor(struct loom_gguf_writer * w, const 
 /* Bytes of tensor i's data (without padding). */
 uint64_t loom_gguf_writer_tensor_size(const struct loom_gguf_writer * w, int64_t i);
 
+/* The exact size in bytes of the file the writer would write now (header, metadata, tensor
+ * infos, data and all padding) into '*size'. Returns LOOM_OK, or LOOM_ERR_INVALID_ARG when it
+ * overflows 64 bits or after '_begin'. */
+enum loom_status loom_gguf_writer_file_size(struct loom_gguf_writer * w, uint64_t * size);
+
 /* Writes the whole file to 'path' (every tensor must have been given data). Returns LOOM_OK,
  * LOOM_ERR_INVALID_ARG (a tensor without data; 'path' is a file the writer must not replace:
  * a protected input, or anything but a writable regular file -- a symlink, directory, device,

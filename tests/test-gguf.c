@@ -256,8 +256,13 @@ static void test_whole_file(uint32_t align, const char * path) {
     CHECK(loom_gguf_writer_set_alignment(w, align) == LOOM_OK, "alignment %u", align);
     char err[512];
     unlink(path);
+    uint64_t predicted = 0;
+    CHECK(loom_gguf_writer_file_size(w, &predicted) == LOOM_OK, "file_size");
     CHECK(loom_gguf_writer_write_file(w, path, err, sizeof err) == LOOM_OK, "write %s: %s", path, err);
     loom_gguf_writer_free(w);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (uint64_t)sb.st_size == predicted, "file_size predicted %llu bytes, wrote %lld",
+          (unsigned long long)predicted, (long long)sb.st_size);
     check_file(path, align);
 }
 
@@ -269,7 +274,11 @@ static void test_streamed(uint32_t align, unsigned data_mask, size_t piece, cons
     CHECK(loom_gguf_writer_set_alignment(w, align) == LOOM_OK, "alignment");
     char err[512];
     unlink(path);
+    uint64_t predicted = 0;
+    CHECK(loom_gguf_writer_file_size(w, &predicted) == LOOM_OK, "file_size");
     CHECK(loom_gguf_writer_begin(w, path, err, sizeof err) == LOOM_OK, "begin: %s", err);
+    uint64_t late = 0;
+    CHECK(loom_gguf_writer_file_size(w, &late) == LOOM_ERR_INVALID_ARG, "no file_size after begin");
     CHECK(!exists(path) && temp_left(), "nothing under the final name before finish");
     size_t total = 0;
     for (size_t i = 0; i < N_TENSORS; i++) total += TENSORS[i].bytes;
@@ -289,6 +298,9 @@ static void test_streamed(uint32_t align, unsigned data_mask, size_t piece, cons
     CHECK(!temp_left(), "temporary file renamed");
     free(all);
     loom_gguf_writer_free(w);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (uint64_t)sb.st_size == predicted, "file_size predicted %llu bytes, wrote %lld",
+          (unsigned long long)predicted, (long long)sb.st_size);
     check_file(path, align);
 }
 

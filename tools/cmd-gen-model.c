@@ -35,6 +35,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
     bool have_preset = false;
     long long v;
     long long dims[7] = {0};  /* dim hidden layers heads kv vocab ctx */
+    static const char * const size_opts[7] = {"--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx"};
     opterr = 0;
     optind = 1;
     int c;
@@ -60,7 +61,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         case O_SEED: ok = cli_parse_u64("gen-model", "--seed", optarg, &p.seed); break;
         case O_TOK: p.tokenizer_path = optarg; break;
         case O_DIM: case O_HID: case O_LAYERS: case O_HEADS: case O_KV: case O_VOCAB: case O_CTX:
-            ok = cli_parse_int("gen-model", argv[optind - 1], optarg, 1, 1 << 24, &v);
+            ok = cli_parse_int("gen-model", size_opts[c - O_DIM], optarg, 1, 1 << 24, &v);
             dims[c - O_DIM] = v;
             break;
         case 'o': out = optarg; break;

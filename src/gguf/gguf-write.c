@@ -100,6 +100,32 @@ static bool layout(struct loom_gguf_writer * w) {
     return true;
 }
 
+static uint64_t kv_bytes(const struct wkv * kv) {
+    uint64_t n = 8 + kv->key.len + 4;
+    switch (kv->type) {
+    case LOOM_GGUF_TYPE_STRING:
+        return n + 8 + kv->str.len;
+    case LOOM_GGUF_TYPE_ARRAY:
+        n += 4 + 8;
+        if (kv->arr_type == LOOM_GGUF_TYPE_STRING) {
+            const struct wstr * s = kv->arr;
+            for (uint64_t j = 0; j < kv->n; j++) n += 8 + s[j].len;
+            return n;
+        }
+        return n + kv->n * loom_gguf_type_size(kv->arr_type);
+    default:
+        return n + loom_gguf_type_size(kv->type);
+    }
+}
+
+/* Bytes 'put_header' writes, padding included (everything is in memory, so no overflow). */
+static uint64_t header_bytes(const struct loom_gguf_writer * w) {
+    uint64_t n = 4 + 4 + 8 + 8;
+    for (size_t i = 0; i < w->n_kv; i++) n += kv_bytes(&w->kv[i]);
+    for (size_t i = 0; i < w->n_tensors; i++) n += 8 + w->tensors[i].name_len + 4 + 8 * (uint64_t)w->tensors[i].n_dims + 4 + 8;
+    return (n + w->alignment - 1) / w->alignment * w->alignment;
+}
+
 /* Ends the current tensor (its padding) once all its bytes are in, then writes following tensors
  * whose data the caller gave with '_add_tensor'. */
 static bool pump(struct loom_gguf_writer * w) {
@@ -185,6 +211,19 @@ enum loom_status loom_gguf_writer_begin(struct loom_gguf_writer * w, const char 
     w->cur = 0;
     w->cur_done = 0;
     if (!put_header(w) || !pump(w)) return io_fail(w, err, err_size, "cannot write");
+    return LOOM_OK;
+}
+
+enum loom_status loom_gguf_writer_file_size(struct loom_gguf_writer * w, uint64_t * size) {
+    if (!w || !size) return LOOM_ERR_INVALID_ARG;
+    *size = 0;
+    if (w->state != WRITER_COLLECT || !layout(w)) return LOOM_ERR_INVALID_ARG;
+    uint64_t data = 0;
+    if (w->n_tensors > 0) {
+        const struct wtensor * t = &w->tensors[w->n_tensors - 1];
+        data = t->offset + (t->size + w->alignment - 1) / w->alignment * w->alignment; /* layout() checked it */
+    }
+    if (!gguf_add_ok(header_bytes(w), data, size)) return LOOM_ERR_INVALID_ARG;
     return LOOM_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 enum loom_status loom_vocab_write_gguf(const struct loom_vocab * v, struct loom_gguf_writer * w);
 
@@ -185,6 +186,46 @@ static enum loom_status write_tensor(struct loom_gguf_writer * w, const struct g
     return LOOM_OK;
 }
 
+#define GEN_MAX_BYTES ((uint64_t)1 << 40) /* 1 TiB: far above any model worth generating */
+
+static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* Refuses a file above GEN_MAX_BYTES or larger than the free space of the output's filesystem,
+ * before anything is written (the sizes come from the writer, with overflow checks). */
+static enum loom_status check_size(struct loom_gguf_writer * w, const char * out_path) {
+    uint64_t need;
+    if (loom_gguf_writer_file_size(w, &need) != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "model too large: its size overflows 64 bits");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (need > GEN_MAX_BYTES) {
+        loom_log(LOOM_LOG_ERROR, "model too large: %.1f GiB (%llu bytes) exceeds the limit of %.0f GiB", gib(need),
+                 (unsigned long long)need, gib(GEN_MAX_BYTES));
+        return LOOM_ERR_INVALID_ARG;
+    }
+    /* the temporary file is created next to the output: its folder's filesystem must hold it all */
+    size_t n = strlen(out_path);
+    char * dir = malloc(n + 2);
+    if (!dir) return LOOM_ERR_OOM;
+    memcpy(dir, out_path, n + 1);
+    char * slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    struct statvfs vs;
+    int rc = statvfs(dir, &vs);
+    free(dir);
+    if (rc != 0) return LOOM_OK; /* a folder that is not there: creating the file reports it */
+    uint64_t avail = (uint64_t)vs.f_bavail;
+    uint64_t unit = vs.f_frsize ? (uint64_t)vs.f_frsize : (uint64_t)vs.f_bsize;
+    if (unit && avail <= UINT64_MAX / unit && need > avail * unit) {
+        loom_log(LOOM_LOG_ERROR, "model needs %.1f GiB (%llu bytes) but the output's filesystem has %.1f GiB free", gib(need),
+                 (unsigned long long)need, gib(avail * unit));
+        return LOOM_ERR_INVALID_ARG;
+    }
+    return LOOM_OK;
+}
+
 enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path) {
     enum loom_status st = check_params(p);
     if (st != LOOM_OK) return st;
@@ -206,6 +247,7 @@ enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * o
     for (int i = 0; i < n && st == LOOM_OK; i++) {
         st = loom_gguf_writer_add_tensor(w, ts[i].name, ts[i].norm ? LOOM_TYPE_F32 : p->type, ts[i].n_dims, ts[i].ne, NULL);
     }
+    if (st == LOOM_OK) st = check_size(w, out_path);
     char err[256];
     if (st == LOOM_OK) {
         st = loom_gguf_writer_begin(w, out_path, err, sizeof err);
