@@ -36,6 +36,12 @@ static enum loom_status read_config(const uint8_t * data, size_t size, struct ll
         loom_log(LOOM_LOG_ERROR, "checkpoint: the versioned llama2.c export format ('ak42') is not supported; use the legacy format");
         return LOOM_ERR_UNSUPPORTED;
     }
+    /* the sign of the vocab size says whether the classifier is shared; check the magnitude before
+     * negating (-INT32_MIN overflows) */
+    if (h[5] < -(1 << 24) || h[5] > (1 << 24)) {
+        loom_log(LOOM_LOG_ERROR, "checkpoint: vocab size %d is out of range (magnitude 1..%d)", h[5], 1 << 24);
+        return LOOM_ERR_FORMAT;
+    }
     *c = (struct llama2c_config){h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -h[5] : h[5], h[6], h[5] > 0};
     const int32_t lim = 1 << 20;
     if (c->dim <= 0 || c->dim > lim || c->hidden_dim <= 0 || c->hidden_dim > lim || c->n_layers <= 0 || c->n_layers > 4096 ||
