@@ -72,6 +72,13 @@ static enum loom_status read_config(const uint8_t * data, size_t size, struct ll
                  (unsigned long long)total, size - 28);
         return LOOM_ERR_FORMAT;
     }
+    uint64_t extra = (uint64_t)(size - 28) - total;
+    if (extra > 0 && c->shared_classifier && extra == counts[W_EMBD] * 4) {
+        loom_log(LOOM_LOG_WARN, "checkpoint: %llu bytes after the weights ignored: the size of a separate classifier, but "
+                 "the header's positive vocab size says the classifier is shared", (unsigned long long)extra);
+    } else if (extra > 0) {
+        loom_log(LOOM_LOG_WARN, "checkpoint: %llu bytes after the weights ignored", (unsigned long long)extra);
+    }
     return LOOM_OK;
 }
 
