@@ -30,9 +30,11 @@ struct entry {
     uint32_t len;
 };
 
-/* Walks the entries after the header, validating each; fills 'e' (may be NULL to count only).
- * Returns the number of entries read (at most 'limit' when limit > 0), or -1 for a format error. */
-static int64_t walk_entries(const uint8_t * d, size_t size, int32_t max_len, int32_t limit, struct entry * e) {
+/* Walks the entries after the header, validating each; fills 'e' (may be NULL to count only) and
+ * '*end' (the offset after the last entry read). Returns the number of entries read (at most
+ * 'limit' when limit > 0), or -1 for a format error. */
+static int64_t walk_entries(const uint8_t * d, size_t size, int32_t max_len, int32_t limit, struct entry * e,
+                            size_t * end) {
     size_t pos = 4;
     int64_t n = 0;
     while (limit <= 0 || n < limit) {
@@ -67,9 +69,7 @@ static int64_t walk_entries(const uint8_t * d, size_t size, int32_t max_len, int
             return -1;
         }
     }
-    if (pos < size) {
-        loom_log(LOOM_LOG_WARN, "llama2c vocab: %zu bytes after entry %d ignored", size - pos, limit);
-    }
+    *end = pos;
     return n;
 }
 
@@ -116,8 +116,12 @@ enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, 
         loom_log(LOOM_LOG_ERROR, "llama2c vocab: max_token_length %d is not positive", max_len);
         return LOOM_ERR_FORMAT;
     }
-    int64_t n = walk_entries(d, size, max_len, n_tokens, NULL);
+    size_t end = 0;
+    int64_t n = walk_entries(d, size, max_len, n_tokens, NULL, &end);
     if (n < 0) return LOOM_ERR_FORMAT;
+    if (end < size) { /* once here: the second walk below reads the same entries */
+        loom_log(LOOM_LOG_WARN, "llama2c vocab: %zu bytes after entry %lld ignored", size - end, (long long)n);
+    }
     if (n < 3) {
         loom_log(LOOM_LOG_ERROR, "llama2c vocab: %lld entries; need at least <unk>, <s>, </s>", (long long)n);
         return LOOM_ERR_FORMAT;
@@ -131,7 +135,7 @@ enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, 
     int32_t * types = malloc((size_t)n * sizeof *types);
     char * blob = NULL;
     if (!e || !texts || !lens || !scores || !types) goto done;
-    walk_entries(d, size, max_len, (int32_t)n, e);
+    walk_entries(d, size, max_len, (int32_t)n, e, &end);
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) total += 3 * (size_t)e[i].len; /* <= 3 * file size */
     blob = malloc(total ? total : 1);
