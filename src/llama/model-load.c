@@ -170,13 +170,9 @@ static const char * size_label(uint64_t n_params, char * buf, size_t size) {
 enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out) {
     *out = NULL;
     int64_t t0 = loom_time_us();
-    char err[512];
     struct loom_gguf * g = NULL;
-    enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
+    enum loom_status st = loom_gguf_open(path, &g, NULL, 0); /* logs the reason on failure */
+    if (st != LOOM_OK) return st;
     struct loom_model * m = calloc(1, sizeof *m);
     if (!m) {
         loom_gguf_free(g);

@@ -159,13 +159,9 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
 /* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both. */
 static enum loom_status read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab) {
     if (vocab) *vocab = NULL;
-    char err[512];
     struct loom_gguf * g = NULL;
-    enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
+    enum loom_status st = loom_gguf_open(path, &g, NULL, 0); /* logs the reason on failure */
+    if (st != LOOM_OK) return st;
     if (hp) st = loom_model_read_hparams(g, hp);
     if (st == LOOM_OK && vocab) st = loom_model_read_vocab(g, vocab);
     if (st == LOOM_OK && hp && vocab) hp->n_vocab = loom_vocab_n_tokens(*vocab);
