@@ -2,8 +2,10 @@
 #include "cli-util.h"
 
 #include "loom.h"
+#include "loom-backend.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,10 +92,11 @@ char * cli_read_file(const char * cmd, const char * path, size_t * len) {
             cap *= 2;
         }
     }
+    int saved = errno;
     bool err = ferror(f);
     fclose(f);
     if (!buf || err) {
-        fprintf(stderr, "loom %s: cannot read '%s'\n", cmd, path);
+        fprintf(stderr, "loom %s: cannot read '%s': %s\n", cmd, path, !buf ? "out of memory" : strerror(saved));
         free(buf);
         return NULL;
     }
@@ -121,4 +124,49 @@ static void cli_log(enum loom_log_level level, const char * text, void * user) {
 void cli_log_setup(enum loom_log_level min_level) {
     g_min_level = min_level;
     loom_log_set(cli_log, NULL);
+}
+
+static const char * g_opt_text = "";
+
+const char * cli_option_text(void) { return g_opt_text; }
+
+int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts) {
+    char spec[128];
+    /* '+': stop at the first non-option, so the parsed element is always argv[optind - 1 or 2] */
+    snprintf(spec, sizeof spec, "+%s", shortopts);
+    int idx = -1;
+    int c = getopt_long_only(argc, argv, spec, longopts, &idx);
+    if (c == -1) return c;
+    const char * elem = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
+    g_opt_text = elem;
+    if (c == '?' || c == ':' || idx < 0) return c;
+    while (*elem == '-') elem++;
+    size_t len = strcspn(elem, "=");
+    if (strlen(longopts[idx].name) != len || strncmp(longopts[idx].name, elem, len) != 0) {
+        optopt = 0;
+        return '?'; /* an abbreviation: refused, so that options mean exactly what they say */
+    }
+    return c;
+}
+
+bool cli_no_more_args(const char * cmd, int argc, char ** argv) {
+    if (optind >= argc) return true;
+    fprintf(stderr, "loom %s: unexpected argument '%s' (see loom %s -h)\n", cmd, argv[optind], cmd);
+    return false;
+}
+
+bool cli_stdout_ok(const char * cmd) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+    fprintf(stderr, "loom %s: cannot write the output: %s\n", cmd, strerror(errno));
+    return false;
+}
+
+const char * cli_device_list(void) {
+    static char buf[512];
+    buf[0] = 0;
+    for (size_t i = 0; i < loom_backend_dev_count(); i++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, "%s%s", i ? ", " : "", loom_backend_dev_name(loom_backend_dev_get(i)));
+    }
+    return buf;
 }

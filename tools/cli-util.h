@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <getopt.h>
 #include <stdint.h>
 
 /* Parse the whole string as a number in [lo, hi]; on failure print one line
@@ -15,6 +16,19 @@ bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_
 bool cli_parse_float(const char * cmd, const char * opt, const char * arg, double lo, double hi, double * out);
 /* Parses a comma list of integers (e.g. "128,512") into 'out' (at most 'max'); returns the count or -1 (reported). */
 int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max);
+/* getopt_long_only with two differences: long options must be spelled out in full (an
+ * abbreviation returns '?', like an unknown option), and parsing stops at the first argument that
+ * is not an option (the caller reports it as unexpected). */
+int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts);
+/* The command-line element of the option cli_getopt returned last (for error messages). */
+const char * cli_option_text(void);
+/* Flushes stdout; on a write error (a full disk, a closed pipe) prints
+ * "loom CMD: cannot write the output: REASON" and returns false. */
+bool cli_stdout_ok(const char * cmd);
+/* The registry's device names, comma-separated (for error messages). */
+const char * cli_device_list(void);
+/* After option parsing: true when no argument is left; else prints "unexpected argument". */
+bool cli_no_more_args(const char * cmd, int argc, char ** argv);
 /* Reads a whole file into a NUL-terminated heap buffer; NULL (reported) on failure. */
 char * cli_read_file(const char * cmd, const char * path, size_t * len);
 /* The last error the library logged (kept so a command can print it as its one error line),

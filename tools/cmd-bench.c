@@ -60,7 +60,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long_only(argc, argv, ":m:p:n:r:t:b:o:h", opts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:n:r:t:b:o:h", opts)) != -1) {
         switch (c) {
         case 'm':
             if (o->n_models >= MAX_LIST) return fprintf(stderr, "loom bench: too many models\n"), false;
@@ -80,11 +80,12 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
             break;
         case 'P': o->progress = true; break;
         case 'h': *help = true; return true;
-        case ':': fprintf(stderr, "loom bench: option '%s' needs a value\n", argv[optind - 1]); return false;
-        default: fprintf(stderr, "loom bench: unknown option '%s'\n", argv[optind - 1]); return false;
+        case ':': fprintf(stderr, "loom bench: option '%s' needs a value\n", cli_option_text()); return false;
+        default: fprintf(stderr, "loom bench: unknown option '%s'\n", cli_option_text()); return false;
         }
     }
-    if (optind < argc || o->n_models == 0) {
+    if (!cli_no_more_args("bench", argc, argv)) return false;
+    if (o->n_models == 0) {
         fprintf(stderr, "loom bench: need at least one -m MODEL.gguf (see -h)\n");
         return false;
     }
@@ -200,6 +201,20 @@ int loom_cmd_bench(int argc, char ** argv) {
         return 0;
     }
     cli_log_setup(LOOM_LOG_WARN);
+    bool any = false;
+    for (int i = 0; i < o.n_prompts; i++) any = any || o.prompts[i] > 0;
+    for (int i = 0; i < o.n_gens; i++) any = any || o.gens[i] > 0;
+    if (!any) {
+        fprintf(stderr, "loom bench: nothing to measure (-p and -n are all 0)\n");
+        return 1;
+    }
+    for (int mi = 0; mi < o.n_models; mi++) {
+        struct loom_hparams hp;
+        if (loom_model_read_meta(o.models[mi], &hp, NULL) != LOOM_OK) {
+            fprintf(stderr, "loom bench: %s: %s\n", o.models[mi], cli_last_error("cannot read the model"));
+            return 1;
+        }
+    }
     print_header(&o);
     bool first = true;
     for (int mi = 0; mi < o.n_models; mi++) {
@@ -257,5 +272,5 @@ int loom_cmd_bench(int argc, char ** argv) {
         }
     }
     if (o.output == OUT_JSON) printf("\n]\n");
-    return 0;
+    return cli_stdout_ok("bench") ? 0 : 1;
 }

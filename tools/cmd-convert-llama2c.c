@@ -20,17 +20,18 @@ int loom_cmd_convert_llama2c(int argc, char ** argv) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long_only(argc, argv, ":m:o:h", opts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:o:h", opts)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'k': tok = optarg; break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "loom convert-llama2c: option '%s' needs a value\n", argv[optind - 1]); return 1;
-        default: fprintf(stderr, "loom convert-llama2c: unknown option '%s'\n", argv[optind - 1]); return 1;
+        case ':': fprintf(stderr, "loom convert-llama2c: option '%s' needs a value\n", cli_option_text()); return 1;
+        default: fprintf(stderr, "loom convert-llama2c: unknown option '%s'\n", cli_option_text()); return 1;
         }
     }
-    if (optind < argc || !model || !tok || !out) {
+    if (!cli_no_more_args("convert-llama2c", argc, argv)) return 1;
+    if (!model || !tok || !out) {
         fprintf(stderr, "loom convert-llama2c: need --model, --tokenizer and -o (see -h)\n");
         return 1;
     }

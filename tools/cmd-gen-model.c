@@ -40,7 +40,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
     optind = 1;
     int c;
     cli_log_setup(LOOM_LOG_WARN);
-    while ((c = getopt_long_only(argc, argv, ":o:h", opts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":o:h", opts)) != -1) {
         bool ok = true;
         switch (c) {
         case O_PRESET:
@@ -66,8 +66,8 @@ int loom_cmd_gen_model(int argc, char ** argv) {
             break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "loom gen-model: option '%s' needs a value\n", argv[optind - 1]); return 1;
-        default: fprintf(stderr, "loom gen-model: unknown option '%s'\n", argv[optind - 1]); return 1;
+        case ':': fprintf(stderr, "loom gen-model: option '%s' needs a value\n", cli_option_text()); return 1;
+        default: fprintf(stderr, "loom gen-model: unknown option '%s'\n", cli_option_text()); return 1;
         }
         if (!ok) return 1;
     }

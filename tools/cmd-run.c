@@ -3,10 +3,12 @@
 #include "commands.h"
 #include "loom-llama.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 struct run_opts {
@@ -78,7 +80,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long_only(argc, argv, ":m:p:f:n:c:b:t:s:vh", long_opts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:f:n:c:b:t:s:vh", long_opts)) != -1) {
         bool ok = true;
         switch (c) {
         case 'm': o->model = optarg; break;
@@ -95,7 +97,10 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_MINP: ok = cli_parse_float("run", "--min-p", optarg, 0, 1, &o->min_p); break;
         case OPT_RPEN: ok = cli_parse_float("run", "--repeat-penalty", optarg, 1e-6, 1e6, &o->repeat_penalty); break;
         case OPT_RLAST: ok = cli_parse_int("run", "--repeat-last-n", optarg, 0, 1 << 24, &o->repeat_last_n); break;
-        case 's': ok = cli_parse_u64("run", "--seed", optarg, &o->seed); break;
+        case 's':
+            if (!strcmp(optarg, "-1")) o->seed = LOOM_DEFAULT_SEED; /* the field's "random seed" */
+            else ok = cli_parse_u64("run", "--seed", optarg, &o->seed);
+            break;
         case OPT_NOMMAP: o->no_mmap = true; break;
         case OPT_MLOCK: o->mlock = true; break;
         case OPT_VPROMPT: o->verbose_prompt = true; break;
@@ -111,13 +116,19 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
             break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
-        case ':': fprintf(stderr, "loom run: option '%s' needs a value\n", argv[optind - 1]); return 1;
-        default: fprintf(stderr, "loom run: unknown option '%s' (see loom run -h)\n", argv[optind - 1]); return 1;
+        case ':': fprintf(stderr, "loom run: option '%s' needs a value\n", cli_option_text()); return 1;
+        default: fprintf(stderr, "loom run: unknown option '%s' (see loom run -h)\n", cli_option_text()); return 1;
         }
         if (!ok) return 1;
     }
-    if (optind < argc) {
-        fprintf(stderr, "loom run: unexpected argument '%s' (see loom run -h)\n", argv[optind]);
+    if (!cli_no_more_args("run", argc, argv)) return 1;
+    if (o->device && !strcasecmp(o->device, "none")) o->device = NULL;
+    if (o->device && !loom_backend_dev_by_name(o->device)) {
+        fprintf(stderr, "loom run: no device named '%s' (available: %s)\n", o->device, cli_device_list());
+        return 1;
+    }
+    if (o->device && loom_backend_dev_type(loom_backend_dev_by_name(o->device)) == LOOM_BACKEND_DEV_TYPE_CPU) {
+        fprintf(stderr, "loom run: '%s' is the host CPU, not an offload device (use --device none for no offload)\n", o->device);
         return 1;
     }
     if (!o->model) {
@@ -183,8 +194,9 @@ static void emit(struct loom_detok * d, int32_t token) {
  * weights) and checks it fits the context, so that bad requests fail before any loading. */
 static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32_t * n_prompt_out, int32_t * n_ctx_out) {
     char * prompt_buf = NULL;
+    size_t plen = 0;
     if (o->prompt_file) {
-        prompt_buf = cli_read_file("run", o->prompt_file, NULL);
+        prompt_buf = cli_read_file("run", o->prompt_file, &plen);
         if (!prompt_buf) return 1;
     }
     const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
@@ -193,7 +205,7 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         free(prompt_buf);
         return fail(s, "cannot read the model");
     }
-    size_t plen = strlen(prompt);
+    if (!prompt_buf) plen = strlen(prompt);
     bool add_bos = loom_vocab_get_add_bos(s->vocab);
     int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, NULL, 0);
     if (n_prompt < 0 && n_prompt != LOOM_TOKEN_ERROR) n_prompt = -n_prompt;
@@ -207,6 +219,9 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
     }
     if (n_prompt < 0 || !s->tokens) return fail(s, "cannot tokenize the prompt");
     int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : hp.n_ctx_train;
+    if (n_ctx > hp.n_ctx_train) {
+        fprintf(stderr, "warning: context %d is larger than the model's training context %d\n", n_ctx, hp.n_ctx_train);
+    }
     if (n_prompt > n_ctx) {
         fprintf(stderr, "loom run: the prompt is %d tokens, longer than the context of %d (use -c)\n", n_prompt, n_ctx);
         run_state_free(s);
@@ -225,7 +240,7 @@ int loom_cmd_run(int argc, char ** argv) {
     struct run_state s = {0};
     int64_t t_start = loom_time_us();
     if (access(o.model, R_OK) != 0) {
-        fprintf(stderr, "loom run: cannot open model '%s'\n", o.model);
+        fprintf(stderr, "loom run: cannot open model '%s': %s\n", o.model, strerror(errno));
         return 1;
     }
     int32_t n_prompt = 0, n_ctx = 0;
@@ -304,7 +319,10 @@ int loom_cmd_run(int argc, char ** argv) {
     size_t len;
     if (loom_detok_flush(s.detok, &text, &len) == LOOM_OK && len) fwrite(text, 1, len, stdout);
     fputc('\n', stdout);
-    fflush(stdout);
+    if (!cli_stdout_ok("run")) {
+        run_state_free(&s);
+        return 1;
+    }
 
     fprintf(stderr, "\n");
     fprintf(stderr, "%-17s = %10.2f ms\n", "load time", t_load);

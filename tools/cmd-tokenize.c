@@ -26,7 +26,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long_only(argc, argv, ":m:p:f:h", opts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:f:h", opts)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'p': text = optarg; break;
@@ -35,11 +35,12 @@ int loom_cmd_tokenize(int argc, char ** argv) {
         case 'S': special = true; break;
         case 'I': ids_only = true; break;
         case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "loom tokenize: option '%s' needs a value\n", argv[optind - 1]); return 1;
-        default: fprintf(stderr, "loom tokenize: unknown option '%s'\n", argv[optind - 1]); return 1;
+        case ':': fprintf(stderr, "loom tokenize: option '%s' needs a value\n", cli_option_text()); return 1;
+        default: fprintf(stderr, "loom tokenize: unknown option '%s'\n", cli_option_text()); return 1;
         }
     }
-    if (optind < argc || !model || (!text && !file) || (text && file)) {
+    if (!cli_no_more_args("tokenize", argc, argv)) return 1;
+    if (!model || (!text && !file) || (text && file)) {
         fprintf(stderr, "loom tokenize: need -m MODEL and one of -p TEXT or -f FILE (see -h)\n");
         return 1;
     }
@@ -76,6 +77,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
             printf("%6d -> '%.*s'\n", toks[i], pn > 0 ? pn : 0, piece);
         }
     }
+    if (rc == 0 && !cli_stdout_ok("tokenize")) rc = 1;
     free(toks);
     free(buf);
     loom_vocab_free(vocab);

@@ -2,6 +2,10 @@
 #include "commands.h"
 
 #include <stdio.h>
+
+#ifndef LOOM_VERSION
+#define LOOM_VERSION "0.1.0"
+#endif
 #include <string.h>
 
 struct command {
@@ -31,6 +35,17 @@ int main(int argc, char ** argv) {
     if (argc < 2) {
         usage(stderr);
         return 1;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("loom %s\n", LOOM_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) {
+        /* `loom help CMD` is `loom CMD -h` */
+        char * h[] = {argv[2], "-h", NULL};
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+            if (!strcmp(argv[2], commands[i].name)) return commands[i].fn(2, h);
+        }
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);

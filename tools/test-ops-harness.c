@@ -8,6 +8,7 @@
  * is never dereferenced, so devices whose addresses are not host pointers work unchanged.
  * Results are compared with the double-precision reference (test-ops-ref.c) by NMSE; on the CPU,
  * a 1-thread and an N-thread run must agree bit for bit. */
+#include "cli-util.h"
 #include "loom-cpu.h"
 #include "test-ops.h"
 
@@ -414,14 +415,15 @@ int test_ops_run(const struct test_ops_options * opt) {
     const char * dev_name = opt->device ? opt->device : "CPU";
     loom_backend_dev_t dev = loom_backend_dev_by_name(dev_name);
     if (!dev) {
-        fprintf(stderr, "test-ops: no device named '%s'\n", dev_name);
+        fprintf(stderr, "loom test-ops: no device named '%s' (available: %s; LOOM_SIM_DEVICES=N adds sim0..)\n", dev_name,
+                cli_device_list());
         return 1;
     }
     if (opt->op) {
         bool known = false;
         for (int o = 0; o < LOOM_OP_COUNT; o++) known |= !strcasecmp(opt->op, loom_op_name((enum loom_op)o));
         if (!known) {
-            fprintf(stderr, "test-ops: unknown op '%s'\n", opt->op);
+            fprintf(stderr, "loom test-ops: unknown op '%s'\n", opt->op);
             return 1;
         }
     }

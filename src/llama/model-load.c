@@ -75,6 +75,35 @@ static loom_backend_dev_t pick_offload_device(const struct loom_model_params * p
     return NULL;
 }
 
+/* True when 'name' is one of the tensors a llama model of 'n_layer' blocks uses. */
+static bool is_llama_tensor(const char * name, int n_layer) {
+    static const char * const blk[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                       "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") || !strcmp(name, "output.weight")) return true;
+    int layer = -1, used = 0;
+    char part[LOOM_MAX_NAME];
+    if (sscanf(name, "blk.%d.%63[a-z_].weight%n", &layer, part, &used) != 2 || name[used] || layer < 0 || layer >= n_layer) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
+        if (!strcmp(part, blk[i])) return true;
+    }
+    return false;
+}
+
+/* A file whose tensors do not match its metadata (e.g. more blocks than llama.block_count) is
+ * inconsistent: refuse it rather than silently ignoring weights. */
+static enum loom_status check_no_extra_tensors(const struct loom_gguf * g, int n_layer) {
+    for (int64_t i = 0; i < loom_gguf_n_tensors(g); i++) {
+        const char * name = loom_gguf_tensor_name(g, i);
+        if (!is_llama_tensor(name, n_layer)) {
+            loom_log(LOOM_LOG_ERROR, "tensor '%s' does not belong to a llama model of %d blocks (llama.block_count)", name, n_layer);
+            return LOOM_ERR_FORMAT;
+        }
+    }
+    return LOOM_OK;
+}
+
 static enum loom_status create_weights(struct loom_model * m, const struct loom_gguf * g) {
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
@@ -115,6 +144,7 @@ static enum loom_status create_weights(struct loom_model * m, const struct loom_
         W(ffn_down, "ffn_down", hp->n_ff, hp->n_embd);
 #undef W
     }
+    if (st == LOOM_OK) st = check_no_extra_tensors(g, hp->n_layer);
     if (st == LOOM_OK) m->wtype = m->layers[0].wq->type;
     return st;
 }
@@ -140,13 +170,9 @@ static const char * size_label(uint64_t n_params, char * buf, size_t size) {
 enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out) {
     *out = NULL;
     int64_t t0 = loom_time_us();
-    char err[512];
     struct loom_gguf * g = NULL;
-    enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
+    enum loom_status st = loom_gguf_open(path, &g, NULL, 0); /* logs the reason on failure */
+    if (st != LOOM_OK) return st;
     struct loom_model * m = calloc(1, sizeof *m);
     if (!m) {
         loom_gguf_free(g);

@@ -16,7 +16,7 @@ static enum loom_status req_u32(const struct loom_gguf * g, const char * key, in
         return st;
     }
     if (v == 0 || v > (1u << 30)) {
-        loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range", key, v);
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range (1..%u)", key, v, 1u << 30);
         return LOOM_ERR_FORMAT;
     }
     *out = (int32_t)v;
@@ -41,8 +41,16 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
     if (st == LOOM_OK) st = req_u32(g, "llama.attention.head_count", &hp->n_head);
     if (st == LOOM_OK) st = req_u32(g, "llama.feed_forward_length", &hp->n_ff);
     if (st != LOOM_OK) return st;
-    hp->n_ctx_train = (int32_t)loom_gguf_get_u32(g, "llama.context_length", 2048);
-    hp->n_head_kv = (int32_t)loom_gguf_get_u32(g, "llama.attention.head_count_kv", (uint32_t)hp->n_head);
+    uint32_t n_ctx = loom_gguf_get_u32(g, "llama.context_length", 2048);
+    uint32_t n_head_kv = loom_gguf_get_u32(g, "llama.attention.head_count_kv", (uint32_t)hp->n_head);
+    uint32_t n_rot = loom_gguf_get_u32(g, "llama.rope.dimension_count", (uint32_t)(hp->n_embd / hp->n_head));
+    if (n_ctx == 0 || n_ctx > (1u << 24) || n_head_kv == 0 || n_head_kv > (1u << 20) || n_rot > (1u << 20)) {
+        loom_log(LOOM_LOG_ERROR, "metadata out of range: llama.context_length %u, llama.attention.head_count_kv %u, "
+                                 "llama.rope.dimension_count %u", n_ctx, n_head_kv, n_rot);
+        return LOOM_ERR_FORMAT;
+    }
+    hp->n_ctx_train = (int32_t)n_ctx;
+    hp->n_head_kv = (int32_t)n_head_kv;
     if (hp->n_embd % hp->n_head != 0) {
         loom_log(LOOM_LOG_ERROR, "embedding length %d is not a multiple of the head count %d", hp->n_embd, hp->n_head);
         return LOOM_ERR_FORMAT;
@@ -51,18 +59,25 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
         loom_log(LOOM_LOG_ERROR, "head count %d is not a multiple of the KV head count %d", hp->n_head, hp->n_head_kv);
         return LOOM_ERR_FORMAT;
     }
-    hp->n_rot = (int32_t)loom_gguf_get_u32(g, "llama.rope.dimension_count", (uint32_t)(hp->n_embd / hp->n_head));
+    hp->n_rot = (int32_t)n_rot;
     if (hp->n_rot <= 0 || hp->n_rot % 2 || hp->n_rot > hp->n_embd / hp->n_head) {
         loom_log(LOOM_LOG_ERROR, "rope dimension count %d is invalid for head size %d", hp->n_rot, hp->n_embd / hp->n_head);
         return LOOM_ERR_FORMAT;
     }
-    if (hp->n_ctx_train <= 0) hp->n_ctx_train = 2048;
     hp->rope_freq_base = loom_gguf_get_f32(g, "llama.rope.freq_base", 10000.0f);
     float scale = loom_gguf_get_f32(g, "llama.rope.scale_linear", 1.0f);
     hp->rope_freq_scale = scale > 0 ? 1.0f / scale : 1.0f;
     hp->rms_eps = loom_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    if (!(hp->rope_freq_base > 0) || !(hp->rms_eps >= 0)) {
-        loom_log(LOOM_LOG_ERROR, "rope base or RMS epsilon out of range");
+    if (!(hp->rope_freq_base > 0 && hp->rope_freq_base < 1e12f)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.rope.freq_base' = %g is out of range (0, 1e12)", (double)hp->rope_freq_base);
+        return LOOM_ERR_FORMAT;
+    }
+    if (!(hp->rms_eps >= 0 && hp->rms_eps < 1.0f)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.attention.layer_norm_rms_epsilon' = %g is out of range [0, 1)", (double)hp->rms_eps);
+        return LOOM_ERR_FORMAT;
+    }
+    if (!(scale > 0 && scale < 1e6f)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.rope.scale_linear' = %g is out of range (0, 1e6)", (double)scale);
         return LOOM_ERR_FORMAT;
     }
     return LOOM_OK;
@@ -144,13 +159,9 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
 /* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both. */
 static enum loom_status read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab) {
     if (vocab) *vocab = NULL;
-    char err[512];
     struct loom_gguf * g = NULL;
-    enum loom_status st = loom_gguf_open(path, &g, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
+    enum loom_status st = loom_gguf_open(path, &g, NULL, 0); /* logs the reason on failure */
+    if (st != LOOM_OK) return st;
     if (hp) st = loom_model_read_hparams(g, hp);
     if (st == LOOM_OK && vocab) st = loom_model_read_vocab(g, vocab);
     if (st == LOOM_OK && hp && vocab) hp->n_vocab = loom_vocab_n_tokens(*vocab);

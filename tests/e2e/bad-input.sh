@@ -33,4 +33,14 @@ expect_fail "prompt file longer than context" bash -c "printf '%s' '$long' >'$tm
 expect_fail "missing prompt file" "$bin" run -m "$model" -f "$tmp/none.txt"
 expect_fail "unknown device" "$bin" run -m "$model" -ngl 1 --device nosuch -p hi
 expect_fail "unknown command" "$bin" frobnicate
+expect_fail "abbreviated option" "$bin" run -m "$model" --te 0 -p hi
+expect_fail "unknown device without -ngl" "$bin" run -m "$model" --device nosuch -p hi
+expect_fail "CPU as offload device" "$bin" run -m "$model" --device CPU -ngl 1 -p hi
+expect_fail "stray argument" "$bin" run -m "$model" -p hi extra
+expect_fail "prompt file is a directory" "$bin" run -m "$model" -f "$tmp"
+expect_fail "tokenize stray argument" "$bin" tokenize -m "$model" -p hi extra
+expect_fail "tokenize abbreviation" "$bin" tokenize -m "$model" -p hi -n 3
+expect_fail "bench nothing to measure" "$bin" bench -m "$model" -p 0 -n 0
+expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
+expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
 [ $fails -eq 0 ] && echo "all bad inputs rejected cleanly" || exit 1
