@@ -32,10 +32,48 @@ __global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_s
     }
 }
 
+/* A copy that swaps the two fastest dimensions (the source is dense along ne1, the destination
+ * along ne0; e.g. the V cache store of a batch): 32x32 tiles through shared memory, so that both
+ * the reads and the writes are coalesced. F32 sources only (the value path of lc_cpy_kernel). */
+__global__ void lc_cpy_transpose_kernel(struct lc_tensor s, struct lc_tensor d) {
+    __shared__ float tile[32][33];
+    const int64_t n23 = d.ne[2] * d.ne[3];
+    const int64_t i0 = (int64_t)blockIdx.x * 32;
+    for (int64_t i1 = (int64_t)blockIdx.y * 32; i1 < d.ne[1]; i1 += (int64_t)gridDim.y * 32) {
+        for (int64_t r = blockIdx.z; r < n23; r += gridDim.z) {
+            const int64_t i2 = r % d.ne[2], i3 = r / d.ne[2];
+            const char * sp = s.data + i2 * s.nb[2] + i3 * s.nb[3];
+            char * dp = d.data + i2 * d.nb[2] + i3 * d.nb[3];
+            __syncthreads(); /* the previous tile has been written out */
+            for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+                const int64_t j0 = i0 + k, j1 = i1 + threadIdx.x;
+                if (j0 < d.ne[0] && j1 < d.ne[1]) tile[k][threadIdx.x] = *(const float *)(sp + j0 * s.nb[0] + j1 * s.nb[1]);
+            }
+            __syncthreads();
+            for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+                const int64_t j0 = i0 + threadIdx.x, j1 = i1 + k;
+                if (j0 < d.ne[0] && j1 < d.ne[1]) lc_store(dp + j0 * d.nb[0] + j1 * d.nb[1], d.type, tile[threadIdx.x][k]);
+            }
+        }
+    }
+}
+
 enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, const struct lc_tensor * d) {
     const int64_t n = lc_nelements(d);
     if (n == 0) return LOOM_OK;
-    if (s->type == d->type && lc_is_contiguous(s) && lc_is_contiguous(d)) {
+    bool same_shape = true;
+    for (int i = 0; i < 4; i++) same_shape = same_shape && s->ne[i] == d->ne[i];
+    const int64_t es_d = (int64_t)loom_type_size((enum loom_type)d->type);
+    if (same_shape && s->type == LOOM_TYPE_F32 && lc_is_float_type(d->type) && s->nb[1] == 4 && s->nb[0] != 4 && d->nb[0] == es_d &&
+        d->ne[0] >= 32 && d->ne[1] >= 32) {
+        const int64_t n23 = d->ne[2] * d->ne[3];
+        dim3 grid((unsigned)((d->ne[0] + 31) / 32), (unsigned)((d->ne[1] + 31) / 32 < 65535 ? (d->ne[1] + 31) / 32 : 65535),
+                  (unsigned)(n23 < 65535 ? n23 : 65535));
+        lc_cpy_transpose_kernel<<<grid, dim3(32, 8, 1), 0, be->stream>>>(*s, *d);
+        return LC_CHECK_LAUNCH("lc_cpy_transpose_kernel");
+    }
+    /* while a CUDA graph is captured, copies stay kernels (memcpy nodes update less freely) */
+    if (s->type == d->type && lc_is_contiguous(s) && lc_is_contiguous(d) && !be->capturing) {
         return LC_CHECK(cudaMemcpyAsync(d->data, s->data, (size_t)n * loom_type_size((enum loom_type)d->type),
                                         cudaMemcpyDeviceToDevice, be->stream));
     }

@@ -8,6 +8,19 @@
 
 /* ================================================================ matrix-vector kernels */
 
+/* What the node after a matrix-vector product computes from its result, fused into the product's
+ * kernel (lane 0 of each row's warp, right after writing the product's own element). */
+enum { LC_EPI_NONE = 0, LC_EPI_ADD, LC_EPI_MUL, LC_EPI_SILU, LC_EPI_COPY };
+
+struct lc_mv_epi {
+    int kind;
+    char * e;                        /* ADD/MUL/SILU: F32 result, the product's shape */
+    int64_t e_nb[4];                 /* bytes */
+    const char * o;                  /* ADD/MUL: the other F32 operand, the product's shape */
+    int64_t o_nb[4];
+    struct lc_scatter sc;            /* COPY */
+};
+
 struct lc_mv_args {
     const char * a;                  /* [K, M, ne2a, ne3a] rows dense */
     const char * b;                  /* F32 [K, N, ne2, ne3] rows dense */
@@ -18,7 +31,24 @@ struct lc_mv_args {
     int64_t d_nb0, d_nb1, d_nb2, d_nb3;
     int64_t r2, r3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
+    struct lc_mv_epi epi;
 };
+
+/* The fused node's element (row, j, i2, i3), given the product's value 'v' there. */
+__device__ __forceinline__ void lc_mv_epilogue(const struct lc_mv_args & p, int64_t row, int64_t j, int64_t i2, int64_t i3, float v) {
+    const struct lc_mv_epi & e = p.epi;
+    if (e.kind == LC_EPI_COPY) {
+        lc_scatter_store(e.sc, row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3, v);
+        return;
+    }
+    float * out = (float *)(e.e + row * e.e_nb[0] + j * e.e_nb[1] + i2 * e.e_nb[2] + i3 * e.e_nb[3]);
+    if (e.kind == LC_EPI_SILU) {
+        *out = lc_silu(v);
+        return;
+    }
+    const float x = *(const float *)(e.o + row * e.o_nb[0] + j * e.o_nb[1] + i2 * e.o_nb[2] + i3 * e.o_nb[3]);
+    *out = e.kind == LC_EPI_ADD ? v + x : v * x; /* both commute exactly: the operands' order does not matter */
+}
 
 
 /* Eight (F16/BF16) or four (F32) elements of 'a' in one 16-byte vector, times the matching
@@ -153,7 +183,10 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
                 if (row0 + r >= p.M) break;
                 char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
 #pragma unroll
-                for (int j = 0; j < NC; j++) *(float *)(d + j * p.d_nb1) = acc[r][j];
+                for (int j = 0; j < NC; j++) {
+                    *(float *)(d + j * p.d_nb1) = acc[r][j];
+                    if (p.epi.kind != LC_EPI_NONE) lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
+                }
             }
         }
     }
@@ -187,8 +220,9 @@ static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t
 static bool aligned16(int64_t v) { return v % 16 == 0; }
 
 static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
-                                  const struct lc_tensor * d) {
+                                  const struct lc_tensor * d, const struct lc_mv_epi * epi) {
     struct lc_mv_args p;
+    p.epi = *epi;
     p.a = a->data;
     p.b = b->data;
     p.d = d->data;
@@ -306,12 +340,13 @@ static cudaDataType_t lc_cuda_type(int type) {
 }
 
 static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan * p, const struct lc_tensor * a,
-                                const struct lc_tensor * b, const struct lc_tensor * d) {
+                                const struct lc_tensor * b, const struct lc_tensor * d, const struct loom_tensor * b_node) {
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
     const char * A = a->data;
     const char * B = b->data;
     if (p->copy_a) {
+        be->conv.src = NULL; /* overwritten */
         struct lc_tensor ac = lc_tensor_contiguous(be->scratch, a->type, a->ne);
         enum loom_status st = lc_copy(be, a, &ac);
         if (st != LOOM_OK) return st;
@@ -319,8 +354,18 @@ static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan 
     }
     if (p->conv_b) {
         struct lc_tensor bc = lc_tensor_contiguous(be->scratch + p->off_b, p->tb, b->ne);
-        enum loom_status st = lc_copy(be, b, &bc);
-        if (st != LOOM_OK) return st;
+        const struct lc_conv_cache * c = &be->conv;
+        /* products of one activation (Q, K and V; gate and up) convert it once */
+        if (!(c->src == b_node && c->data == b->data && c->type == p->tb && c->off == p->off_b)) {
+            be->conv.src = NULL;
+            enum loom_status st = lc_copy(be, b, &bc);
+            if (st != LOOM_OK) return st;
+            be->conv.src = b_node;
+            be->conv.data = b->data;
+            lc_extent(b, &be->conv.lo, &be->conv.hi);
+            be->conv.type = p->tb;
+            be->conv.off = p->off_b;
+        }
         B = bc.data;
     }
     const cudaDataType_t ta = lc_cuda_type(a->type), tb = lc_cuda_type(p->tb);
@@ -359,6 +404,7 @@ static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan 
                                                           (int)ldc, sc, (int)nbatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     /* general broadcast (grouped-query attention): arrays of pointers built on the device */
+    if (be->conv.src && p->off_ptr < be->conv.off + (size_t)(be->conv.hi - be->conv.lo)) be->conv.src = NULL;
     void ** ptrs = (void **)(be->scratch + p->off_ptr);
     const void ** pa = (const void **)ptrs;
     const void ** pb = (const void **)(ptrs + nbatch);
@@ -388,6 +434,8 @@ bool lc_mul_mat_supported(const struct loom_tensor * op) {
     return true;
 }
 
+bool lc_mul_mat_is_matvec(const struct loom_tensor * op) { return lc_mm_plan_for(op).matvec; }
+
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, b, d;
     enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
@@ -395,11 +443,76 @@ enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
     if (st != LOOM_OK) return st;
     struct lc_mm_plan p = lc_mm_plan_for(dst);
-    if (p.matvec) return lc_matvec(be, &a, &b, &d);
+    if (p.matvec) {
+        struct lc_mv_epi none;
+        memset(&none, 0, sizeof none);
+        return lc_matvec(be, &a, &b, &d, &none);
+    }
     if (p.total > be->scratch_size) {
         loom_log(LOOM_LOG_ERROR, "%s: mul_mat '%s' needs %zu bytes of scratch, the backend has %zu", be->dev->name, dst->name,
                  p.total, be->scratch_size);
         return LOOM_ERR_BACKEND;
     }
-    return lc_gemm(be, &p, &a, &b, &d);
+    return lc_gemm(be, &p, &a, &b, &d, dst->src[1]);
+}
+
+static void copy_strides(int64_t * out, const struct lc_tensor * t) {
+    for (int k = 0; k < 4; k++) out[k] = t->nb[k];
+}
+
+/* The epilogue that computes 'next' from the product 'mm' (device views a, b, d), or false. The
+ * fused node's result must not overlap what other warps read (the operands) and may coincide
+ * with the product or its other operand only element for element. */
+static bool epilogue_for(const struct lc_backend * be, const struct loom_tensor * mm, const struct loom_tensor * next,
+                         const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d, struct lc_mv_epi * epi) {
+    memset(epi, 0, sizeof *epi);
+    struct lc_tensor e, o;
+    switch (next->op) {
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: {
+        const int slot = next->src[0] == mm ? 0 : next->src[1] == mm ? 1 : -1;
+        if (slot < 0 || next->src[0] == next->src[1]) return false;
+        const struct loom_tensor * other = next->src[1 - slot];
+        if (other->type != LOOM_TYPE_F32 || next->type != LOOM_TYPE_F32 || !loom_are_same_shape(other, mm) || !loom_are_same_shape(next, mm)) {
+            return false;
+        }
+        if (lc_tensor_of(be, other, false, &o) != LOOM_OK || lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
+        if (lc_overlap_of(&o, d) != LC_DISJOINT || lc_overlap_of(&e, &o) == LC_PARTIAL) return false;
+        epi->kind = next->op == LOOM_OP_ADD ? LC_EPI_ADD : LC_EPI_MUL;
+        epi->o = o.data;
+        copy_strides(epi->o_nb, &o);
+        break;
+    }
+    case LOOM_OP_SILU:
+        if (next->src[0] != mm || next->type != LOOM_TYPE_F32 || !loom_are_same_shape(next, mm)) return false;
+        if (lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
+        epi->kind = LC_EPI_SILU;
+        break;
+    case LOOM_OP_CPY:
+    case LOOM_OP_DUP:
+    case LOOM_OP_CONT:
+        if (!lc_scatter_for(be, next, d, &epi->sc) || lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
+        epi->kind = LC_EPI_COPY;
+        break;
+    default: return false;
+    }
+    if (lc_overlap_of(&e, a) != LC_DISJOINT || lc_overlap_of(&e, b) != LC_DISJOINT || lc_overlap_of(&e, d) == LC_PARTIAL) return false;
+    if (epi->kind == LC_EPI_COPY && lc_overlap_of(&e, d) != LC_DISJOINT) return false;
+    epi->e = e.data;
+    copy_strides(epi->e_nb, &e);
+    return true;
+}
+
+enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, bool * fused) {
+    *fused = false;
+    if (!lc_mm_plan_for(mm).matvec) return LOOM_OK;
+    struct lc_tensor a, b, d;
+    if (lc_tensor_of(be, mm->src[0], false, &a) != LOOM_OK || lc_tensor_of(be, mm->src[1], false, &b) != LOOM_OK ||
+        lc_tensor_of(be, mm, true, &d) != LOOM_OK) {
+        return LOOM_OK; /* the unfused path reports it */
+    }
+    struct lc_mv_epi epi;
+    if (!lc_is_contiguous(&d) || !epilogue_for(be, mm, next, &a, &b, &d, &epi)) return LOOM_OK;
+    *fused = true;
+    return lc_matvec(be, &a, &b, &d, &epi);
 }

@@ -8,16 +8,48 @@ __device__ __forceinline__ float lc_sm_value(const char * x, const struct lc_ten
     return v;
 }
 
+#define LC_SM_CACHED 8 /* values each thread keeps in registers; longer rows take three passes */
+
 __global__ void lc_soft_max_kernel(struct lc_tensor a, struct lc_tensor mask, int has_mask, struct lc_tensor d, float scale) {
     __shared__ float shared[32];
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
     const int64_t n = a.ne[0];
+    const bool cached = n <= (int64_t)LC_SM_CACHED * blockDim.x;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const int64_t i1 = r % d.ne[1], i23 = r / d.ne[1];
         const int64_t i2 = i23 % d.ne[2], i3 = i23 / d.ne[2];
         const char * x = a.data + i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3];
         const char * m = has_mask ? mask.data + i1 * mask.nb[1] + (i2 % mask.ne[2]) * mask.nb[2] + (i3 % mask.ne[3]) * mask.nb[3] : NULL;
         char * y = d.data + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+
+        if (cached) { /* one read and one write per element: the row stays in registers */
+            float v[LC_SM_CACHED];
+            float mx = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < LC_SM_CACHED; k++) {
+                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+                v[k] = i < n ? lc_sm_value(x, a, m, mask, i, scale) : -INFINITY;
+                mx = fmaxf(mx, v[k]);
+            }
+            mx = lc_block_max(mx, shared);
+            float sum = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LC_SM_CACHED; k++) {
+                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+                if (i < n) {
+                    v[k] = mx == -INFINITY ? 0.0f : __expf(v[k] - mx);
+                    sum += v[k];
+                }
+            }
+            sum = lc_block_sum(sum, shared);
+            const float inv = mx == -INFINITY ? 0.0f : 1.0f / sum; /* every entry masked out: zeros */
+#pragma unroll
+            for (int k = 0; k < LC_SM_CACHED; k++) {
+                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+                if (i < n) *(float *)(y + i * d.nb[0]) = v[k] * inv;
+            }
+            continue;
+        }
 
         float mx = -INFINITY;
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, lc_sm_value(x, a, m, mask, i, scale));

@@ -13,11 +13,9 @@ __global__ void lc_unary_kernel(struct lc_tensor a, struct lc_tensor d, int op, 
         if (op == UNARY_SCALE) {
             y = x * s;
         } else if (op == UNARY_SILU) {
-            y = x / (1.0f + __expf(-x));
+            y = lc_silu(x);
         } else {
-            /* 0.5 x (1 + tanh(u)) == x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
-            const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-            y = x / (1.0f + __expf(-2.0f * u));
+            y = lc_gelu(x);
         }
         lc_store(d.data + lc_row_offset(d, r) + i0 * d.nb[0], d.type, y);
     }
