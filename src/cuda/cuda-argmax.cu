@@ -9,6 +9,7 @@ __device__ __forceinline__ bool lc_am_better(float v, int64_t i, float bv, int64
 }
 
 __global__ void lc_argmax_kernel(struct lc_tensor a, struct lc_tensor d) {
+    lc_pdl_trigger();
     __shared__ float sv[32];
     __shared__ int64_t si[32];
     for (int64_t r = blockIdx.x; r < a.ne[1]; r += gridDim.x) {

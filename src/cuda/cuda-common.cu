@@ -14,6 +14,12 @@ enum loom_status lc_check_cublas(cublasStatus_t st, const char * call, const cha
     return LOOM_ERR_BACKEND;
 }
 
+bool lc_is_weight(const struct loom_tensor * t) {
+    const struct loom_tensor * b = t->view_src ? t->view_src : t;
+    if ((t->flags | b->flags) & LOOM_TENSOR_FLAG_WEIGHT) return true;
+    return b->buffer && loom_backend_buffer_get_usage(b->buffer) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
 bool lc_is_float_type(int type) { return type == LOOM_TYPE_F32 || type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16; }
 
 bool lc_strides_ok(const struct loom_tensor * t) {

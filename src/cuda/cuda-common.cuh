@@ -88,6 +88,9 @@ struct lc_backend {
     bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
     bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
+    bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
+    bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
+    bool memcpy_queued;              /* a cudaMemcpyAsync was queued by the launch group in progress */
     struct lc_graph_chunk chunks[LC_GRAPH_CHUNKS];
     struct lc_conv_cache conv;
     int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */
@@ -136,6 +139,9 @@ struct lc_tensor {
     int64_t ne[4];     /* elements */
     int64_t nb[4];     /* bytes */
 };
+
+/* True when 't' is a model weight (flagged, or in a weights buffer): nothing in a graph writes it. */
+bool lc_is_weight(const struct loom_tensor * t);
 
 /* Describes 't' for kernels: resolves its storage (views through their base), translates host
  * addresses of pinned and mapped buffers to device addresses, and checks that 'be' can read it
@@ -254,6 +260,23 @@ __device__ __forceinline__ void lc_scatter_store(const struct lc_scatter & s, in
         if (s.sne[k] > 1) off += ((o / s.snb[k]) % s.sne[k]) * s.dnb[k];
     }
     lc_store(s.data + off, s.type, v);
+}
+
+/* ---------------------------------------------------------------- programmatic dependent launch
+ * Every kernel lets the next one launch as soon as all its blocks have started; a kernel launched
+ * with cudaLaunchAttributeProgrammaticStreamSerialization (the matrix-vector kernels) must wait
+ * for its predecessor's completion before it reads what that wrote or writes anything. Both are
+ * no-ops where nothing is programmatic. */
+__device__ __forceinline__ void lc_pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void lc_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 /* ---------------------------------------------------------------- launch shapes */

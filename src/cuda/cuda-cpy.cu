@@ -4,6 +4,7 @@
 /* 'same_shape': source and destination share ne, so one row offset serves both; otherwise the
  * flat index of each destination element is decomposed along the source's shape. */
 __global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_shape) {
+    lc_pdl_trigger();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -36,6 +37,7 @@ __global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_s
  * along ne0; e.g. the V cache store of a batch): 32x32 tiles through shared memory, so that both
  * the reads and the writes are coalesced. F32 sources only (the value path of lc_cpy_kernel). */
 __global__ void lc_cpy_transpose_kernel(struct lc_tensor s, struct lc_tensor d) {
+    lc_pdl_trigger();
     __shared__ float tile[32][33];
     const int64_t n23 = d.ne[2] * d.ne[3];
     const int64_t i0 = (int64_t)blockIdx.x * 32;
@@ -74,6 +76,7 @@ enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, con
     }
     /* while a CUDA graph is captured, copies stay kernels (memcpy nodes update less freely) */
     if (s->type == d->type && lc_is_contiguous(s) && lc_is_contiguous(d) && !be->capturing) {
+        be->memcpy_queued = true;
         return LC_CHECK(cudaMemcpyAsync(d->data, s->data, (size_t)n * loom_type_size((enum loom_type)d->type),
                                         cudaMemcpyDeviceToDevice, be->stream));
     }

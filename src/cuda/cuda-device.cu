@@ -164,6 +164,7 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
     *be->err_host = 0;
     be->graphs = env_flag("LOOM_CUDA_GRAPHS", true);
     be->fuse = env_flag("LOOM_CUDA_FUSE", true);
+    be->pdl = env_flag("LOOM_CUDA_PDL", true);
     const char * prof = getenv("LOOM_CUDA_PROFILE");
     if (prof && (atoi(prof) == 1 || atoi(prof) == 2)) be->prof = lc_profile_new(atoi(prof));
     be->backend.iface = be_iface;

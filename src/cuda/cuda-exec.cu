@@ -80,12 +80,6 @@ static void note_write(struct lc_backend * be, const struct loom_tensor * node) 
 
 /* ---------------------------------------------------------------- profile labels */
 
-static bool is_weight(const struct loom_tensor * t) {
-    const struct loom_tensor * b = t->view_src ? t->view_src : t;
-    if ((t->flags | b->flags) & LOOM_TENSOR_FLAG_WEIGHT) return true;
-    return b->buffer && loom_backend_buffer_get_usage(b->buffer) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS;
-}
-
 static void profile_group(struct lc_backend * be, const struct loom_tensor * node, const struct loom_tensor * fused) {
     char label[64];
     double flop = 0, bytes = (double)loom_nbytes(node);
@@ -93,7 +87,7 @@ static void profile_group(struct lc_backend * be, const struct loom_tensor * nod
         const struct loom_tensor *a = node->src[0], *b = node->src[1];
         flop = 2.0 * (double)a->ne[0] * (double)a->ne[1] * (double)b->ne[1] * (double)b->ne[2] * (double)b->ne[3];
         snprintf(label, sizeof label, "MUL_MAT %s %s", lc_mul_mat_is_matvec(node) ? "matvec" : "cublas",
-                 is_weight(a) ? "weights" : "activations");
+                 lc_is_weight(a) ? "weights" : "activations");
     } else {
         snprintf(label, sizeof label, "%s", loom_op_name(node->op));
     }
@@ -118,6 +112,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     while (j < g->n_nodes && is_skip(g->nodes[j])) j++;
     struct loom_tensor * fused = NULL;
     enum loom_status st = LOOM_OK;
+    be->memcpy_queued = false;
     if (be->fuse && j < g->n_nodes) {
         bool f = false;
         st = try_fuse(be, node, g->nodes[j], &f);
@@ -132,7 +127,12 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     }
     note_write(be, node);
     if (fused) note_write(be, fused);
-    if (be->prof) profile_group(be, node, fused);
+    /* what a programmatic launch may follow: our own kernels (cuBLAS may queue other work) */
+    be->pdl_prev = !be->memcpy_queued && !(node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node));
+    if (be->prof) {
+        profile_group(be, node, fused);
+        be->pdl_prev = false; /* an event follows */
+    }
     return LOOM_OK;
 }
 
@@ -214,6 +214,7 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
             return graphs_failed(be, g, start, n_groups, "stream capture refused");
         }
         be->capturing = true;
+        be->pdl_prev = false; /* the chunk's first kernel follows another graph launch */
         uint64_t key = mix64(0x243F6A8885A308D3ull, (uint64_t)chunk);
         int groups = 0;
         enum loom_status st = LOOM_OK;
@@ -303,6 +304,7 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
     enum loom_status st = prepare(be, g, &blas, &gathers, &n_compute);
     if (st != LOOM_OK) return st;
     be->conv.src = NULL; /* scratch from another compute may be stale */
+    be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
     if (be->prof) lc_profile_begin(be, blas);
     if (be->graphs && !blas && n_compute >= LC_GRAPH_MIN_NODES && !lc_profile_times_kernels(be->prof)) {
         st = run_graphs(be, g, &n_groups);

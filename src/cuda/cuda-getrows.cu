@@ -2,6 +2,7 @@
 #include "cuda-getrows.cuh"
 
 __global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, struct lc_tensor d, int * err) {
+    lc_pdl_trigger();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];

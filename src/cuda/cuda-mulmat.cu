@@ -31,6 +31,8 @@ struct lc_mv_args {
     int64_t d_nb0, d_nb1, d_nb2, d_nb3;
     int64_t r2, r3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
+    int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
+    int pdl;                         /* host: launch with programmatic stream serialization */
     struct lc_mv_epi epi;
 };
 
@@ -124,12 +126,27 @@ __device__ __forceinline__ void lc_mv_accum(const uint4 * x, const char * b, int
 /* Each warp computes ROWS consecutive rows of the result (WARPS warps per block); every thread
  * keeps ROWS * UNROLL independent 16-byte weight loads in flight. Rows past M are clamped (read
  * again, never written). */
+template <int ROWS, int UNROLL>
+__device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const * a, int64_t v) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
+}
+
+/* Each warp computes ROWS consecutive rows of the result (WARPS warps per block); every thread
+ * keeps ROWS * UNROLL independent 16-byte weight loads in flight. Rows past M are clamped (read
+ * again, never written). Launched programmatically (p.pdl), a kernel with constant weights
+ * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
+ * fills while that one drains. */
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
+    lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
     const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
     if (row0 >= p.M) return;
     const int V = lc_mv_vec<T>::n;
+    bool waited = false;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
@@ -148,12 +165,23 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
         if (p.vec) {
             const int64_t nvec = p.K / V;
             int64_t v = lane;
+            if (!waited && v + 32 * (UNROLL - 1) < nvec) { /* the first step, around the wait */
+                uint4 x[UNROLL][ROWS];
+                if (p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
+                lc_pdl_wait();
+                waited = true;
+                if (!p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
+                v += 32 * UNROLL;
+            }
+            if (!waited) {
+                lc_pdl_wait();
+                waited = true;
+            }
             for (; v + 32 * (UNROLL - 1) < nvec; v += 32 * UNROLL) {
                 uint4 x[UNROLL][ROWS];
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++)
-#pragma unroll
-                    for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
+                lc_mv_load<ROWS, UNROLL>(x, a, v);
 #pragma unroll
                 for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
             }
@@ -164,6 +192,10 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
                 lc_mv_accum<T, NC, ROWS>(x, b, p.b_nb1, v * V, acc);
             }
             k_tail = nvec * V;
+        }
+        if (!waited) {
+            lc_pdl_wait();
+            waited = true;
         }
         for (int64_t k = k_tail + lane; k < p.K; k += 32) {
 #pragma unroll
@@ -196,7 +228,21 @@ template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
 static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
     const int64_t rows_per_block = (int64_t)ROWS * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
-    lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
+    if (!p.pdl) {
+        lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
+        return;
+    }
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(32 * WARPS, 1, 1);
+    cfg.stream = s;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    /* an error is left for LC_CHECK_LAUNCH (cudaGetLastError) */
+    (void)cudaLaunchKernelEx(&cfg, lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, p);
 }
 
 /* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
@@ -220,9 +266,12 @@ static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t
 static bool aligned16(int64_t v) { return v % 16 == 0; }
 
 static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
-                                  const struct lc_tensor * d, const struct lc_mv_epi * epi) {
+                                  const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const) {
     struct lc_mv_args p;
     p.epi = *epi;
+    p.a_const = a_const;
+    /* only right after another of our kernels: a copy or an event wait before must complete */
+    p.pdl = be->pdl && be->pdl_prev;
     p.a = a->data;
     p.b = b->data;
     p.d = d->data;
@@ -327,6 +376,7 @@ size_t lc_mul_mat_scratch(const struct loom_tensor * op) {
 __global__ void lc_mm_ptrs_kernel(const void ** pa, const void ** pb, void ** pc, const char * a, const char * b, char * c,
                                   int64_t ne2, int64_t nbatch, int64_t r2, int64_t r3, int64_t sa2, int64_t sa3, int64_t sb2,
                                   int64_t sb3, int64_t sc2, int64_t sc3) {
+    lc_pdl_trigger();
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nbatch) return;
     const int64_t i2 = t % ne2, i3 = t / ne2;
@@ -446,7 +496,7 @@ enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
     if (p.matvec) {
         struct lc_mv_epi none;
         memset(&none, 0, sizeof none);
-        return lc_matvec(be, &a, &b, &d, &none);
+        return lc_matvec(be, &a, &b, &d, &none, lc_is_weight(dst->src[0]));
     }
     if (p.total > be->scratch_size) {
         loom_log(LOOM_LOG_ERROR, "%s: mul_mat '%s' needs %zu bytes of scratch, the backend has %zu", be->dev->name, dst->name,
@@ -514,5 +564,5 @@ enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * m
     struct lc_mv_epi epi;
     if (!lc_is_contiguous(&d) || !epilogue_for(be, mm, next, &a, &b, &d, &epi)) return LOOM_OK;
     *fused = true;
-    return lc_matvec(be, &a, &b, &d, &epi);
+    return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]));
 }

@@ -5,6 +5,7 @@
 /* y = x / rms(x); with 'has_mul' also z = y * w (w broadcast over rows, w->ne[0] == ne0). */
 __global__ void lc_rms_norm_kernel(struct lc_tensor a, struct lc_tensor d, float eps, struct lc_tensor w, struct lc_tensor z,
                                    int has_mul) {
+    lc_pdl_trigger();
     __shared__ float shared[32];
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {

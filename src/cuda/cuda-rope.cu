@@ -8,6 +8,7 @@
 
 __global__ void lc_rope_kernel(struct lc_tensor a, struct lc_tensor pos, struct lc_tensor d, int n_dims, int neox,
                                double log2_base, double freq_scale, struct lc_scatter sc, int has_sc) {
+    lc_pdl_trigger();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];

@@ -11,6 +11,7 @@ __device__ __forceinline__ float lc_sm_value(const char * x, const struct lc_ten
 #define LC_SM_CACHED 8 /* values each thread keeps in registers; longer rows take three passes */
 
 __global__ void lc_soft_max_kernel(struct lc_tensor a, struct lc_tensor mask, int has_mask, struct lc_tensor d, float scale) {
+    lc_pdl_trigger();
     __shared__ float shared[32];
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
     const int64_t n = a.ne[0];

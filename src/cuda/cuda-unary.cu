@@ -4,6 +4,7 @@
 enum { UNARY_SCALE, UNARY_SILU, UNARY_GELU };
 
 __global__ void lc_unary_kernel(struct lc_tensor a, struct lc_tensor d, int op, float s) {
+    lc_pdl_trigger();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
