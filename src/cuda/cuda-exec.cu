@@ -131,7 +131,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     be->pdl_prev = !be->memcpy_queued && !(node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node));
     if (be->prof) {
         profile_group(be, node, fused);
-        be->pdl_prev = false; /* an event follows */
+        if (lc_profile_times_kernels(be->prof)) be->pdl_prev = false; /* an event follows */
     }
     return LOOM_OK;
 }
