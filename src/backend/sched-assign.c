@@ -25,9 +25,22 @@ int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer
     return -1;
 }
 
+static bool owns(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
+    for (int i = 0; i < s->n_owns; i++) {
+        if (s->owns[i].buffer == buffer) return s->owns[i].owned;
+    }
+    const bool owned = galloc_owns_buffer(s->galloc, buffer);
+    if (s->n_owns < (int)(sizeof s->owns / sizeof s->owns[0])) {
+        s->owns[s->n_owns].buffer = buffer;
+        s->owns[s->n_owns].owned = owned;
+        s->n_owns++;
+    }
+    return owned;
+}
+
 bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);
-    return b->data != NULL && !(b->buffer && galloc_owns_buffer(s->galloc, b->buffer));
+    return b->data != NULL && !(b->buffer && owns(s, b->buffer));
 }
 
 int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t) {

@@ -80,6 +80,11 @@ struct loom_backend_sched {
     int cap_gcopy_nodes, cap_node_ids, cap_gcopy_leafs;
 
     size_t copy_bytes;            /* per compute */
+
+    /* galloc_owns_buffer answers, kept while the allocator's buffers cannot change (one plan,
+     * one signature): sched_is_external asks for every tensor, many times a plan */
+    struct { loom_backend_buffer_t buffer; bool owned; } owns[8];
+    int n_owns;
 };
 
 /* sched-assign.c */
@@ -91,6 +96,8 @@ int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t);
 int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer);
 /* True when the base of 't' lives in memory placed outside the scheduler (weights, KV cache). */
 bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t);
+/* Forgets the answers sched_is_external keeps; call where the allocator's buffers may have changed. */
+static inline void sched_owns_reset(loom_backend_sched_t s) { s->n_owns = 0; }
 /* The hash slot of 't' in s->hs (open addressing, linear probing, at most half full), or
  * SIZE_MAX when 't' is not in the graph. Inline: the passes look tensors up many times a plan. */
 static inline size_t sched_slot(loom_backend_sched_t s, const struct loom_tensor * t) {

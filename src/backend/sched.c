@@ -107,6 +107,7 @@ static void sig_tensor(loom_backend_sched_t s, struct sig * g, const struct loom
 static uint64_t graph_signature(loom_backend_sched_t s, const struct loom_cgraph * g) {
     _Static_assert(LOOM_MAX_OP_PARAMS / sizeof(int32_t) % 2 == 0, "op_params go two to a word");
     struct sig h = {{0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x243F6A8885A308D3ull, 0x13198A2E03707344ull}, 0};
+    sched_owns_reset(s);
     sig_word(&h, (uintptr_t)g);
     sig_word(&h, (uint64_t)g->n_nodes);
     sig_word(&h, (uint64_t)g->n_leafs);
@@ -134,6 +135,7 @@ static bool is_current(loom_backend_sched_t s, struct loom_cgraph * g) {
 static enum loom_status plan(loom_backend_sched_t s, struct loom_cgraph * g) {
     s->graph = NULL;
     s->allocated = false;
+    sched_owns_reset(s);
     enum loom_status st = sched_assign(s, g);
     if (st == LOOM_OK) st = sched_split_graph(s, g);
     if (st != LOOM_OK) return st;

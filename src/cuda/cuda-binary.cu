@@ -3,6 +3,7 @@
 
 __global__ void lc_binary_kernel(struct lc_tensor a, struct lc_tensor b, struct lc_tensor d, int is_mul) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -38,6 +39,8 @@ enum loom_status lc_binary(struct lc_backend * be, struct loom_tensor * dst) {
         d = lc_tensor_contiguous(d.data, d.type, ne);
     }
     struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
-    lc_binary_kernel<<<l.grid, l.block, 0, be->stream>>>(a, b, d, dst->op == LOOM_OP_MUL);
+    int is_mul = dst->op == LOOM_OP_MUL;
+    void * args[] = {&a, &b, &d, &is_mul};
+    lc_launch(be, (const void *)lc_binary_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_binary_kernel");
 }

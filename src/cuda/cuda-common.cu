@@ -167,3 +167,20 @@ bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy
     s->type = e.type;
     return true;
 }
+
+void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args) {
+    if (!(be->pdl && be->pdl_prev)) {
+        (void)cudaLaunchKernel(func, grid, block, args, 0, be->stream);
+        return;
+    }
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = be->stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelExC(&cfg, func, args);
+}

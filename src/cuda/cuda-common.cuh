@@ -63,6 +63,7 @@ struct lc_graph_chunk {
 };
 
 #define LC_GRAPH_CHUNKS 32
+#define LC_CUBLAS_WORKSPACE ((size_t)32 << 20) /* bytes: what NVIDIA advises for Hopper */
 
 /* What the last cuBLAS product left in scratch: 'src' converted to 'type' at scratch + 'off'
  * (cuda-mulmat.cu); reused by the next product of the same source in the same compute. */
@@ -80,6 +81,7 @@ struct lc_backend {
     struct lc_device * dev;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    void * cublas_ws;                /* cuBLAS workspace, LC_CUBLAS_WORKSPACE bytes (NULL: cuBLAS's own) */
     char * scratch;                  /* device memory for per-op temporaries (converted operands) */
     size_t scratch_size;             /* bytes */
     int * err_dev;                   /* device flag kernels raise (get_rows: bad id + 1) */
@@ -278,6 +280,12 @@ __device__ __forceinline__ void lc_pdl_wait(void) {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+
+/* Launches kernel 'func' with its arguments 'args' (pointers to each, in order) on the backend's
+ * stream -- programmatically when PDL is on and the last work queued is one of our kernels, so it
+ * may start while that one drains: every kernel launched this way calls lc_pdl_wait() before it
+ * touches memory. A launch error is left for LC_CHECK_LAUNCH. */
+void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args);
 
 /* ---------------------------------------------------------------- launch shapes */
 

@@ -5,6 +5,7 @@
  * flat index of each destination element is decomposed along the source's shape. */
 __global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_shape) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -38,6 +39,7 @@ __global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_s
  * the reads and the writes are coalesced. F32 sources only (the value path of lc_cpy_kernel). */
 __global__ void lc_cpy_transpose_kernel(struct lc_tensor s, struct lc_tensor d) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     __shared__ float tile[32][33];
     const int64_t n23 = d.ne[2] * d.ne[3];
     const int64_t i0 = (int64_t)blockIdx.x * 32;
@@ -71,12 +73,15 @@ enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, con
         const int64_t n23 = d->ne[2] * d->ne[3];
         dim3 grid((unsigned)((d->ne[0] + 31) / 32), (unsigned)((d->ne[1] + 31) / 32 < 65535 ? (d->ne[1] + 31) / 32 : 65535),
                   (unsigned)(n23 < 65535 ? n23 : 65535));
-        lc_cpy_transpose_kernel<<<grid, dim3(32, 8, 1), 0, be->stream>>>(*s, *d);
+        struct lc_tensor ts = *s, td = *d;
+        void * args[] = {&ts, &td};
+        lc_launch(be, (const void *)lc_cpy_transpose_kernel, grid, dim3(32, 8, 1), args);
         return LC_CHECK_LAUNCH("lc_cpy_transpose_kernel");
     }
     /* while a CUDA graph is captured, copies stay kernels (memcpy nodes update less freely) */
     if (s->type == d->type && lc_is_contiguous(s) && lc_is_contiguous(d) && !be->capturing) {
         be->memcpy_queued = true;
+        be->pdl_prev = false;
         return LC_CHECK(cudaMemcpyAsync(d->data, s->data, (size_t)n * loom_type_size((enum loom_type)d->type),
                                         cudaMemcpyDeviceToDevice, be->stream));
     }
@@ -93,7 +98,9 @@ enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, con
         ss = lc_tensor_contiguous(ss.data, ss.type, ne);
     }
     struct lc_rows_launch l = lc_rows_launch_for(dd.ne[0], lc_nrows(&dd));
-    lc_cpy_kernel<<<l.grid, l.block, 0, be->stream>>>(ss, dd, same ? 1 : 0);
+    int same_i = same ? 1 : 0;
+    void * args[] = {&ss, &dd, &same_i};
+    lc_launch(be, (const void *)lc_cpy_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_cpy_kernel");
 }
 

@@ -32,6 +32,7 @@ static void be_free(loom_backend_t backend) {
     lc_profile_free(be);
     lc_graphs_free(be);
     if (be->cublas) cublasDestroy(be->cublas);
+    if (be->cublas_ws) cudaFree(be->cublas_ws);
     if (be->scratch) cudaFree(be->scratch);
     if (be->err_dev) cudaFree(be->err_dev);
     if (be->err_host) cudaFreeHost(be->err_host);
@@ -165,6 +166,15 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
     be->graphs = env_flag("LOOM_CUDA_GRAPHS", true);
     be->fuse = env_flag("LOOM_CUDA_FUSE", true);
     be->pdl = env_flag("LOOM_CUDA_PDL", true);
+    const char * gemm = getenv("LOOM_CUDA_GEMM");
+    lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);
+    /* cuBLAS's workspace set up front: nothing it needs is allocated while a product is queued */
+    if (cudaMalloc((void **)&be->cublas_ws, LC_CUBLAS_WORKSPACE) != cudaSuccess ||
+        cublasSetWorkspace(be->cublas, be->cublas_ws, LC_CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        if (be->cublas_ws) cudaFree(be->cublas_ws);
+        be->cublas_ws = NULL;
+    }
     const char * prof = getenv("LOOM_CUDA_PROFILE");
     if (prof && (atoi(prof) == 1 || atoi(prof) == 2)) be->prof = lc_profile_new(atoi(prof));
     be->backend.iface = be_iface;

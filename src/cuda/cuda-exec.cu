@@ -54,15 +54,22 @@ static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor 
     }
 }
 
-/* Queues 'node' and 'next' in one kernel when the node's kernel can compute both. */
-static enum loom_status try_fuse(struct lc_backend * be, struct loom_tensor * node, struct loom_tensor * next, bool * fused) {
-    *fused = false;
+/* Queues 'node' with the compute nodes after it (next, next2; either may be NULL) in one kernel
+ * when the node's kernel can compute them; '*fused' = how many of them it covers. */
+static enum loom_status try_fuse(struct lc_backend * be, struct loom_tensor * node, struct loom_tensor * next, struct loom_tensor * next2,
+                                 int * fused) {
+    *fused = 0;
+    if (!next) return LOOM_OK;
+    bool f = false;
+    enum loom_status st = LOOM_OK;
     switch (node->op) {
-    case LOOM_OP_MUL_MAT: return lc_mul_mat_fused(be, node, next, fused);
-    case LOOM_OP_RMS_NORM: return lc_rms_norm_fused(be, node, next, fused);
-    case LOOM_OP_ROPE: return lc_rope_fused(be, node, next, fused);
-    default: return LOOM_OK;
+    case LOOM_OP_MUL_MAT: return lc_mul_mat_fused(be, node, next, next2, fused);
+    case LOOM_OP_RMS_NORM: st = lc_rms_norm_fused(be, node, next, &f); break;
+    case LOOM_OP_ROPE: st = lc_rope_fused(be, node, next, &f); break;
+    default: break;
     }
+    *fused = f ? 1 : 0;
+    return st;
 }
 
 /* A converted activation in scratch is stale once anything writes where it came from. */
@@ -80,7 +87,9 @@ static void note_write(struct lc_backend * be, const struct loom_tensor * node) 
 
 /* ---------------------------------------------------------------- profile labels */
 
-static void profile_group(struct lc_backend * be, const struct loom_tensor * node, const struct loom_tensor * fused) {
+/* Profile label, FLOPs and bytes of the launch group of nodes i..last. */
+static void profile_group(struct lc_backend * be, const struct loom_cgraph * g, int i, int last) {
+    const struct loom_tensor * node = g->nodes[i];
     char label[64];
     double flop = 0, bytes = (double)loom_nbytes(node);
     if (node->op == LOOM_OP_MUL_MAT) {
@@ -94,43 +103,66 @@ static void profile_group(struct lc_backend * be, const struct loom_tensor * nod
     for (int k = 0; k < LOOM_MAX_SRC; k++) {
         if (node->src[k]) bytes += (double)loom_nbytes(node->src[k]);
     }
-    if (fused) {
+    for (int k = i + 1; k <= last; k++) {
+        const struct loom_tensor * t = g->nodes[k];
+        if (is_skip(t)) continue;
         size_t n = strlen(label);
-        snprintf(label + n, sizeof label - n, "+%s", loom_op_name(fused->op));
-        bytes += (double)loom_nbytes(fused);
+        snprintf(label + n, sizeof label - n, "+%s", loom_op_name(t->op));
+        bytes += (double)loom_nbytes(t);
+        if (t->op == LOOM_OP_MUL_MAT) { /* SwiGLU's second product */
+            flop *= 2;
+            bytes += (double)loom_nbytes(t->src[0]);
+        }
     }
     lc_profile_group(be, label, flop, bytes);
 }
 
 /* ---------------------------------------------------------------- launch groups */
 
-/* Queues the kernels of node 'i' and of the node fused into it (the next compute node, view
+/* The next compute node after node 'i' (view nodes compute nothing), or g->n_nodes. */
+static int next_compute(const struct loom_cgraph * g, int i) {
+    int j = i + 1;
+    while (j < g->n_nodes && is_skip(g->nodes[j])) j++;
+    return j;
+}
+
+/* Queues the kernels of node 'i' and of the nodes fused into it (the next compute nodes, view
  * nodes between them computing nothing); '*used' is the number of graph nodes covered. */
 static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph * g, int i, int * used) {
     struct loom_tensor * node = g->nodes[i];
-    int j = i + 1;
-    while (j < g->n_nodes && is_skip(g->nodes[j])) j++;
+    const int j = next_compute(g, i);
     struct loom_tensor * fused = NULL;
+    int last = i;
     enum loom_status st = LOOM_OK;
     be->memcpy_queued = false;
     if (be->fuse && j < g->n_nodes) {
+        const int j2 = next_compute(g, j), j3 = j2 < g->n_nodes ? next_compute(g, j2) : g->n_nodes;
         bool f = false;
-        st = try_fuse(be, node, g->nodes[j], &f);
-        if (f) fused = g->nodes[j];
+        if (node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
+            st = lc_mul_mat_glu(be, node, g->nodes[j], g->nodes[j2], g->nodes[j3], &f);
+            if (f) last = j3;
+        }
+        if (st == LOOM_OK && !f) {
+            int k = 0;
+            st = try_fuse(be, node, g->nodes[j], j2 < g->n_nodes ? g->nodes[j2] : NULL, &k);
+            last = k == 2 ? j2 : k == 1 ? j : i;
+        }
+        if (last != i) fused = g->nodes[last];
     }
     if (st == LOOM_OK && !fused) st = compute_node(be, node);
-    *used = fused ? j - i + 1 : 1;
+    *used = last - i + 1;
     if (st != LOOM_OK) {
         loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s%s%s) failed: %s", be->dev->name, i, node->name, loom_op_name(node->op),
                  fused ? "+" : "", fused ? loom_op_name(fused->op) : "", loom_status_str(st));
         return st;
     }
-    note_write(be, node);
-    if (fused) note_write(be, fused);
+    for (int k = i; k <= last; k++) {
+        if (!is_skip(g->nodes[k])) note_write(be, g->nodes[k]);
+    }
     /* what a programmatic launch may follow: our own kernels (cuBLAS may queue other work) */
     be->pdl_prev = !be->memcpy_queued && !(node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node));
     if (be->prof) {
-        profile_group(be, node, fused);
+        profile_group(be, g, i, last);
         if (lc_profile_times_kernels(be->prof)) be->pdl_prev = false; /* an event follows */
     }
     return LOOM_OK;

@@ -2,35 +2,60 @@
  * with the MUL by a weight vector that follows it in LLaMA-style graphs. */
 #include "cuda-norm.cuh"
 
+#define LC_RMS_CACHED 16 /* elements each thread keeps in registers; longer rows are read twice */
+
 /* y = x / rms(x); with 'has_mul' also z = y * w (w broadcast over rows, w->ne[0] == ne0). */
 __global__ void lc_rms_norm_kernel(struct lc_tensor a, struct lc_tensor d, float eps, struct lc_tensor w, struct lc_tensor z,
                                    int has_mul) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     __shared__ float shared[32];
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
+    const int64_t n = a.ne[0];
+    const bool cached = n <= (int64_t)LC_RMS_CACHED * blockDim.x;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const char * x = a.data + lc_row_offset(a, r);
         char * y = d.data + lc_row_offset(d, r);
+        const char * wr = NULL;
+        char * zr = NULL;
+        if (has_mul) {
+            const int64_t i1 = r % d.ne[1], i23 = r / d.ne[1], i2 = i23 % d.ne[2], i3 = i23 / d.ne[2];
+            wr = w.data + (i1 % w.ne[1]) * w.nb[1] + (i2 % w.ne[2]) * w.nb[2] + (i3 % w.ne[3]) * w.nb[3];
+            zr = z.data + lc_row_offset(z, r);
+        }
+        if (cached) { /* one read of the row, the weights loaded alongside it */
+            float v[LC_RMS_CACHED], g[LC_RMS_CACHED];
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < LC_RMS_CACHED; k++) {
+                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+                v[k] = i < n ? *(const float *)(x + i * a.nb[0]) : 0.0f;
+                g[k] = has_mul && i < n ? *(const float *)(wr + i * w.nb[0]) : 0.0f;
+                s += v[k] * v[k];
+            }
+            s = lc_block_sum(s, shared);
+            const float scale = rsqrtf(s / (float)n + eps);
+#pragma unroll
+            for (int k = 0; k < LC_RMS_CACHED; k++) {
+                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
+                if (i >= n) continue;
+                const float t = v[k] * scale;
+                *(float *)(y + i * d.nb[0]) = t;
+                if (has_mul) *(float *)(zr + i * z.nb[0]) = t * g[k];
+            }
+            continue;
+        }
         float s = 0.0f;
-        for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
             const float v = *(const float *)(x + i * a.nb[0]);
             s += v * v;
         }
         s = lc_block_sum(s, shared);
-        const float scale = rsqrtf(s / (float)a.ne[0] + eps);
-        if (!has_mul) {
-            for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
-                *(float *)(y + i * d.nb[0]) = *(const float *)(x + i * a.nb[0]) * scale;
-            }
-            continue;
-        }
-        const int64_t i1 = r % d.ne[1], i23 = r / d.ne[1], i2 = i23 % d.ne[2], i3 = i23 / d.ne[2];
-        const char * wr = w.data + (i1 % w.ne[1]) * w.nb[1] + (i2 % w.ne[2]) * w.nb[2] + (i3 % w.ne[3]) * w.nb[3];
-        char * zr = z.data + lc_row_offset(z, r);
-        for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
-            const float v = *(const float *)(x + i * a.nb[0]) * scale;
-            *(float *)(y + i * d.nb[0]) = v;
-            *(float *)(zr + i * z.nb[0]) = v * *(const float *)(wr + i * w.nb[0]);
+        const float scale = rsqrtf(s / (float)n + eps);
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const float t = *(const float *)(x + i * a.nb[0]) * scale;
+            *(float *)(y + i * d.nb[0]) = t;
+            if (has_mul) *(float *)(zr + i * z.nb[0]) = t * *(const float *)(wr + i * w.nb[0]);
         }
     }
 }
@@ -44,9 +69,13 @@ bool lc_rms_norm_supported(const struct loom_tensor * op) {
 static void launch(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * d, float eps, const struct lc_tensor * w,
                    const struct lc_tensor * z, int has_mul) {
     const int64_t nrows = lc_nrows(d);
-    const unsigned threads = d->ne[0] <= 256 ? 32 : d->ne[0] <= 2048 ? 256 : 1024;
+    const unsigned threads = d->ne[0] <= 512 ? 32 : d->ne[0] <= 4096 ? 256 : 1024;
     const unsigned blocks = (unsigned)(nrows < 1048576 ? nrows : 1048576);
-    lc_rms_norm_kernel<<<blocks, threads, 0, be->stream>>>(*a, *d, eps, *w, *z, has_mul);
+    struct lc_tensor ta = *a, td = *d, tw = *w, tz = *z;
+    float e = eps;
+    int hm = has_mul;
+    void * args[] = {&ta, &td, &e, &tw, &tz, &hm};
+    lc_launch(be, (const void *)lc_rms_norm_kernel, dim3(blocks), dim3(threads), args);
 }
 
 enum loom_status lc_rms_norm(struct lc_backend * be, struct loom_tensor * dst) {

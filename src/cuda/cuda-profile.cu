@@ -2,9 +2,10 @@
  * on the host. Costs nothing unless the variable is set when the backend is created.
  *
  * LOOM_CUDA_PROFILE=1: each launch group (a node and the nodes fused into it) is followed by a
- * timing event. The work of a compute is held behind a gate kernel until the host has queued all
- * of it, so the events measure the kernels back to back as the GPU runs them when it is never
- * starved (gaps between dependent kernels included, host launch cost excluded). Direct launches
+ * timing event. The work of a compute is held behind gate kernels, LC_PROF_SEGMENT groups each,
+ * and a gate opens only once the host has queued the segment after it, so the events measure the
+ * kernels back to back as the GPU runs them when it is never starved (gaps between dependent
+ * kernels and the event records included, host launch cost and the gates' waits excluded). Direct launches
  * only (no CUDA graphs); each compute then waits for its work. LOOM_CUDA_PROFILE=2: host times
  * only (the queueing inside graph_compute, the time between computes, the waits in synchronize),
  * CUDA graphs as configured, nothing synchronised. The report is logged when the backend is freed,
@@ -18,6 +19,8 @@
 
 #define LC_PROF_MAX_KINDS 64
 #define LC_PROF_GATE_TIMEOUT_NS 500000000ull /* a gate never holds the stream longer than this */
+#define LC_PROF_SEGMENT 160                  /* launch groups held behind one gate (the launch queue is finite) */
+#define LC_PROF_MAX_GATES 64
 
 struct lc_prof_kind {
     char name[64];
@@ -37,12 +40,14 @@ struct lc_prof_bucket {
 struct lc_profile {
     int mode;
     struct lc_prof_bucket b[2];
-    cudaEvent_t * ev;                /* ev[0] after the gate, ev[k] after group k */
-    int * ev_kind;                   /* kind of group k (index into the bucket's kinds), -1: none */
+    cudaEvent_t * ev;                /* after each gate and each launch group, in queue order */
+    int * ev_kind;                   /* kind of the group before event k (index into the bucket's kinds); -1: a gate */
     double *ev_flop, *ev_bytes;
     int n_ev, cap_ev;
-    int * gate;                      /* mapped pinned memory: [0] open, [1] the gate timed out */
+    int * gate;                      /* mapped pinned memory: [0] a gate timed out, [1 + g] gate g is open */
     int * gate_dev;
+    int n_gates;                     /* gates queued in the compute in progress */
+    int seg_groups;                  /* groups queued behind the newest gate */
     int cur;                         /* bucket of the compute in progress */
     bool timing;                     /* the compute in progress is timed */
     int64_t t_enter, t_exit;         /* microseconds */
@@ -56,12 +61,12 @@ static __device__ __forceinline__ unsigned long long lc_globaltimer(void) {
     return t;
 }
 
-/* Holds the stream until the host opens the gate (or the timeout passes). */
-__global__ void lc_prof_gate_kernel(volatile int * gate, unsigned long long timeout_ns) {
+/* Holds the stream until the host opens gate 'g' (or the timeout passes). */
+__global__ void lc_prof_gate_kernel(volatile int * gate, int g, unsigned long long timeout_ns) {
     const unsigned long long t0 = lc_globaltimer();
-    while (gate[0] == 0) {
+    while (gate[1 + g] == 0) {
         if (lc_globaltimer() - t0 > timeout_ns) {
-            gate[1] = 1;
+            gate[0] = 1;
             break;
         }
         __nanosleep(1000);
@@ -73,7 +78,7 @@ struct lc_profile * lc_profile_new(int mode) {
     if (!p) return NULL;
     p->mode = mode;
     if (mode == 1) {
-        if (cudaHostAlloc((void **)&p->gate, 2 * sizeof(int), cudaHostAllocMapped) != cudaSuccess ||
+        if (cudaHostAlloc((void **)&p->gate, (1 + LC_PROF_MAX_GATES) * sizeof(int), cudaHostAllocMapped) != cudaSuccess ||
             cudaHostGetDevicePointer((void **)&p->gate_dev, p->gate, 0) != cudaSuccess) {
             (void)cudaGetLastError();
             loom_log(LOOM_LOG_WARN, "LOOM_CUDA_PROFILE=1: no mapped host memory for the gate; host times only");
@@ -81,7 +86,7 @@ struct lc_profile * lc_profile_new(int mode) {
             p->gate = NULL;
             p->mode = 2;
         } else {
-            p->gate[0] = p->gate[1] = 0;
+            memset(p->gate, 0, (1 + LC_PROF_MAX_GATES) * sizeof(int));
         }
     }
     return p;
@@ -114,6 +119,29 @@ static bool grow_events(struct lc_profile * p, int need) {
     return true;
 }
 
+static void open_gates(struct lc_profile * p);
+
+/* Queues a new gate and the event after it (an interval no kind is charged with), then opens the
+ * previous gate: the GPU runs the groups queued so far while the host queues the next segment. */
+static void queue_gate(struct lc_backend * be) {
+    struct lc_profile * p = be->prof;
+    const int g = p->n_gates;
+    if (g == LC_PROF_MAX_GATES || !grow_events(p, p->n_ev + 1)) return; /* the rest queues behind the last gate */
+    lc_prof_gate_kernel<<<1, 1, 0, be->stream>>>(p->gate_dev, g, LC_PROF_GATE_TIMEOUT_NS);
+    if (cudaGetLastError() != cudaSuccess || cudaEventRecord(p->ev[p->n_ev], be->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        p->timing = false;
+        open_gates(p);
+        return;
+    }
+    p->ev_kind[p->n_ev] = -1;
+    p->n_ev++;
+    p->n_gates++;
+    p->seg_groups = 0;
+    __sync_synchronize();
+    if (g > 0) p->gate[g] = 1; /* gate g - 1 */
+}
+
 void lc_profile_begin(struct lc_backend * be, bool batch) {
     struct lc_profile * p = be->prof;
     p->cur = batch ? 1 : 0;
@@ -128,16 +156,16 @@ void lc_profile_begin(struct lc_backend * be, bool batch) {
     p->n_ev = 0;
     p->timing = false;
     if (p->mode != 1 || !grow_events(p, 1)) return;
-    p->gate[0] = 0;
-    p->gate[1] = 0;
-    lc_prof_gate_kernel<<<1, 1, 0, be->stream>>>(p->gate_dev, LC_PROF_GATE_TIMEOUT_NS);
-    if (cudaGetLastError() != cudaSuccess || cudaEventRecord(p->ev[0], be->stream) != cudaSuccess) {
-        (void)cudaGetLastError();
-        p->gate[0] = 1;
-        return;
-    }
-    p->n_ev = 1;
+    memset(p->gate, 0, (1 + LC_PROF_MAX_GATES) * sizeof(int));
+    p->n_gates = 0;
     p->timing = true;
+    queue_gate(be);
+}
+
+/* Opens every gate queued: the work behind them runs. */
+static void open_gates(struct lc_profile * p) {
+    __sync_synchronize();
+    for (int g = 0; g < p->n_gates; g++) p->gate[1 + g] = 1;
 }
 
 static int kind_index(struct lc_prof_bucket * b, const char * label) {
@@ -157,13 +185,14 @@ void lc_profile_group(struct lc_backend * be, const char * label, double flop, d
     if (!grow_events(p, p->n_ev + 1) || cudaEventRecord(p->ev[p->n_ev], be->stream) != cudaSuccess) {
         (void)cudaGetLastError();
         p->timing = false;
-        p->gate[0] = 1;
+        open_gates(p);
         return;
     }
     p->ev_kind[p->n_ev] = kind_index(&p->b[p->cur], label);
     p->ev_flop[p->n_ev] = flop;
     p->ev_bytes[p->n_ev] = bytes;
     p->n_ev++;
+    if (++p->seg_groups == LC_PROF_SEGMENT) queue_gate(be);
 }
 
 void lc_profile_end(struct lc_backend * be, int n_nodes, int n_groups) {
@@ -176,16 +205,16 @@ void lc_profile_end(struct lc_backend * be, int n_nodes, int n_groups) {
     b->groups += n_groups;
     b->enqueue_ms += (double)(p->t_exit - p->t_enter) / 1000.0;
     if (!p->timing) return;
-    __sync_synchronize();
-    p->gate[0] = 1; /* the queued work runs now */
+    open_gates(p); /* the queued work runs now */
     p->timing = false;
     if (cudaEventSynchronize(p->ev[p->n_ev - 1]) != cudaSuccess) {
         (void)cudaGetLastError();
         return;
     }
-    if (p->gate[1]) b->timeouts++;
+    if (p->gate[0]) b->timeouts++;
     float total = 0;
     for (int k = 1; k < p->n_ev; k++) {
+        if (p->ev_kind[k] < 0) continue; /* a gate's wait */
         float ms = 0;
         if (cudaEventElapsedTime(&ms, p->ev[k - 1], p->ev[k]) != cudaSuccess) {
             (void)cudaGetLastError();

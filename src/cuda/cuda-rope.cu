@@ -9,6 +9,7 @@
 __global__ void lc_rope_kernel(struct lc_tensor a, struct lc_tensor pos, struct lc_tensor d, int n_dims, int neox,
                                double log2_base, double freq_scale, struct lc_scatter sc, int has_sc) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -65,8 +66,12 @@ static enum loom_status launch(struct lc_backend * be, struct loom_tensor * dst,
     const float base = loom_get_op_param_f32(dst, 2), scale = loom_get_op_param_f32(dst, 3);
     struct lc_rows_launch l = lc_rows_launch_for(d->ne[0], lc_nrows(d));
     if (l.grid.y > 1024) l.grid.y = 1024; /* several rows per thread share the frequency */
-    lc_rope_kernel<<<l.grid, l.block, 0, be->stream>>>(*a, *pos, *d, n_dims, mode == LOOM_ROPE_NEOX, log2((double)base), (double)scale, *sc,
-                                                      has_sc);
+    struct lc_tensor ta = *a, tp = *pos, td = *d;
+    struct lc_scatter tsc = *sc;
+    int nd = n_dims, neox = mode == LOOM_ROPE_NEOX, hs = has_sc;
+    double lb = log2((double)base), fs = (double)scale;
+    void * args[] = {&ta, &tp, &td, &nd, &neox, &lb, &fs, &tsc, &hs};
+    lc_launch(be, (const void *)lc_rope_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_rope_kernel");
 }
 

@@ -12,6 +12,7 @@ __device__ __forceinline__ float lc_sm_value(const char * x, const struct lc_ten
 
 __global__ void lc_soft_max_kernel(struct lc_tensor a, struct lc_tensor mask, int has_mask, struct lc_tensor d, float scale) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     __shared__ float shared[32];
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
     const int64_t n = a.ne[0];
@@ -94,6 +95,9 @@ enum loom_status lc_soft_max(struct lc_backend * be, struct loom_tensor * dst) {
     const int64_t nrows = lc_nrows(&d);
     const unsigned threads = d.ne[0] <= 256 ? 32 : d.ne[0] <= 2048 ? 256 : 1024;
     const unsigned blocks = (unsigned)(nrows < 1048576 ? nrows : 1048576);
-    lc_soft_max_kernel<<<blocks, threads, 0, be->stream>>>(a, m, dst->src[1] != NULL, d, loom_get_op_param_f32(dst, 0));
+    int has_mask = dst->src[1] != NULL;
+    float scale = loom_get_op_param_f32(dst, 0);
+    void * args[] = {&a, &m, &has_mask, &d, &scale};
+    lc_launch(be, (const void *)lc_soft_max_kernel, dim3(blocks), dim3(threads), args);
     return LC_CHECK_LAUNCH("lc_soft_max_kernel");
 }

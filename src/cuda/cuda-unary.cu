@@ -5,6 +5,7 @@ enum { UNARY_SCALE, UNARY_SILU, UNARY_GELU };
 
 __global__ void lc_unary_kernel(struct lc_tensor a, struct lc_tensor d, int op, float s) {
     lc_pdl_trigger();
+    lc_pdl_wait();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -45,6 +46,7 @@ enum loom_status lc_unary(struct lc_backend * be, struct loom_tensor * dst) {
     int op = dst->op == LOOM_OP_SCALE ? UNARY_SCALE : dst->op == LOOM_OP_SILU ? UNARY_SILU : UNARY_GELU;
     float s = op == UNARY_SCALE ? loom_get_op_param_f32(dst, 0) : 0.0f;
     struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
-    lc_unary_kernel<<<l.grid, l.block, 0, be->stream>>>(a, d, op, s);
+    void * args[] = {&a, &d, &op, &s};
+    lc_launch(be, (const void *)lc_unary_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_unary_kernel");
 }
