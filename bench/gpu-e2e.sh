@@ -69,10 +69,12 @@ for s in $steps; do
       log "LOOM_CUDA_PROFILE=2 (host) LOOM_CUDA_GRAPHS=$g"; grep -E "profile|tg" "$DEST/profile2-g$g.log" | cut -c1-330
     done ;;
   variants)
+    # VARIANTS: 'ENV=V ...|bench flags' entries separated by ';'
     gen7b
-    for v in "LOOM_CUDA_GRAPHS=0|-p 0" "LOOM_CUDA_PDL=0|-p 0" "LOOM_CUDA_GRAPHS=0 LOOM_CUDA_FUSE=0 LOOM_CUDA_PDL=0|-p 512"; do
+    IFS=';' read -ra vs <<< "${VARIANTS:-LOOM_CUDA_GRAPHS=0|-p 0;LOOM_CUDA_PDL=0|-p 0;LOOM_CUDA_FUSE=0|-p 0;LOOM_CUDA_GRAPHS=0 LOOM_CUDA_FUSE=0 LOOM_CUDA_PDL=0|-p 512}"
+    for v in "${vs[@]}"; do
       e=${v%|*}; p=${v#*|}
-      log "$e"; env $e $B/loom bench -m $M7 $p -n 128 -ngl 99 -r 2 2>&1 | grep -E "pp|tg" | tee -a "$DEST/variants.md"
+      log "$e ($p)"; env $e $B/loom bench -m $M7 -n 128 $p -ngl 99 -r 2 2>&1 | grep -E "pp|tg" | tee -a "$DEST/variants.md"
     done ;;
   ngl16)
     gen7b

@@ -94,6 +94,7 @@ struct lc_backend {
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
     bool memcpy_queued;              /* a cudaMemcpyAsync was queued by the launch group in progress */
     struct lc_graph_chunk chunks[LC_GRAPH_CHUNKS];
+    int64_t graph_instantiated, graph_updated; /* chunks made anew / updated in place (for the profile) */
     struct lc_conv_cache conv;
     int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */
     struct lc_profile * prof;        /* LOOM_CUDA_PROFILE, else NULL */

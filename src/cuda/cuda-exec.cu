@@ -216,6 +216,8 @@ static bool launch_captured(struct lc_backend * be, struct lc_graph_chunk * c, c
         if (cudaGraphExecUpdate(c->exec, graph, &info) != cudaSuccess) {
             (void)cudaGetLastError(); /* e.g. another kernel variant: instantiate anew */
             drop_chunk(c);
+        } else {
+            be->graph_updated++;
         }
     } else {
         drop_chunk(c);
@@ -227,6 +229,7 @@ static bool launch_captured(struct lc_backend * be, struct lc_graph_chunk * c, c
             return false;
         }
         c->key = key;
+        be->graph_instantiated++;
     }
     if (cudaGraphLaunch(c->exec, be->stream) != cudaSuccess) {
         (void)cudaGetLastError();

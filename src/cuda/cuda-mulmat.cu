@@ -6,6 +6,19 @@
 
 #include <string.h>
 
+/* LOOM_CUDA_GEMM (an experiment, read when a backend is created): 0 cuBLAS writes the F32 result
+ * (F32 accumulation); 1 an F16 result in scratch (F32 accumulation) converted to F32; 2 the same
+ * with F16 accumulation (what llama.cpp does for F16 weights). */
+static int g_gemm_mode;
+
+void lc_mul_mat_set_gemm_mode(int mode) { g_gemm_mode = mode; }
+
+/* LOOM_CUDA_MV (an experiment): the one-column kernel for fewer than 8192 rows: 0 one row per
+ * warp and 4 loads in flight per thread, 1 the same with 8, 2 two rows per warp. */
+static int g_mv_mode;
+
+void lc_mul_mat_set_mv_mode(int mode) { g_mv_mode = mode; }
+
 /* ================================================================ matrix-vector kernels */
 
 /* What the node after a matrix-vector product computes from its result, fused into the product's
@@ -338,6 +351,8 @@ static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStrea
     switch (ncols) {
     case 1:
         if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
+        else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(p, s);
+        else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(p, s);
         else lc_matvec_launch<T, 1, 1, 4, 4>(p, s);
         break;
     case 2: lc_matvec_launch<T, 2, 1, 4, 4>(p, s); break;
@@ -410,12 +425,6 @@ struct lc_mm_plan {
 
 static size_t pad256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-/* LOOM_CUDA_GEMM (an experiment, read when a backend is created): 0 cuBLAS writes the F32 result
- * (F32 accumulation); 1 an F16 result in scratch (F32 accumulation) converted to F32; 2 the same
- * with F16 accumulation (what llama.cpp does for F16 weights). */
-static int g_gemm_mode;
-
-void lc_mul_mat_set_gemm_mode(int mode) { g_gemm_mode = mode; }
 
 static bool blas_ok(const struct loom_tensor * t, int64_t k) {
     const size_t es = loom_type_size(t->type);

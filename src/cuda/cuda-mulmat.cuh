@@ -12,6 +12,8 @@
 bool lc_mul_mat_supported(const struct loom_tensor * op);
 /* LOOM_CUDA_GEMM: how cuBLAS products of F16 weights write their result (see cuda-mulmat.cu). */
 void lc_mul_mat_set_gemm_mode(int mode);
+/* LOOM_CUDA_MV: which one-column matrix-vector kernel shape (see cuda-mulmat.cu). */
+void lc_mul_mat_set_mv_mode(int mode);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
