@@ -55,14 +55,14 @@ for s in $steps; do
     log "e2e greedy on CUDA0: $ok identical, $bad different (of $n)"
     $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 252 --temp 0 -c 512 -ngl 5 2>&1 >/dev/null | tail -3 ;;
   sanitize)
-    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 24 --temp 0 -ngl 5 > "$DEST/memcheck.log" 2>&1
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 24 --temp 0 -ngl 5 > "$DEST/memcheck.log" 2>&1
     log "compute-sanitizer memcheck rc=$?"; grep -E "ERROR SUMMARY" "$DEST/memcheck.log" ;;
   bench7b)
     gen7b
     $B/loom bench -m $M7 -p 512 -n 128 -ngl 99 -r 3 2>&1 | tee "$DEST/bench7b.md" ;;
   profile)
     gen7b
-    LOOM_CUDA_PROFILE=1 $B/loom bench -m $M7 -p 512 -n 32 -ngl 99 -r 1 > "$DEST/profile1.log" 2>&1; log "LOOM_CUDA_PROFILE=1 (kernels)"
+    LOOM_CUDA_PROFILE=1 $B/loom bench -m $M7 -p 512 -n 32 -ngl 99 -r 2 > "$DEST/profile1.log" 2>&1; log "LOOM_CUDA_PROFILE=1 (kernels)"
     grep -vE "^\| (---|model)" "$DEST/profile1.log" | cut -c1-170
     for g in 1 0; do
       LOOM_CUDA_GRAPHS=$g LOOM_CUDA_PROFILE=2 $B/loom bench -m $M7 -p 0 -n 64 -ngl 99 -r 1 > "$DEST/profile2-g$g.log" 2>&1

@@ -14,8 +14,10 @@ static int g_gemm_mode;
 void lc_mul_mat_set_gemm_mode(int mode) { g_gemm_mode = mode; }
 
 /* LOOM_CUDA_MV (an experiment): the one-column kernel for fewer than 8192 rows: 0 one row per
- * warp and 4 loads in flight per thread, 1 the same with 8, 2 two rows per warp. */
-static int g_mv_mode;
+ * warp and 4 loads in flight per thread, 1 the same with 8, 2 (the default: 10% faster token
+ * generation than 0 on an H200, bench/cuda-notes.md) two rows per warp, 3 four rows per warp and 2
+ * loads in flight. */
+static int g_mv_mode = 2;
 
 void lc_mul_mat_set_mv_mode(int mode) { g_mv_mode = mode; }
 
@@ -353,6 +355,7 @@ static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStrea
         if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
         else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(p, s);
         else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(p, s);
+        else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
         else lc_matvec_launch<T, 1, 1, 4, 4>(p, s);
         break;
     case 2: lc_matvec_launch<T, 2, 1, 4, 4>(p, s); break;

@@ -4,8 +4,10 @@
 
 #define LC_RMS_CACHED 16 /* elements each thread keeps in registers; longer rows are read twice */
 
-/* y = x / rms(x); with 'has_mul' also z = y * w (w broadcast over rows, w->ne[0] == ne0). */
-__global__ void lc_rms_norm_kernel(struct lc_tensor a, struct lc_tensor d, float eps, struct lc_tensor w, struct lc_tensor z,
+/* y = x / rms(x); with 'has_mul' also z = y * w (w broadcast over rows, w->ne[0] == ne0). At most
+ * LC_RMS_THREADS threads: the cached row must fit the registers of a full block. */
+#define LC_RMS_THREADS 512
+__global__ void __launch_bounds__(LC_RMS_THREADS) lc_rms_norm_kernel(struct lc_tensor a, struct lc_tensor d, float eps, struct lc_tensor w, struct lc_tensor z,
                                    int has_mul) {
     lc_pdl_trigger();
     lc_pdl_wait();
@@ -69,7 +71,7 @@ bool lc_rms_norm_supported(const struct loom_tensor * op) {
 static void launch(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * d, float eps, const struct lc_tensor * w,
                    const struct lc_tensor * z, int has_mul) {
     const int64_t nrows = lc_nrows(d);
-    const unsigned threads = d->ne[0] <= 512 ? 32 : d->ne[0] <= 4096 ? 256 : 1024;
+    const unsigned threads = d->ne[0] <= 512 ? 32 : d->ne[0] <= 4096 ? 256 : LC_RMS_THREADS;
     const unsigned blocks = (unsigned)(nrows < 1048576 ? nrows : 1048576);
     struct lc_tensor ta = *a, td = *d, tw = *w, tz = *z;
     float e = eps;

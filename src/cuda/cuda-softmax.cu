@@ -10,7 +10,7 @@ __device__ __forceinline__ float lc_sm_value(const char * x, const struct lc_ten
 
 #define LC_SM_CACHED 8 /* values each thread keeps in registers; longer rows take three passes */
 
-__global__ void lc_soft_max_kernel(struct lc_tensor a, struct lc_tensor mask, int has_mask, struct lc_tensor d, float scale) {
+__global__ void __launch_bounds__(1024) lc_soft_max_kernel(struct lc_tensor a, struct lc_tensor mask, int has_mask, struct lc_tensor d, float scale) {
     lc_pdl_trigger();
     lc_pdl_wait();
     __shared__ float shared[32];
