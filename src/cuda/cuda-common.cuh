@@ -296,6 +296,11 @@ struct lc_rows_launch {
     dim3 grid, block;
 };
 struct lc_rows_launch lc_rows_launch_for(int64_t ne0, int64_t nrows);
+/* Blocks of 256 threads for a flat loop over 'n' elements (grid-stride beyond 2^20 blocks). */
+static inline unsigned lc_flat_blocks(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > (1 << 20) ? (1 << 20) : b);
+}
 
 /* Checks the last launch; logs naming 'what' on failure. */
 #define LC_CHECK_LAUNCH(what) lc_check(cudaGetLastError(), what, __func__)

@@ -34,6 +34,24 @@ __global__ void lc_cpy_kernel(struct lc_tensor s, struct lc_tensor d, int same_s
     }
 }
 
+/* Both contiguous: element i to element i, converted as lc_cpy_kernel converts (I32 as is, F16 and
+ * BF16 to themselves as bits, the rest through float), with no index arithmetic. */
+__global__ void lc_cpy_flat_kernel(const char * s, int st, char * d, int dt, int64_t n) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t es_s = st == LOOM_TYPE_F32 || st == LOOM_TYPE_I32 ? 4 : 2, es_d = dt == LOOM_TYPE_F32 || dt == LOOM_TYPE_I32 ? 4 : 2;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        if (st == LOOM_TYPE_I32) {
+            ((int32_t *)d)[i] = ((const int32_t *)s)[i];
+        } else if (st == dt && st != LOOM_TYPE_F32) {
+            ((uint16_t *)d)[i] = ((const uint16_t *)s)[i];
+        } else {
+            lc_store(d + i * es_d, dt, lc_load(s + i * es_s, st));
+        }
+    }
+}
+
 /* A copy that swaps the two fastest dimensions (the source is dense along ne1, the destination
  * along ne0; e.g. the V cache store of a batch): 32x32 tiles through shared memory, so that both
  * the reads and the writes are coalesced. F32 sources only (the value path of lc_cpy_kernel). */
@@ -88,12 +106,16 @@ enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, con
     struct lc_tensor ss = *s, dd = *d;
     bool same = true;
     for (int i = 0; i < 4; i++) same = same && ss.ne[i] == dd.ne[i];
-    if (lc_is_contiguous(&ss) && lc_is_contiguous(&dd)) { /* both dense: one flat row each */
-        const int64_t ne[4] = {n, 1, 1, 1};
-        ss = lc_tensor_contiguous(ss.data, ss.type, ne);
-        dd = lc_tensor_contiguous(dd.data, dd.type, ne);
-        same = true;
-    } else if (!same && lc_is_contiguous(&ss)) { /* a dense source reads as one row of any shape */
+    if (lc_is_contiguous(&ss) && lc_is_contiguous(&dd)) { /* both dense */
+        const char * ps = ss.data;
+        char * pd = dd.data;
+        int st = ss.type, dt = dd.type;
+        int64_t cnt = n;
+        void * args[] = {&ps, &st, &pd, &dt, &cnt};
+        lc_launch(be, (const void *)lc_cpy_flat_kernel, dim3(lc_flat_blocks(n)), dim3(256), args);
+        return LC_CHECK_LAUNCH("lc_cpy_flat_kernel");
+    }
+    if (!same && lc_is_contiguous(&ss)) { /* a dense source reads as one row of any shape */
         const int64_t ne[4] = {n, 1, 1, 1};
         ss = lc_tensor_contiguous(ss.data, ss.type, ne);
     }
