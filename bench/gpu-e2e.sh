@@ -1,47 +1,84 @@
 #!/usr/bin/env bash
-# One device-machine session for the CUDA backend end to end: build, the whole test suite with a
-# GPU present, greedy stories260K on CUDA0 for every -ngl (mmap, --no-mmap, zero-copy host
-# weights), compute-sanitizer on a short run, and the 7B F16 benchmark. Logs go to $OUT.
-# usage: bench/gpu-e2e.sh MODELS_DIR [steps...]   steps: build test e2e sanitize bench7b (default: all)
+# One device-machine session for the CUDA backend end to end: build (or use binaries carried in
+# PREBUILT), the CUDA tests, greedy stories260K on CUDA0 for every -ngl (mmap, --no-mmap,
+# zero-copy host weights), compute-sanitizer on a short run, the 7B F16 benchmark, the
+# LOOM_CUDA_PROFILE breakdowns and the CUDA-graph / fusion on-off variants. Logs go to $OUT.
+# usage: [PREBUILT=dir] bench/gpu-e2e.sh MODELS_DIR [steps...]
+#   steps: build test testcuda testops e2e sanitize bench7b profile variants ngl16
+#   (default: build test e2e sanitize bench7b)
 set -u
 MODELS=$(cd "$1" && pwd); shift
 steps=${*:-build test e2e sanitize bench7b}
 DEST=${OUT:-gpu-out}; mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 B=build-gpu
+M7=/tmp/7b-f16.gguf
 log() { echo "== $*"; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
+gen7b() { [ -f $M7 ] || $B/loom gen-model --preset 7b --type f16 --tokenizer "$MODELS/tokenizer.bin" -o $M7 2>&1 | tail -1; }
 for s in $steps; do
   t0=$(date +%s)
   case $s in
   build)
-    cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_OPENBLAS=OFF -DLOOM_SHARED_MODELS="$MODELS" > "$DEST/build.log" 2>&1 &&
-      cmake --build $B -j16 >> "$DEST/build.log" 2>&1 || { tail -30 "$DEST/build.log"; exit 1; } ;;
+    if [ -n "${PREBUILT:-}" ] && "$PREBUILT/loom" --help > /dev/null 2>&1 && ! ldd "$PREBUILT/test-cuda" | grep -q "not found"; then
+      mkdir -p $B && cp "$PREBUILT"/* $B/ && log "using prebuilt binaries from $PREBUILT"
+    else
+      cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_OPENBLAS=OFF -DLOOM_WERROR=ON -DLOOM_SHARED_MODELS="$MODELS" > "$DEST/build.log" 2>&1 &&
+        cmake --build $B -j16 >> "$DEST/build.log" 2>&1 || { tail -30 "$DEST/build.log"; exit 1; }
+    fi ;;
   test)
     (cd $B && ctest -j8 --output-on-failure > "$DEST/ctest.log" 2>&1); log "ctest rc=$?"; tail -4 "$DEST/ctest.log"
     grep -E "Failed|\*\*\*" "$DEST/ctest.log" | head ;;
+  testcuda)
+    timeout 150 $B/test-cuda > "$DEST/test-cuda.log" 2>&1; log "test-cuda rc=$?"
+    grep -E "op cases|memory tests|all checks|check\(s\) failed" "$DEST/test-cuda.log"; grep "check failed" "$DEST/test-cuda.log" | cut -c1-250 | head -30 ;;
+  testops)
+    timeout 100 $B/loom test-ops -b CUDA0 > "$DEST/test-ops.log" 2>&1; log "loom test-ops -b CUDA0 rc=$?"
+    grep -E "FAIL|passed" "$DEST/test-ops.log" | head -20 ;;
   e2e)
     $B/loom convert-llama2c --model "$MODELS/stories260K.bin" --tokenizer "$MODELS/tok512.bin" -o /tmp/s260.gguf 2>/dev/null
-    ok=0; bad=0
+    rm -rf /tmp/e2e; mkdir -p /tmp/e2e; n=0
     for m in /tmp/s260.gguf "$MODELS/stories260K-llamacpp.gguf"; do
       for ngl in 0 1 2 3 4 5; do
         for extra in "" "--no-mmap" "--no-host-copy"; do
           for mode in prompt noprompt; do
-            if bash tests/e2e/greedy.sh $B/loom "$m" "$MODELS/stories260K-greedy.txt" $mode -t 4 -ngl $ngl $extra > "$DEST/e2e-last.log" 2>&1; then ok=$((ok+1)); else bad=$((bad+1)); echo "FAIL: $m ngl $ngl $extra $mode"; head -12 "$DEST/e2e-last.log"; fi
+            n=$((n+1))
+            ( if bash tests/e2e/greedy.sh $B/loom "$m" "$MODELS/stories260K-greedy.txt" $mode -t 2 -ngl $ngl $extra > /tmp/e2e/$n.log 2>&1; then
+                echo ok > /tmp/e2e/$n.res; else echo "FAIL: $m ngl $ngl $extra $mode" > /tmp/e2e/$n.res; fi ) &
+            while [ "$(jobs -r | wc -l)" -ge 8 ]; do sleep 0.1; done
           done
         done
       done
     done
-    log "e2e greedy on CUDA0: $ok identical, $bad different"
-    $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 252 --temp 0 -c 512 -ngl 5 2>&1 >/dev/null | tail -6 ;;
+    wait
+    ok=$(grep -l '^ok' /tmp/e2e/*.res | wc -l); bad=$(grep -h FAIL /tmp/e2e/*.res | wc -l)
+    grep -h FAIL /tmp/e2e/*.res | head; for f in $(grep -l FAIL /tmp/e2e/*.res | head -2); do head -12 "${f%.res}.log"; done
+    log "e2e greedy on CUDA0: $ok identical, $bad different (of $n)"
+    $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 252 --temp 0 -c 512 -ngl 5 2>&1 >/dev/null | tail -3 ;;
   sanitize)
-    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 24 --temp 0 -ngl 5 > "$DEST/memcheck.log" 2>&1
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 24 --temp 0 -ngl 5 > "$DEST/memcheck.log" 2>&1
     log "compute-sanitizer memcheck rc=$?"; grep -E "ERROR SUMMARY" "$DEST/memcheck.log" ;;
   bench7b)
-    $B/loom gen-model --preset 7b --type f16 --tokenizer "$MODELS/tokenizer.bin" -o /tmp/7b-f16.gguf 2>&1 | tail -1
-    $B/loom bench -m /tmp/7b-f16.gguf -p 512 -n 128 -ngl 99 -r 3 2>&1 | tee "$DEST/bench7b.md"
-    $B/loom run -m /tmp/7b-f16.gguf -p "Once upon a time" -n 32 --temp 0 -ngl 99 2>&1 >/dev/null | grep -E "buffer|load time|eval time"
-    $B/loom run -m /tmp/7b-f16.gguf -p "Once upon a time" -n 4 --temp 0 -ngl 99 --no-host-copy 2>&1 >/dev/null | grep -E "buffer|load time|eval time"
-    $B/loom bench -m /tmp/7b-f16.gguf -p 512 -n 32 -ngl 16 -t 16 -r 2 2>&1 | tee -a "$DEST/bench7b.md" ;;
+    gen7b
+    $B/loom bench -m $M7 -p 512 -n 128 -ngl 99 -r 3 2>&1 | tee "$DEST/bench7b.md" ;;
+  profile)
+    gen7b
+    LOOM_CUDA_PROFILE=1 $B/loom bench -m $M7 -p 512 -n 32 -ngl 99 -r 2 > "$DEST/profile1.log" 2>&1; log "LOOM_CUDA_PROFILE=1 (kernels)"
+    grep -vE "^\| (---|model)" "$DEST/profile1.log" | cut -c1-170
+    for g in 1 0; do
+      LOOM_CUDA_GRAPHS=$g LOOM_CUDA_PROFILE=2 $B/loom bench -m $M7 -p 0 -n 64 -ngl 99 -r 1 > "$DEST/profile2-g$g.log" 2>&1
+      log "LOOM_CUDA_PROFILE=2 (host) LOOM_CUDA_GRAPHS=$g"; grep -E "profile|tg" "$DEST/profile2-g$g.log" | cut -c1-330
+    done ;;
+  variants)
+    # VARIANTS: 'ENV=V ...|bench flags' entries separated by ';'
+    gen7b
+    IFS=';' read -ra vs <<< "${VARIANTS:-LOOM_CUDA_GRAPHS=0|-p 0;LOOM_CUDA_PDL=0|-p 0;LOOM_CUDA_FUSE=0|-p 0;LOOM_CUDA_GRAPHS=0 LOOM_CUDA_FUSE=0 LOOM_CUDA_PDL=0|-p 512}"
+    for v in "${vs[@]}"; do
+      e=${v%|*}; p=${v#*|}
+      log "$e ($p)"; env $e $B/loom bench -m $M7 -n 128 $p -ngl 99 -r 2 2>&1 | grep -E "pp|tg" | tee -a "$DEST/variants.md"
+    done ;;
+  ngl16)
+    gen7b
+    $B/loom bench -m $M7 -p 512 -n 32 -ngl 16 -t 16 -r 2 2>&1 | tee -a "$DEST/bench7b.md" ;;
   esac
   log "$s: $(( $(date +%s) - t0 )) s"
 done

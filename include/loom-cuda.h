@@ -23,6 +23,18 @@
  * failure is LOOM_ERR_BACKEND with a logged message naming the failing call). Ops: everything in
  * loom.h for F32/F16/BF16 with arbitrary strides (loom_backend_dev_supports_op answers exactly).
  *
+ * Execution (read when a backend is created; "0" turns a switch off):
+ *  - LOOM_CUDA_FUSE: neighbouring nodes run as one kernel where the memory allows it (rms_norm+mul,
+ *    rope+copy, a matrix-vector product with the add/mul/silu/copy/rope that follows it, SwiGLU);
+ *    every node's result is still written. On by default.
+ *  - LOOM_CUDA_GRAPHS: token-generation splits (no cuBLAS products) are captured into CUDA graphs
+ *    in chunks and updated in place from one compute to the next. On by default.
+ *  - LOOM_CUDA_PDL: kernels are launched with programmatic dependent launch, so each starts
+ *    while the previous one drains. On by default.
+ *  - LOOM_CUDA_PROFILE=1: per-kernel-kind GPU times of each compute (queued behind gates, direct
+ *    launches); =2: host times only. Logged (warning level) when the backend is freed.
+ *  - LOOM_CUDA_MV (0-3) and LOOM_CUDA_GEMM (0-2): kernel-shape and cuBLAS-output experiments.
+ *
  * When Loom is built without CUDA these functions exist too: they report no devices and return
  * LOOM_ERR_UNSUPPORTED or false.
  */

@@ -110,13 +110,18 @@ static size_t elem_offset(const struct loom_tensor * t, int64_t i0, int64_t i1, 
     return (size_t)i0 * t->nb[0] + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
 }
 
+/* Leafs whose name starts with "cache" are read as read back (a KV cache that CPY nodes of the
+ * graph write before other nodes read it), when set. */
+static bool g_caches_after;
+
 /* Value of a source element: leafs as uploaded, computed tensors as read back. */
 static double sv(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     size_t offs;
     const struct loom_tensor * b = base_of(t, &offs);
     struct host_copy * c = copy_of(b);
     if (!c) return NAN;
-    const uint8_t * mem = c->leaf ? c->before : c->after;
+    const bool after = !c->leaf || (g_caches_after && !strncmp(b->name, "cache", 5));
+    const uint8_t * mem = after ? c->after : c->before;
     return read_elem(mem + offs + elem_offset(t, i0, i1, i2, i3), t->type);
 }
 
@@ -405,6 +410,10 @@ static double check_node(const struct loom_tensor * node, const char * name) {
  * computed tensors, computes the graph of 'out' on g_be, reads everything back and checks each
  * computed node against its reference, that the leafs are unchanged (except the elements a CPY
  * wrote) and that a guard tensor placed after the output is intact. Frees 'ctx'. */
+/* Nodes tc_run expands before its output (KV cache stores), when set. */
+static struct loom_tensor * g_pre[4];
+static int g_n_pre;
+
 static void tc_run(struct loom_context * ctx, struct loom_tensor * out, const char * fmt, ...) {
     char name[256];
     va_list ap;
@@ -416,6 +425,7 @@ static void tc_run(struct loom_context * ctx, struct loom_tensor * out, const ch
     struct loom_tensor * guard = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 64);
     loom_set_name(guard, "guard");
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 256);
+    for (int i = 0; i < g_n_pre; i++) loom_build_forward_expand(g, g_pre[i]);
     loom_build_forward_expand(g, out);
     for (int i = 0; i < g->n_nodes; i++) {
         if (!g->nodes[i]->name[0]) loom_format_name(g->nodes[i], "node%d", i);
@@ -770,6 +780,94 @@ static void test_graph(enum loom_type wt) {
     g_fixup = NULL;
 }
 
+/* One LLaMA layer decoding T tokens after n_past cached ones, laid out as src/llama/graph.c
+ * builds it (K and V stores into F16 caches, GQA, the merge of heads, SwiGLU): every product
+ * takes the matrix-vector kernels, so the CUDA backend fuses norm+mul, rope+store, product+store,
+ * product+add, product+silu and product+mul, and replays the layer as a CUDA graph -- updated in
+ * place when only n_past (shapes and addresses) changes between runs. */
+static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, const char * what) {
+    const int64_t d = 64, n_head = 4, n_head_kv = 2, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = 96, n_ctx = 40;
+    const int64_t n_kv = n_past + T;
+    struct loom_context * ctx = tc_begin();
+    struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
+    struct loom_tensor * attn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
+    struct loom_tensor * ffn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
+    struct loom_tensor * wq = loom_new_tensor_2d(ctx, wt, d, d);
+    struct loom_tensor * wk = loom_new_tensor_2d(ctx, wt, d, n_kv_embd);
+    struct loom_tensor * wv = loom_new_tensor_2d(ctx, wt, d, n_kv_embd);
+    struct loom_tensor * wo = loom_new_tensor_2d(ctx, wt, d, d);
+    struct loom_tensor * wg = loom_new_tensor_2d(ctx, wt, d, ff);
+    struct loom_tensor * wu = loom_new_tensor_2d(ctx, wt, d, ff);
+    struct loom_tensor * wd = loom_new_tensor_2d(ctx, wt, ff, d);
+    struct loom_tensor * pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, T);
+    struct loom_tensor * mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, T);
+    struct loom_tensor * kc = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, n_kv_embd, n_ctx);
+    struct loom_tensor * vc = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, n_ctx, n_kv_embd);
+    loom_set_name(kc, "cache_k");
+    loom_set_name(vc, "cache_v");
+    /* weights: the matrix-vector kernels may read them before the previous kernel is done */
+    struct loom_tensor * weights[] = {attn_norm, ffn_norm, wq, wk, wv, wo, wg, wu, wd};
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) weights[i]->flags |= LOOM_TENSOR_FLAG_WEIGHT;
+    const size_t es = 2;
+
+    struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, 1e-5f), attn_norm);
+    struct loom_tensor * k = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wk, cur), hd, n_head_kv, T), pos, hd, LOOM_ROPE_NORMAL,
+                                       10000.0f, 1.0f);
+    struct loom_tensor * k_dst = loom_view_1d(ctx, kc, T * n_kv_embd, (size_t)n_past * n_kv_embd * es);
+    struct loom_tensor * v = loom_mul_mat(ctx, wv, cur);
+    struct loom_tensor * v_dst = loom_view_2d(ctx, vc, T, n_kv_embd, (size_t)n_ctx * es, (size_t)n_past * es);
+    g_pre[0] = loom_cpy(ctx, k, k_dst);
+    g_pre[1] = loom_cpy(ctx, loom_transpose(ctx, loom_reshape_2d(ctx, v, n_kv_embd, T)), v_dst);
+    g_n_pre = 2;
+    struct loom_tensor * q = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wq, cur), hd, n_head, T), pos, hd, LOOM_ROPE_NORMAL,
+                                       10000.0f, 1.0f);
+    struct loom_tensor * Q = loom_permute(ctx, q, 0, 2, 1, 3);
+    struct loom_tensor * K = loom_view_3d(ctx, kc, hd, n_kv, n_head_kv, (size_t)n_kv_embd * es, (size_t)hd * es, 0);
+    struct loom_tensor * V = loom_view_3d(ctx, vc, n_kv, hd, n_head_kv, (size_t)n_ctx * es, (size_t)n_ctx * hd * es, 0);
+    struct loom_tensor * kq = loom_soft_max_ext(ctx, loom_mul_mat(ctx, K, Q), mask, 0.25f);
+    struct loom_tensor * kqv = loom_mul_mat(ctx, V, kq);
+    struct loom_tensor * attn = loom_cont_2d(ctx, loom_permute(ctx, kqv, 0, 2, 1, 3), d, T);
+    struct loom_tensor * x1 = loom_add(ctx, x, loom_mul_mat(ctx, wo, attn));
+    struct loom_tensor * cur2 = loom_mul(ctx, loom_rms_norm(ctx, x1, 1e-5f), ffn_norm);
+    struct loom_tensor * glu = loom_mul(ctx, loom_silu(ctx, loom_mul_mat(ctx, wg, cur2)), loom_mul_mat(ctx, wu, cur2));
+    struct loom_tensor * out = loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu));
+    g_i32_lo = (int32_t)n_past;
+    g_i32_hi = (int32_t)(n_past + T);
+    g_caches_after = true;
+    tc_run(ctx, out, "decode layer %s T%lld n_past %lld (%s)", loom_type_name(wt), (long long)T, (long long)n_past, what);
+    g_caches_after = false;
+    g_n_pre = 0;
+}
+
+/* The decode layer on the default backend (fusion, CUDA graphs and programmatic launches on unless
+ * the environment says otherwise) for a growing n_past, then on backends made with
+ * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0 and LOOM_CUDA_PDL=0. */
+static void test_decode(void) {
+    const int64_t steps[] = {0, 1, 2, 9, 30};
+    for (int w = 0; w < 2; w++)
+        for (int64_t T = 1; T <= 4; T += 3)
+            for (int s = 0; s < 5; s++) test_decode_layer(w ? LOOM_TYPE_F16 : LOOM_TYPE_F32, T, steps[s], "default");
+    const char * vars[3] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL"};
+    for (int k = 0; k < 3; k++) {
+        const char * old = getenv(vars[k]);
+        char * saved = old ? strdup(old) : NULL;
+        setenv(vars[k], "0", 1);
+        loom_backend_t be = loom_backend_dev_init(g_dev, NULL);
+        if (saved) setenv(vars[k], saved, 1);
+        else unsetenv(vars[k]);
+        free(saved);
+        CHECK(be != NULL, "backend with %s=0", vars[k]);
+        if (!be) continue;
+        loom_backend_t keep = g_be;
+        g_be = be;
+        char what[64];
+        snprintf(what, sizeof what, "%s=0", vars[k]);
+        for (int s = 0; s < 3; s++) test_decode_layer(LOOM_TYPE_F16, s == 2 ? 4 : 1, steps[s + 2], what);
+        g_be = keep;
+        loom_backend_free(be);
+    }
+}
+
 /* ================================================================ memory and device tests */
 
 static void test_device_props(void) {
@@ -1065,6 +1163,7 @@ int main(int argc, char ** argv) {
     test_graph(LOOM_TYPE_F32);
     test_graph(LOOM_TYPE_F16);
     test_graph(LOOM_TYPE_BF16);
+    test_decode();
     fprintf(stderr, "%d op cases, %.1f s\n", g_cases, (loom_time_us() - t0) / 1e6);
     loom_backend_free(g_be);
     return test_finish("test-cuda");

@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int * sched_tb(loom_backend_sched_t s, const struct loom_tensor * t) {
-    size_t slot = loom_hash_set_find(&s->hs, t);
-    return slot == SIZE_MAX ? NULL : &s->tb[slot];
-}
-
 int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
     if (!buffer) return -1;
     loom_backend_buffer_type_t buft = loom_backend_buffer_get_type(buffer);
@@ -30,9 +25,22 @@ int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer
     return -1;
 }
 
+static bool owns(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
+    for (int i = 0; i < s->n_owns; i++) {
+        if (s->owns[i].buffer == buffer) return s->owns[i].owned;
+    }
+    const bool owned = galloc_owns_buffer(s->galloc, buffer);
+    if (s->n_owns < (int)(sizeof s->owns / sizeof s->owns[0])) {
+        s->owns[s->n_owns].buffer = buffer;
+        s->owns[s->n_owns].owned = owned;
+        s->n_owns++;
+    }
+    return owned;
+}
+
 bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);
-    return b->data != NULL && !(b->buffer && galloc_owns_buffer(s->galloc, b->buffer));
+    return b->data != NULL && !(b->buffer && owns(s, b->buffer));
 }
 
 int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t) {
@@ -42,8 +50,34 @@ int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t) 
     return id ? *id : -1;
 }
 
+_Static_assert(SCHED_MAX_BACKENDS <= 16, "supports() keeps one bit per backend in 16");
+
+/* loom_backend_supports_op, asked once per node and backend in a plan (the passes ask often). */
 static bool supports(loom_backend_sched_t s, int b, const struct loom_tensor * node) {
-    return b >= 0 && loom_backend_supports_op(s->backends[b], node);
+    if (b < 0) return false;
+    const size_t slot = sched_slot(s, node);
+    if (slot == SIZE_MAX) return loom_backend_supports_op(s->backends[b], node);
+    uint32_t * m = &s->sup[slot];
+    if (!(*m & (1u << b))) {
+        *m |= 1u << b;
+        if (loom_backend_supports_op(s->backends[b], node)) *m |= 1u << (16 + b);
+    }
+    return (*m >> (16 + b)) & 1u;
+}
+
+static void table_insert(loom_backend_sched_t s, struct loom_tensor * t) {
+    const size_t mask = s->hs.size - 1;
+    uint64_t x = (uint64_t)(uintptr_t)t;
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    for (size_t i = (size_t)x & mask;; i = (i + 1) & mask) {
+        if (s->hs.keys[i] == t) return;
+        if (!s->hs.keys[i]) {
+            s->hs.keys[i] = t;
+            return;
+        }
+    }
 }
 
 static bool is_weight(const struct loom_tensor * t) {
@@ -53,25 +87,31 @@ static bool is_weight(const struct loom_tensor * t) {
 }
 
 static enum loom_status init_table(loom_backend_sched_t s, struct loom_cgraph * g) {
-    size_t need = loom_hash_size((size_t)g->n_nodes + (size_t)g->n_leafs);
+    size_t need = 16;
+    while (need < 2 * ((size_t)g->n_nodes + (size_t)g->n_leafs)) need *= 2; /* at most half full */
     if (need > s->hs_cap) {
         struct loom_tensor ** keys = malloc(need * sizeof *keys);
         int * tb = malloc(need * sizeof *tb);
-        if (!keys || !tb) {
+        uint32_t * sup = malloc(need * sizeof *sup);
+        if (!keys || !tb || !sup) {
             free(keys);
             free(tb);
+            free(sup);
             return LOOM_ERR_OOM;
         }
         free(s->hs.keys);
         free(s->tb);
+        free(s->sup);
         s->hs.keys = keys;
         s->tb = tb;
+        s->sup = sup;
         s->hs_cap = need;
     }
     s->hs.size = need;
     memset(s->hs.keys, 0, need * sizeof *s->hs.keys);
+    memset(s->sup, 0, need * sizeof *s->sup);
     for (size_t i = 0; i < need; i++) s->tb[i] = -1;
-    for (int i = 0; i < g->n_nodes + g->n_leafs; i++) loom_hash_set_insert(&s->hs, i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes]);
+    for (int i = 0; i < g->n_nodes + g->n_leafs; i++) table_insert(s, i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes]);
     return LOOM_OK;
 }
 

@@ -60,8 +60,9 @@ struct loom_backend_sched {
     uint64_t plan_pins_version;
     bool allocated;
 
-    struct loom_hash_set hs;      /* the graph's nodes and leafs */
+    struct loom_hash_set hs;      /* the graph's nodes and leafs; size a power of two (sched_tb) */
     int * tb;                     /* per hash slot: backend id, -1 unassigned */
+    uint32_t * sup;               /* per hash slot: bit b = supports_op asked of backend b, bit 16 + b = its answer */
     size_t hs_cap;
 
     struct loom_tensor ** split_nodes;
@@ -79,6 +80,11 @@ struct loom_backend_sched {
     int cap_gcopy_nodes, cap_node_ids, cap_gcopy_leafs;
 
     size_t copy_bytes;            /* per compute */
+
+    /* galloc_owns_buffer answers, kept while the allocator's buffers cannot change (one plan,
+     * one signature): sched_is_external asks for every tensor, many times a plan */
+    struct { loom_backend_buffer_t buffer; bool owned; } owns[8];
+    int n_owns;
 };
 
 /* sched-assign.c */
@@ -90,8 +96,29 @@ int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t);
 int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer);
 /* True when the base of 't' lives in memory placed outside the scheduler (weights, KV cache). */
 bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t);
+/* Forgets the answers sched_is_external keeps; call where the allocator's buffers may have changed. */
+static inline void sched_owns_reset(loom_backend_sched_t s) { s->n_owns = 0; }
+/* The hash slot of 't' in s->hs (open addressing, linear probing, at most half full), or
+ * SIZE_MAX when 't' is not in the graph. Inline: the passes look tensors up many times a plan. */
+static inline size_t sched_slot(loom_backend_sched_t s, const struct loom_tensor * t) {
+    if (!s->hs.size) return SIZE_MAX;
+    const size_t mask = s->hs.size - 1;
+    uint64_t x = (uint64_t)(uintptr_t)t;
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 32;
+    for (size_t i = (size_t)x & mask;; i = (i + 1) & mask) {
+        const struct loom_tensor * k = s->hs.keys[i];
+        if (k == t) return i;
+        if (!k) return SIZE_MAX;
+    }
+}
+
 /* Pointer to the backend id of 't' in the plan, or NULL when 't' is not in the graph. */
-int * sched_tb(loom_backend_sched_t s, const struct loom_tensor * t);
+static inline int * sched_tb(loom_backend_sched_t s, const struct loom_tensor * t) {
+    size_t slot = sched_slot(s, t);
+    return slot == SIZE_MAX ? NULL : &s->tb[slot];
+}
 
 /* sched-split.c */
 enum loom_status sched_split_graph(loom_backend_sched_t s, struct loom_cgraph * graph);

@@ -52,6 +52,7 @@ void loom_backend_sched_free(loom_backend_sched_t s) {
     free(s->pins);
     free(s->hs.keys);
     free(s->tb);
+    free(s->sup);
     free(s->split_nodes);
     free(s->splits);
     free(s->inputs);
@@ -85,6 +86,7 @@ static void fp_tensor(loom_backend_sched_t s, struct loom_fp * f, const struct l
  * strides, sources, flags and pre-placed memory. */
 static uint64_t graph_signature(loom_backend_sched_t s, const struct loom_cgraph * g) {
     struct loom_fp f;
+    sched_owns_reset(s); /* buffer ownership is re-learnt for each graph */
     loom_fp_init(&f, (uintptr_t)g);
     loom_fp_add(&f, (uint64_t)(uint32_t)g->n_nodes << 32 | (uint32_t)g->n_leafs);
     for (int i = 0; i < g->n_nodes; i++) fp_tensor(s, &f, g->nodes[i]);
@@ -109,6 +111,7 @@ static bool is_current(loom_backend_sched_t s, struct loom_cgraph * g) {
 static enum loom_status plan(loom_backend_sched_t s, struct loom_cgraph * g) {
     s->graph = NULL;
     s->allocated = false;
+    sched_owns_reset(s);
     enum loom_status st = sched_assign(s, g);
     if (st == LOOM_OK) st = sched_split_graph(s, g);
     if (st != LOOM_OK) return st;

@@ -9,6 +9,8 @@ __device__ __forceinline__ bool lc_am_better(float v, int64_t i, float bv, int64
 }
 
 __global__ void lc_argmax_kernel(struct lc_tensor a, struct lc_tensor d) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
     __shared__ float sv[32];
     __shared__ int64_t si[32];
     for (int64_t r = blockIdx.x; r < a.ne[1]; r += gridDim.x) {
@@ -63,6 +65,7 @@ enum loom_status lc_argmax(struct lc_backend * be, struct loom_tensor * dst) {
     if (st != LOOM_OK) return st;
     const unsigned threads = a.ne[0] <= 1024 ? 32 : 1024;
     const unsigned blocks = (unsigned)(a.ne[1] < 1048576 ? a.ne[1] : 1048576);
-    lc_argmax_kernel<<<blocks, threads, 0, be->stream>>>(a, d);
+    void * args[] = {&a, &d};
+    lc_launch(be, (const void *)lc_argmax_kernel, dim3(blocks), dim3(threads), args);
     return LC_CHECK_LAUNCH("lc_argmax_kernel");
 }

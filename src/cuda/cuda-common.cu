@@ -14,6 +14,12 @@ enum loom_status lc_check_cublas(cublasStatus_t st, const char * call, const cha
     return LOOM_ERR_BACKEND;
 }
 
+bool lc_is_weight(const struct loom_tensor * t) {
+    const struct loom_tensor * b = t->view_src ? t->view_src : t;
+    if ((t->flags | b->flags) & LOOM_TENSOR_FLAG_WEIGHT) return true;
+    return b->buffer && loom_backend_buffer_get_usage(b->buffer) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
 bool lc_is_float_type(int type) { return type == LOOM_TYPE_F32 || type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16; }
 
 bool lc_strides_ok(const struct loom_tensor * t) {
@@ -94,4 +100,87 @@ struct lc_rows_launch lc_rows_launch_for(int64_t ne0, int64_t nrows) {
     l.block = dim3(bx, by, 1);
     l.grid = dim3((unsigned)gx, (unsigned)gy, 1);
     return l;
+}
+
+void lc_extent(const struct lc_tensor * t, char ** lo, char ** hi) {
+    *lo = *hi = t->data;
+    for (int i = 0; i < 4; i++) {
+        if (t->ne[i] == 0) return;
+    }
+    int64_t last = (int64_t)loom_type_size((enum loom_type)t->type);
+    for (int i = 0; i < 4; i++) last += (t->ne[i] - 1) * t->nb[i];
+    *hi = t->data + last;
+}
+
+enum lc_overlap lc_overlap_of(const struct lc_tensor * a, const struct lc_tensor * b) {
+    char *alo, *ahi, *blo, *bhi;
+    lc_extent(a, &alo, &ahi);
+    lc_extent(b, &blo, &bhi);
+    if (ahi <= blo || bhi <= alo) return LC_DISJOINT;
+    bool same = a->data == b->data && a->type == b->type;
+    for (int i = 0; i < 4 && same; i++) same = a->ne[i] == b->ne[i] && (a->ne[i] == 1 || a->nb[i] == b->nb[i]);
+    return same ? LC_SAME : LC_PARTIAL;
+}
+
+bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy, const struct lc_tensor * prod, struct lc_scatter * s) {
+    if (cpy->op != LOOM_OP_CPY && cpy->op != LOOM_OP_DUP && cpy->op != LOOM_OP_CONT) return false;
+    const struct loom_tensor * v = cpy->src[0];
+    if (!v || v->type != LOOM_TYPE_F32 || prod->type != LOOM_TYPE_F32 || !lc_is_contiguous(prod)) return false;
+    struct lc_tensor vt, e;
+    if (lc_tensor_of(be, v, false, &vt) != LOOM_OK || lc_tensor_of(be, cpy, true, &e) != LOOM_OK) return false;
+    if (vt.data != prod->data || lc_nelements(&vt) != lc_nelements(prod) || !lc_is_float_type(e.type)) return false;
+    /* a dense permutation: its dims (of more than one element) ordered by stride step through
+     * the bytes of 'prod' in mixed radix */
+    int order[4], n = 0;
+    for (int k = 0; k < 4; k++) {
+        if (vt.ne[k] > 1) order[n++] = k;
+    }
+    for (int x = 1; x < n; x++) {
+        for (int y = x; y > 0 && vt.nb[order[y]] < vt.nb[order[y - 1]]; y--) {
+            int t = order[y];
+            order[y] = order[y - 1];
+            order[y - 1] = t;
+        }
+    }
+    int64_t want = 4;
+    for (int x = 0; x < n; x++) {
+        if (vt.nb[order[x]] != want) return false;
+        want *= vt.ne[order[x]];
+    }
+    bool same_shape = true;
+    for (int k = 0; k < 4; k++) same_shape = same_shape && vt.ne[k] == e.ne[k];
+    int64_t step = (int64_t)loom_type_size((enum loom_type)e.type);
+    for (int k = 0; k < 4; k++) {
+        s->sne[k] = vt.ne[k] > 1 ? vt.ne[k] : 1;
+        s->snb[k] = vt.ne[k] > 1 ? vt.nb[k] : 1;
+        if (same_shape) {
+            s->dnb[k] = e.nb[k];
+        } else {
+            /* a contiguous destination of another shape: the copy goes in flat element order */
+            s->dnb[k] = step;
+            step *= vt.ne[k];
+        }
+    }
+    if (!same_shape && !lc_is_contiguous(&e)) return false;
+    if (lc_overlap_of(&e, prod) != LC_DISJOINT) return false;
+    s->data = e.data;
+    s->type = e.type;
+    return true;
+}
+
+void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args) {
+    if (!(be->pdl && be->pdl_prev)) {
+        (void)cudaLaunchKernel(func, grid, block, args, 0, be->stream);
+        return;
+    }
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = be->stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelExC(&cfg, func, args);
 }

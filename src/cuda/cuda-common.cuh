@@ -56,15 +56,48 @@ struct lc_buffer {
     struct lc_registration * regs;   /* MAPPED only: the spans this buffer registered itself */
 };
 
+/* One piece of a graph_compute replayed as a CUDA graph (cuda-exec.cu). */
+struct lc_graph_chunk {
+    cudaGraphExec_t exec;            /* NULL: none instantiated yet */
+    uint64_t key;                    /* the launch sequence 'exec' was instantiated from */
+};
+
+#define LC_GRAPH_CHUNKS 32
+#define LC_CUBLAS_WORKSPACE ((size_t)32 << 20) /* bytes: what NVIDIA advises for Hopper */
+
+/* What the last cuBLAS product left in scratch: 'src' converted to 'type' at scratch + 'off'
+ * (cuda-mulmat.cu); reused by the next product of the same source in the same compute. */
+struct lc_conv_cache {
+    const struct loom_tensor * src;  /* NULL: nothing valid */
+    const char * data;               /* device address of the source */
+    char * lo, * hi;                 /* byte extent of the source (invalidated by writes there) */
+    int type;
+    size_t off;                      /* bytes into scratch */
+};
+
+struct lc_profile;                   /* cuda-profile.cu */
+
 struct lc_backend {
     struct lc_device * dev;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    void * cublas_ws;                /* cuBLAS workspace, LC_CUBLAS_WORKSPACE bytes (NULL: cuBLAS's own) */
     char * scratch;                  /* device memory for per-op temporaries (converted operands) */
     size_t scratch_size;             /* bytes */
     int * err_dev;                   /* device flag kernels raise (get_rows: bad id + 1) */
     int * err_host;                  /* pinned copy read at synchronize */
     bool err_pending;                /* a copy of err_dev into err_host is queued */
+    bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
+    bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
+    bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
+    bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
+    bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
+    bool memcpy_queued;              /* a cudaMemcpyAsync was queued by the launch group in progress */
+    struct lc_graph_chunk chunks[LC_GRAPH_CHUNKS];
+    int64_t graph_instantiated, graph_updated; /* chunks made anew / updated in place (for the profile) */
+    struct lc_conv_cache conv;
+    int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */
+    struct lc_profile * prof;        /* LOOM_CUDA_PROFILE, else NULL */
     struct loom_backend backend;
 };
 
@@ -91,6 +124,15 @@ struct lc_buffer * lc_buffer_of(loom_backend_buffer_t buffer);
 bool lc_buft_is_host(loom_backend_buffer_type_t buft);     /* a CUDA pinned host buffer type */
 loom_backend_buffer_t lc_buffer_from_host_ptr(loom_backend_dev_t dev, void * ptr, size_t size);
 
+/* ---------------------------------------------------------------- devices and execution */
+
+/* The device's answer to supports_op (cuda-device.cu). */
+bool lc_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op);
+/* Queues every node of 'g' on the backend's stream (cuda-exec.cu); nothing waits for the device. */
+enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g);
+/* Destroys the backend's executable CUDA graphs. */
+void lc_graphs_free(struct lc_backend * be);
+
 /* ---------------------------------------------------------------- the tensor descriptor */
 
 /* What a kernel needs of one tensor, passed by value. */
@@ -100,6 +142,9 @@ struct lc_tensor {
     int64_t ne[4];     /* elements */
     int64_t nb[4];     /* bytes */
 };
+
+/* True when 't' is a model weight (flagged, or in a weights buffer): nothing in a graph writes it. */
+bool lc_is_weight(const struct loom_tensor * t);
 
 /* Describes 't' for kernels: resolves its storage (views through their base), translates host
  * addresses of pinned and mapped buffers to device addresses, and checks that 'be' can read it
@@ -139,6 +184,15 @@ __device__ __forceinline__ int64_t lc_row_offset(const struct lc_tensor & t, int
     return i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
 }
 
+/* SiLU and tanh-GELU, shared by the element-wise kernels and the fused epilogues so that both
+ * round alike. */
+__device__ __forceinline__ float lc_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float lc_gelu(float x) {
+    /* 0.5 x (1 + tanh(u)) == x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x / (1.0f + __expf(-2.0f * u));
+}
+
 __device__ __forceinline__ float lc_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -173,6 +227,67 @@ __device__ __forceinline__ float lc_block_max(float v, float * shared) {
     return lc_warp_max(v);
 }
 
+/* ---------------------------------------------------------------- memory extents */
+
+/* How two tensors' bytes relate: disjoint, the very same elements (same address, type, shape
+ * and strides: an element-wise kernel may read one and write the other in place), or any other
+ * overlap. */
+enum lc_overlap { LC_DISJOINT = 0, LC_SAME, LC_PARTIAL };
+enum lc_overlap lc_overlap_of(const struct lc_tensor * a, const struct lc_tensor * b);
+/* First byte and one past the last byte 't' spans. */
+void lc_extent(const struct lc_tensor * t, char ** lo, char ** hi);
+
+/* ---------------------------------------------------------------- fused copies */
+
+/* A copy fused into the kernel that produces its source: element at byte offset 'o' of the dense
+ * producer output goes to data + sum_k ((o / snb[k]) % sne[k]) * dnb[k] (dims with sne 1 are
+ * skipped), converted to 'type'. Describes CPY/DUP/CONT of a dense permutation (a reshape,
+ * transpose or permute view) of the producer's output. */
+struct lc_scatter {
+    char * data;
+    int type;
+    int64_t sne[4], snb[4];          /* the view the copy reads: elements, bytes */
+    int64_t dnb[4];                  /* bytes in the destination per step of each view index */
+};
+
+/* Fills 's' for copy node 'cpy' (CPY, DUP or CONT) when its source is a dense permutation of
+ * exactly the bytes of 'prod' (a contiguous F32 tensor computed by the same kernel) and its
+ * destination is disjoint from 'prod'; false otherwise (the copy then runs on its own). */
+bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy, const struct lc_tensor * prod, struct lc_scatter * s);
+
+/* Stores 'v', the producer's element at byte offset 'o', where 's' sends it. */
+__device__ __forceinline__ void lc_scatter_store(const struct lc_scatter & s, int64_t o, float v) {
+    int64_t off = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if (s.sne[k] > 1) off += ((o / s.snb[k]) % s.sne[k]) * s.dnb[k];
+    }
+    lc_store(s.data + off, s.type, v);
+}
+
+/* ---------------------------------------------------------------- programmatic dependent launch
+ * Every kernel lets the next one launch as soon as all its blocks have started; a kernel launched
+ * with cudaLaunchAttributeProgrammaticStreamSerialization (the matrix-vector kernels) must wait
+ * for its predecessor's completion before it reads what that wrote or writes anything. Both are
+ * no-ops where nothing is programmatic. */
+__device__ __forceinline__ void lc_pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void lc_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Launches kernel 'func' with its arguments 'args' (pointers to each, in order) on the backend's
+ * stream -- programmatically when PDL is on and the last work queued is one of our kernels, so it
+ * may start while that one drains: every kernel launched this way calls lc_pdl_wait() before it
+ * touches memory. A launch error is left for LC_CHECK_LAUNCH. */
+void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args);
+
 /* ---------------------------------------------------------------- launch shapes */
 
 /* A 2-D launch over [ne0, nrows]: threads along x cover elements of a row, threads along y and
@@ -181,6 +296,11 @@ struct lc_rows_launch {
     dim3 grid, block;
 };
 struct lc_rows_launch lc_rows_launch_for(int64_t ne0, int64_t nrows);
+/* Blocks of 256 threads for a flat loop over 'n' elements (grid-stride beyond 2^20 blocks). */
+static inline unsigned lc_flat_blocks(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > (1 << 20) ? (1 << 20) : b);
+}
 
 /* Checks the last launch; logs naming 'what' on failure. */
 #define LC_CHECK_LAUNCH(what) lc_check(cudaGetLastError(), what, __func__)

@@ -7,6 +7,7 @@
 #include "cuda-getrows.cuh"
 #include "cuda-mulmat.cuh"
 #include "cuda-norm.cuh"
+#include "cuda-profile.cuh"
 #include "cuda-rope.cuh"
 #include "cuda-softmax.cuh"
 #include "cuda-unary.cuh"
@@ -28,7 +29,10 @@ static void be_free(loom_backend_t backend) {
     struct lc_backend * be = (struct lc_backend *)backend->context;
     cudaSetDevice(be->dev->id);
     if (be->stream) LC_CHECK(cudaStreamSynchronize(be->stream));
+    lc_profile_free(be);
+    lc_graphs_free(be);
     if (be->cublas) cublasDestroy(be->cublas);
+    if (be->cublas_ws) cudaFree(be->cublas_ws);
     if (be->scratch) cudaFree(be->scratch);
     if (be->err_dev) cudaFree(be->err_dev);
     if (be->err_host) cudaFreeHost(be->err_host);
@@ -88,7 +92,9 @@ static bool be_cpy_async(loom_backend_t backend_src, loom_backend_t backend_dst,
 static enum loom_status be_synchronize(loom_backend_t backend) {
     struct lc_backend * be = (struct lc_backend *)backend->context;
     LC_TRY(cudaSetDevice(be->dev->id));
+    const int64_t t0 = be->prof ? loom_time_us() : 0;
     LC_TRY(cudaStreamSynchronize(be->stream));
+    if (be->prof) lc_profile_sync(be, (double)(loom_time_us() - t0) / 1000.0);
     if (be->err_pending) {
         be->err_pending = false;
         if (*be->err_host) {
@@ -99,87 +105,8 @@ static enum loom_status be_synchronize(loom_backend_t backend) {
     return LOOM_OK;
 }
 
-/* Grows the scratch memory to 'need' bytes, waiting for queued work that may still use it. */
-static enum loom_status be_reserve_scratch(struct lc_backend * be, size_t need) {
-    if (need <= be->scratch_size) return LOOM_OK;
-    LC_TRY(cudaStreamSynchronize(be->stream));
-    if (be->scratch) cudaFree(be->scratch);
-    be->scratch = NULL;
-    be->scratch_size = 0;
-    size_t size = need + need / 4;
-    void * p = NULL;
-    if (cudaMalloc(&p, size) != cudaSuccess) {
-        (void)cudaGetLastError();
-        size_t fr = 0, tot = 0;
-        cudaMemGetInfo(&fr, &tot);
-        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB of scratch memory for mul_mat (%.2f MiB free)", be->dev->name,
-                 be->dev->description, size / 1048576.0, fr / 1048576.0);
-        return LOOM_ERR_OOM;
-    }
-    be->scratch = (char *)p;
-    be->scratch_size = size;
-    return LOOM_OK;
-}
-
-static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor * node) {
-    switch (node->op) {
-    case LOOM_OP_DUP:
-    case LOOM_OP_CPY:
-    case LOOM_OP_CONT: return lc_cpy(be, node);
-    case LOOM_OP_ADD:
-    case LOOM_OP_MUL: return lc_binary(be, node);
-    case LOOM_OP_SCALE:
-    case LOOM_OP_SILU:
-    case LOOM_OP_GELU: return lc_unary(be, node);
-    case LOOM_OP_RMS_NORM: return lc_rms_norm(be, node);
-    case LOOM_OP_MUL_MAT: return lc_mul_mat(be, node);
-    case LOOM_OP_GET_ROWS: return lc_get_rows(be, node);
-    case LOOM_OP_ROPE: return lc_rope(be, node);
-    case LOOM_OP_SOFT_MAX: return lc_soft_max(be, node);
-    case LOOM_OP_ARGMAX: return lc_argmax(be, node);
-    default: return LOOM_ERR_UNSUPPORTED;
-    }
-}
-
-static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op);
-
-/* Queues every node on the stream; nothing here waits for the device. */
 static enum loom_status be_graph_compute(loom_backend_t backend, struct loom_cgraph * graph) {
-    struct lc_backend * be = (struct lc_backend *)backend->context;
-    LC_TRY(cudaSetDevice(be->dev->id));
-    size_t scratch = 0;
-    bool gathers = false;
-    for (int i = 0; i < graph->n_nodes; i++) {
-        struct loom_tensor * node = graph->nodes[i];
-        if (node->op == LOOM_OP_MUL_MAT && lc_mul_mat_supported(node) && loom_nelements(node) > 0) {
-            size_t s = lc_mul_mat_scratch(node);
-            if (s > scratch) scratch = s;
-        }
-        gathers = gathers || node->op == LOOM_OP_GET_ROWS;
-    }
-    enum loom_status st = be_reserve_scratch(be, scratch);
-    if (st != LOOM_OK) return st;
-    for (int i = 0; i < graph->n_nodes; i++) {
-        struct loom_tensor * node = graph->nodes[i];
-        if (node->op == LOOM_OP_NONE || loom_op_is_view(node->op) || loom_nelements(node) == 0) continue;
-        if (!dev_supports_op(backend->device, node)) {
-            loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s, %s) is not supported by this device", be->dev->name, i, node->name,
-                     loom_op_name(node->op), loom_type_name(node->type));
-            return LOOM_ERR_UNSUPPORTED;
-        }
-        st = compute_node(be, node);
-        if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s) failed: %s", be->dev->name, i, node->name, loom_op_name(node->op),
-                     loom_status_str(st));
-            return st;
-        }
-    }
-    if (gathers) {
-        LC_TRY(cudaMemcpyAsync(be->err_host, be->err_dev, sizeof(int), cudaMemcpyDeviceToHost, be->stream));
-        LC_TRY(cudaMemsetAsync(be->err_dev, 0, sizeof(int), be->stream));
-        be->err_pending = true;
-    }
-    return LOOM_OK;
+    return lc_graph_compute((struct lc_backend *)backend->context, graph);
 }
 
 static enum loom_status be_event_record(loom_backend_t backend, loom_backend_event_t event) {
@@ -208,6 +135,13 @@ static const struct loom_backend_i be_iface = {
 
 static bool is_cuda_backend(loom_backend_t backend) { return backend && backend->iface.get_name == be_name; }
 
+/* An on/off environment variable: "0" is off, any other value on, unset 'dflt'. */
+static bool env_flag(const char * name, bool dflt) {
+    const char * v = getenv(name);
+    if (!v || !*v) return dflt;
+    return strcmp(v, "0") != 0;
+}
+
 static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * params) {
     (void)params;
     struct lc_device * d = dev_of(dev);
@@ -229,6 +163,22 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
         return NULL;
     }
     *be->err_host = 0;
+    be->graphs = env_flag("LOOM_CUDA_GRAPHS", true);
+    be->fuse = env_flag("LOOM_CUDA_FUSE", true);
+    be->pdl = env_flag("LOOM_CUDA_PDL", true);
+    const char * gemm = getenv("LOOM_CUDA_GEMM");
+    lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);
+    const char * mv = getenv("LOOM_CUDA_MV");
+    lc_mul_mat_set_mv_mode(mv && atoi(mv) >= 0 && atoi(mv) <= 3 && *mv ? atoi(mv) : 2);
+    /* cuBLAS's workspace set up front: nothing it needs is allocated while a product is queued */
+    if (cudaMalloc((void **)&be->cublas_ws, LC_CUBLAS_WORKSPACE) != cudaSuccess ||
+        cublasSetWorkspace(be->cublas, be->cublas_ws, LC_CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        if (be->cublas_ws) cudaFree(be->cublas_ws);
+        be->cublas_ws = NULL;
+    }
+    const char * prof = getenv("LOOM_CUDA_PROFILE");
+    if (prof && (atoi(prof) == 1 || atoi(prof) == 2)) be->prof = lc_profile_new(atoi(prof));
     be->backend.iface = be_iface;
     be->backend.device = dev;
     be->backend.context = be;
@@ -315,6 +265,8 @@ static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * o
     default: return false;
     }
 }
+
+bool lc_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op) { return dev_supports_op(dev, op); }
 
 /* ---------------------------------------------------------------- events */
 

@@ -2,6 +2,8 @@
 #include "cuda-getrows.cuh"
 
 __global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, struct lc_tensor d, int * err) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -33,6 +35,8 @@ enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst) {
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
     if (st != LOOM_OK) return st;
     struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
-    lc_get_rows_kernel<<<l.grid, l.block, 0, be->stream>>>(a, ids, d, be->err_dev);
+    int * err = be->err_dev;
+    void * args[] = {&a, &ids, &d, &err};
+    lc_launch(be, (const void *)lc_get_rows_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_get_rows_kernel");
 }

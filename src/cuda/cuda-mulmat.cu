@@ -6,10 +6,56 @@
 
 #include <string.h>
 
+/* LOOM_CUDA_GEMM (an experiment, read when a backend is created): 0 cuBLAS writes the F32 result
+ * (F32 accumulation); 1 an F16 result in scratch (F32 accumulation) converted to F32; 2 the same
+ * with F16 accumulation (what llama.cpp does for F16 weights). */
+static int g_gemm_mode;
+
+void lc_mul_mat_set_gemm_mode(int mode) { g_gemm_mode = mode; }
+
+/* LOOM_CUDA_MV (an experiment): the one-column kernel for fewer than 8192 rows: 0 one row per
+ * warp and 4 loads in flight per thread, 1 the same with 8, 2 (the default: 10% faster token
+ * generation than 0 on an H200, bench/cuda-notes.md) two rows per warp, 3 four rows per warp and 2
+ * loads in flight. */
+static int g_mv_mode = 2;
+
+void lc_mul_mat_set_mv_mode(int mode) { g_mv_mode = mode; }
+
 /* ================================================================ matrix-vector kernels */
+
+/* What the node after a matrix-vector product computes from its result, fused into the product's
+ * kernel (lane 0 of each row's warp, right after writing the product's own element). */
+enum { LC_EPI_NONE = 0, LC_EPI_ADD, LC_EPI_MUL, LC_EPI_SILU, LC_EPI_COPY, LC_EPI_ROPE };
+
+struct lc_mv_epi {
+    int kind;
+    char * e;                        /* ADD/MUL/SILU: F32 result, the product's shape */
+    int64_t e_nb[4];                 /* bytes */
+    const char * o;                  /* ADD/MUL: the other F32 operand, the product's shape */
+    int64_t o_nb[4];
+    struct lc_scatter sc;            /* COPY; ROPE with has_sc: the copy of the rotated result */
+    /* ROPE (normal mode) of the product viewed as [head_dim, n_head, N]: rows 2i and 2i + 1 are a
+     * pair, both in one warp (ROWS even); e/e_nb is the rotated result, the product's layout */
+    const char * pos;                /* I32 [N] */
+    int64_t pos_nb0, head_dim;
+    int n_dims, has_sc;
+    double log2_base, freq_scale;
+};
+
+/* SwiGLU fused into one launch of the gate and up products (p.a2 set): each warp computes row i
+ * of both, and writes gate, silu(gate), up and silu(gate) * up. */
+struct lc_mv_glu {
+    char * up;                       /* the up product's result (p.d holds the gate's) */
+    int64_t up_nb[4];
+    char * act;                      /* silu(gate) */
+    int64_t act_nb[4];
+    char * out;                      /* silu(gate) * up */
+    int64_t out_nb[4];
+};
 
 struct lc_mv_args {
     const char * a;                  /* [K, M, ne2a, ne3a] rows dense */
+    const char * a2;                 /* SwiGLU: the up matrix (a's shape and strides); NULL otherwise */
     const char * b;                  /* F32 [K, N, ne2, ne3] rows dense */
     char * d;                        /* F32 [M, N, ne2, ne3] */
     int64_t K, M, ne2, nbatch;
@@ -18,7 +64,27 @@ struct lc_mv_args {
     int64_t d_nb0, d_nb1, d_nb2, d_nb3;
     int64_t r2, r3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
+    int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
+    int pdl;                         /* host: launch with programmatic stream serialization */
+    struct lc_mv_epi epi;
+    struct lc_mv_glu glu;
 };
+
+/* The fused node's element (row, j, i2, i3), given the product's value 'v' there. */
+__device__ __forceinline__ void lc_mv_epilogue(const struct lc_mv_args & p, int64_t row, int64_t j, int64_t i2, int64_t i3, float v) {
+    const struct lc_mv_epi & e = p.epi;
+    if (e.kind == LC_EPI_COPY) {
+        lc_scatter_store(e.sc, row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3, v);
+        return;
+    }
+    float * out = (float *)(e.e + row * e.e_nb[0] + j * e.e_nb[1] + i2 * e.e_nb[2] + i3 * e.e_nb[3]);
+    if (e.kind == LC_EPI_SILU) {
+        *out = lc_silu(v);
+        return;
+    }
+    const float x = *(const float *)(e.o + row * e.o_nb[0] + j * e.o_nb[1] + i2 * e.o_nb[2] + i3 * e.o_nb[3]);
+    *out = e.kind == LC_EPI_ADD ? v + x : v * x; /* both commute exactly: the operands' order does not matter */
+}
 
 
 /* Eight (F16/BF16) or four (F32) elements of 'a' in one 16-byte vector, times the matching
@@ -91,22 +157,68 @@ __device__ __forceinline__ void lc_mv_accum(const uint4 * x, const char * b, int
     }
 }
 
-/* Each warp computes ROWS consecutive rows of the result (WARPS warps per block); every thread
- * keeps ROWS * UNROLL independent 16-byte weight loads in flight. Rows past M are clamped (read
- * again, never written). */
+/* The product's rows 'row' and row + 1 (a rotation pair), column j: both written, rotated as
+ * lc_rope_kernel rotates them (same arithmetic), the rotated pair written and copied on. */
+__device__ __forceinline__ void lc_mv_rope(const struct lc_mv_args & p, int64_t row, int64_t j, int64_t i2, int64_t i3, float x0, float x1) {
+    const struct lc_mv_epi & e = p.epi;
+    const int64_t o0 = row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
+    *(float *)(p.d + o0) = x0;
+    *(float *)(p.d + o0 + p.d_nb0) = x1;
+    const int64_t i0 = row % e.head_dim;
+    float y0 = x0, y1 = x1;
+    if (i0 < e.n_dims) {
+        const int64_t q = i0 / 2;
+        const double inv_freq = exp2(-(double)(2 * q) / (double)e.n_dims * e.log2_base);
+        const int32_t ps = *(const int32_t *)(e.pos + j * e.pos_nb0);
+        const double theta = (double)ps * e.freq_scale * inv_freq;
+        const double twopi = 6.283185307179586476925;
+        const float t = (float)(theta - twopi * rint(theta / twopi));
+        float sn, cs;
+        sincosf(t, &sn, &cs);
+        y0 = x0 * cs - x1 * sn;
+        y1 = x0 * sn + x1 * cs;
+    }
+    const int64_t r0 = row * e.e_nb[0] + j * e.e_nb[1] + i2 * e.e_nb[2] + i3 * e.e_nb[3];
+    *(float *)(e.e + r0) = y0;
+    *(float *)(e.e + r0 + e.e_nb[0]) = y1;
+    if (e.has_sc) {
+        lc_scatter_store(e.sc, o0, y0);
+        lc_scatter_store(e.sc, o0 + p.d_nb0, y1);
+    }
+}
+
+/* Loads UNROLL 16-byte vectors of each of the ROWS weight rows, starting at vector 'v'. */
+template <int ROWS, int UNROLL>
+__device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const * a, int64_t v) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
+}
+
+/* Each warp computes ROWS consecutive rows of the result (WARPS warps per block; SwiGLU: ROWS/2
+ * rows of each matrix); every thread keeps ROWS * UNROLL independent 16-byte weight loads in
+ * flight. Rows past M are clamped (read again, never written). Launched programmatically (p.pdl), a kernel with constant weights
+ * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
+ * fills while that one drains. */
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
+    lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
-    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
+    const bool dual = p.a2 != NULL; /* ROWS even: rows row0 .. row0 + HALF - 1 of a, then the same of a2 */
+    const int HALF = ROWS > 1 ? ROWS / 2 : 1;
+    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * (dual ? HALF : ROWS);
     if (row0 >= p.M) return;
     const int V = lc_mv_vec<T>::n;
+    bool waited = false;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
 #pragma unroll
         for (int r = 0; r < ROWS; r++) {
-            const int64_t row = row0 + r < p.M ? row0 + r : p.M - 1;
-            a[r] = p.a + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
+            const int64_t want = dual ? row0 + r % HALF : row0 + r;
+            const int64_t row = want < p.M ? want : p.M - 1;
+            a[r] = (dual && r >= HALF ? p.a2 : p.a) + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
         }
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
         float acc[ROWS][NC];
@@ -118,12 +230,23 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
         if (p.vec) {
             const int64_t nvec = p.K / V;
             int64_t v = lane;
+            if (!waited && v + 32 * (UNROLL - 1) < nvec) { /* the first step, around the wait */
+                uint4 x[UNROLL][ROWS];
+                if (p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
+                lc_pdl_wait();
+                waited = true;
+                if (!p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
+                v += 32 * UNROLL;
+            }
+            if (!waited) {
+                lc_pdl_wait();
+                waited = true;
+            }
             for (; v + 32 * (UNROLL - 1) < nvec; v += 32 * UNROLL) {
                 uint4 x[UNROLL][ROWS];
-#pragma unroll
-                for (int u = 0; u < UNROLL; u++)
-#pragma unroll
-                    for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
+                lc_mv_load<ROWS, UNROLL>(x, a, v);
 #pragma unroll
                 for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
             }
@@ -134,6 +257,10 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
                 lc_mv_accum<T, NC, ROWS>(x, b, p.b_nb1, v * V, acc);
             }
             k_tail = nvec * V;
+        }
+        if (!waited) {
+            lc_pdl_wait();
+            waited = true;
         }
         for (int64_t k = k_tail + lane; k < p.K; k += 32) {
 #pragma unroll
@@ -147,13 +274,39 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
         for (int r = 0; r < ROWS; r++)
 #pragma unroll
             for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
-        if (lane == 0) {
+        if (lane == 0 && p.epi.kind == LC_EPI_ROPE) {
+#pragma unroll
+            for (int r = 0; r + 1 < ROWS; r += 2) {
+                if (row0 + r >= p.M) break;
+#pragma unroll
+                for (int j = 0; j < NC; j++) lc_mv_rope(p, row0 + r, j, i2, i3, acc[r][j], acc[r + 1][j]);
+            }
+        } else if (lane == 0 && dual) {
+            const struct lc_mv_glu & g = p.glu;
+#pragma unroll
+            for (int h = 0; h < HALF; h++) {
+                const int64_t row = row0 + h;
+                if (row >= p.M) break;
+#pragma unroll
+                for (int j = 0; j < NC; j++) { /* in the order the unfused nodes write */
+                    const float gate = acc[h][j], up = acc[h + HALF < ROWS ? h + HALF : h][j];
+                    *(float *)(p.d + row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3) = gate;
+                    const float act = lc_silu(gate);
+                    *(float *)(g.act + row * g.act_nb[0] + j * g.act_nb[1] + i2 * g.act_nb[2] + i3 * g.act_nb[3]) = act;
+                    *(float *)(g.up + row * g.up_nb[0] + j * g.up_nb[1] + i2 * g.up_nb[2] + i3 * g.up_nb[3]) = up;
+                    *(float *)(g.out + row * g.out_nb[0] + j * g.out_nb[1] + i2 * g.out_nb[2] + i3 * g.out_nb[3]) = act * up;
+                }
+            }
+        } else if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 if (row0 + r >= p.M) break;
                 char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
 #pragma unroll
-                for (int j = 0; j < NC; j++) *(float *)(d + j * p.d_nb1) = acc[r][j];
+                for (int j = 0; j < NC; j++) {
+                    *(float *)(d + j * p.d_nb1) = acc[r][j];
+                    if (p.epi.kind != LC_EPI_NONE) lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
+                }
             }
         }
     }
@@ -161,9 +314,23 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
 
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
 static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
-    const int64_t rows_per_block = (int64_t)ROWS * WARPS;
+    const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
-    lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
+    if (!p.pdl) {
+        lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
+        return;
+    }
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(32 * WARPS, 1, 1);
+    cfg.stream = s;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    /* an error is left for LC_CHECK_LAUNCH (cudaGetLastError) */
+    (void)cudaLaunchKernelEx(&cfg, lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, p);
 }
 
 /* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
@@ -171,9 +338,24 @@ static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
  * three or four columns (each activation load serves both rows). */
 template <typename T>
 static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStream_t s) {
+    if (p.a2 || p.epi.kind == LC_EPI_ROPE) { /* SwiGLU (gate and up) or rotation pairs: two rows per warp */
+        switch (ncols) {
+        case 1:
+            if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
+            else lc_matvec_launch<T, 1, 2, 4, 4>(p, s);
+            break;
+        case 2: lc_matvec_launch<T, 2, 2, 4, 4>(p, s); break;
+        case 3: lc_matvec_launch<T, 3, 2, 4, 4>(p, s); break;
+        default: lc_matvec_launch<T, 4, 2, 4, 4>(p, s); break;
+        }
+        return;
+    }
     switch (ncols) {
     case 1:
         if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
+        else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(p, s);
+        else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(p, s);
+        else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
         else lc_matvec_launch<T, 1, 1, 4, 4>(p, s);
         break;
     case 2: lc_matvec_launch<T, 2, 1, 4, 4>(p, s); break;
@@ -187,8 +369,16 @@ static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t
 static bool aligned16(int64_t v) { return v % 16 == 0; }
 
 static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
-                                  const struct lc_tensor * d) {
+                                  const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
+                                  const struct lc_mv_glu * glu) {
     struct lc_mv_args p;
+    p.epi = *epi;
+    p.a2 = a2;
+    if (glu) p.glu = *glu;
+    else memset(&p.glu, 0, sizeof p.glu);
+    p.a_const = a_const;
+    /* only right after another of our kernels: a copy or an event wait before must complete */
+    p.pdl = be->pdl && be->pdl_prev;
     p.a = a->data;
     p.b = b->data;
     p.d = d->data;
@@ -212,6 +402,7 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     for (int i = 1; i < 4; i++) {
         vec = vec && (a->ne[i] == 1 || aligned16(a->nb[i])) && (b->ne[i] == 1 || aligned16(b->nb[i]));
     }
+    if (a2) vec = vec && aligned16((int64_t)(uintptr_t)a2);
     p.vec = vec;
     const int ncols = (int)b->ne[1];
     if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(p, ncols, be->stream);
@@ -231,10 +422,12 @@ struct lc_mm_plan {
     int tb;
     int64_t lda, sa2, sa3;   /* elements */
     int64_t ldb, sb2, sb3;
-    size_t off_b, off_ptr, total; /* scratch layout, bytes */
+    bool half_c;        /* LOOM_CUDA_GEMM=1/2: an F16 result in scratch, converted into dst */
+    size_t off_b, off_ptr, off_c, total; /* scratch layout, bytes */
 };
 
 static size_t pad256(size_t x) { return (x + 255) & ~(size_t)255; }
+
 
 static bool blas_ok(const struct loom_tensor * t, int64_t k) {
     const size_t es = loom_type_size(t->type);
@@ -278,9 +471,12 @@ static struct lc_mm_plan lc_mm_plan_for(const struct loom_tensor * dst) {
     size_t size_a = p.copy_a ? pad256((size_t)loom_nelements(a) * es_a) : 0;
     size_t size_b = p.conv_b ? pad256((size_t)loom_nelements(b) * loom_type_size((enum loom_type)p.tb)) : 0;
     size_t size_ptr = pad256(3 * sizeof(void *) * (size_t)(b->ne[2] * b->ne[3]));
+    p.half_c = g_gemm_mode != 0 && a->type == LOOM_TYPE_F16 && b->ne[2] * b->ne[3] == 1;
+    size_t size_c = p.half_c ? pad256((size_t)(M * N) * 2) : 0;
     p.off_b = size_a;
     p.off_ptr = size_a + size_b;
-    p.total = size_a + size_b + size_ptr;
+    p.off_c = size_a + size_b + size_ptr;
+    p.total = size_a + size_b + size_ptr + size_c;
     return p;
 }
 
@@ -293,6 +489,7 @@ size_t lc_mul_mat_scratch(const struct loom_tensor * op) {
 __global__ void lc_mm_ptrs_kernel(const void ** pa, const void ** pb, void ** pc, const char * a, const char * b, char * c,
                                   int64_t ne2, int64_t nbatch, int64_t r2, int64_t r3, int64_t sa2, int64_t sa3, int64_t sb2,
                                   int64_t sb3, int64_t sc2, int64_t sc3) {
+    lc_pdl_trigger();
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nbatch) return;
     const int64_t i2 = t % ne2, i3 = t / ne2;
@@ -306,12 +503,13 @@ static cudaDataType_t lc_cuda_type(int type) {
 }
 
 static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan * p, const struct lc_tensor * a,
-                                const struct lc_tensor * b, const struct lc_tensor * d) {
+                                const struct lc_tensor * b, const struct lc_tensor * d, const struct loom_tensor * b_node) {
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
     const int64_t ne2 = b->ne[2], ne3 = b->ne[3], r2 = ne2 / a->ne[2], r3 = ne3 / a->ne[3];
     const char * A = a->data;
     const char * B = b->data;
     if (p->copy_a) {
+        be->conv.src = NULL; /* overwritten */
         struct lc_tensor ac = lc_tensor_contiguous(be->scratch, a->type, a->ne);
         enum loom_status st = lc_copy(be, a, &ac);
         if (st != LOOM_OK) return st;
@@ -319,8 +517,18 @@ static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan 
     }
     if (p->conv_b) {
         struct lc_tensor bc = lc_tensor_contiguous(be->scratch + p->off_b, p->tb, b->ne);
-        enum loom_status st = lc_copy(be, b, &bc);
-        if (st != LOOM_OK) return st;
+        const struct lc_conv_cache * c = &be->conv;
+        /* products of one activation (Q, K and V; gate and up) convert it once */
+        if (!(c->src == b_node && c->data == b->data && c->type == p->tb && c->off == p->off_b)) {
+            be->conv.src = NULL;
+            enum loom_status st = lc_copy(be, b, &bc);
+            if (st != LOOM_OK) return st;
+            be->conv.src = b_node;
+            be->conv.data = b->data;
+            lc_extent(b, &be->conv.lo, &be->conv.hi);
+            be->conv.type = p->tb;
+            be->conv.off = p->off_b;
+        }
         B = bc.data;
     }
     const cudaDataType_t ta = lc_cuda_type(a->type), tb = lc_cuda_type(p->tb);
@@ -328,6 +536,22 @@ static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan 
     const int64_t ldc = d->nb[1] / 4, sc2 = d->nb[2] / 4, sc3 = d->nb[3] / 4;
     const float alpha = 1.0f, beta = 0.0f;
     const int64_t nbatch = ne2 * ne3;
+    if (nbatch == 1 && p->half_c) {
+        char * C = be->scratch + p->off_c;
+        enum loom_status st;
+        if (g_gemm_mode == 2) {
+            const __half ha = __float2half(1.0f), hb = __float2half(0.0f);
+            st = LC_CHECK_CUBLAS(cublasGemmEx(be->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &ha, A, ta, (int)p->lda, B, tb,
+                                              (int)p->ldb, &hb, C, CUDA_R_16F, (int)M, CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT));
+        } else {
+            st = LC_CHECK_CUBLAS(cublasGemmEx(be->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &alpha, A, ta, (int)p->lda, B,
+                                              tb, (int)p->ldb, &beta, C, CUDA_R_16F, (int)M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
+        if (st != LOOM_OK) return st;
+        const int64_t ne[4] = {M, N, 1, 1};
+        struct lc_tensor c = lc_tensor_contiguous(C, LOOM_TYPE_F16, ne);
+        return lc_copy(be, &c, d);
+    }
     if (nbatch == 1) {
         return LC_CHECK_CUBLAS(cublasGemmEx(be->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)N, (int)K, &alpha, A, ta, (int)p->lda,
                                             B, tb, (int)p->ldb, &beta, d->data, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
@@ -359,6 +583,7 @@ static enum loom_status lc_gemm(struct lc_backend * be, const struct lc_mm_plan 
                                                           (int)ldc, sc, (int)nbatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     /* general broadcast (grouped-query attention): arrays of pointers built on the device */
+    if (be->conv.src && p->off_ptr < be->conv.off + (size_t)(be->conv.hi - be->conv.lo)) be->conv.src = NULL;
     void ** ptrs = (void **)(be->scratch + p->off_ptr);
     const void ** pa = (const void **)ptrs;
     const void ** pb = (const void **)(ptrs + nbatch);
@@ -388,6 +613,8 @@ bool lc_mul_mat_supported(const struct loom_tensor * op) {
     return true;
 }
 
+bool lc_mul_mat_is_matvec(const struct loom_tensor * op) { return lc_mm_plan_for(op).matvec; }
+
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, b, d;
     enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
@@ -395,11 +622,178 @@ enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
     if (st != LOOM_OK) return st;
     struct lc_mm_plan p = lc_mm_plan_for(dst);
-    if (p.matvec) return lc_matvec(be, &a, &b, &d);
+    if (p.matvec) {
+        struct lc_mv_epi none;
+        memset(&none, 0, sizeof none);
+        return lc_matvec(be, &a, &b, &d, &none, lc_is_weight(dst->src[0]), NULL, NULL);
+    }
     if (p.total > be->scratch_size) {
         loom_log(LOOM_LOG_ERROR, "%s: mul_mat '%s' needs %zu bytes of scratch, the backend has %zu", be->dev->name, dst->name,
                  p.total, be->scratch_size);
         return LOOM_ERR_BACKEND;
     }
-    return lc_gemm(be, &p, &a, &b, &d);
+    return lc_gemm(be, &p, &a, &b, &d, dst->src[1]);
+}
+
+static void copy_strides(int64_t * out, const struct lc_tensor * t) {
+    for (int k = 0; k < 4; k++) out[k] = t->nb[k];
+}
+
+/* The epilogue that computes 'next' from the product 'mm' (device views a, b, d), or false. The
+ * fused node's result must not overlap what other warps read (the operands) and may coincide
+ * with the product or its other operand only element for element. */
+static bool epilogue_for(const struct lc_backend * be, const struct loom_tensor * mm, const struct loom_tensor * next,
+                         const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d, struct lc_mv_epi * epi) {
+    memset(epi, 0, sizeof *epi);
+    struct lc_tensor e, o;
+    switch (next->op) {
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: {
+        const int slot = next->src[0] == mm ? 0 : next->src[1] == mm ? 1 : -1;
+        if (slot < 0 || next->src[0] == next->src[1]) return false;
+        const struct loom_tensor * other = next->src[1 - slot];
+        if (other->type != LOOM_TYPE_F32 || next->type != LOOM_TYPE_F32 || !loom_are_same_shape(other, mm) || !loom_are_same_shape(next, mm)) {
+            return false;
+        }
+        if (lc_tensor_of(be, other, false, &o) != LOOM_OK || lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
+        if (lc_overlap_of(&o, d) != LC_DISJOINT || lc_overlap_of(&e, &o) == LC_PARTIAL) return false;
+        epi->kind = next->op == LOOM_OP_ADD ? LC_EPI_ADD : LC_EPI_MUL;
+        epi->o = o.data;
+        copy_strides(epi->o_nb, &o);
+        break;
+    }
+    case LOOM_OP_SILU:
+        if (next->src[0] != mm || next->type != LOOM_TYPE_F32 || !loom_are_same_shape(next, mm)) return false;
+        if (lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
+        epi->kind = LC_EPI_SILU;
+        break;
+    case LOOM_OP_CPY:
+    case LOOM_OP_DUP:
+    case LOOM_OP_CONT:
+        if (!lc_scatter_for(be, next, d, &epi->sc) || lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
+        epi->kind = LC_EPI_COPY;
+        break;
+    default: return false;
+    }
+    if (lc_overlap_of(&e, a) != LC_DISJOINT || lc_overlap_of(&e, b) != LC_DISJOINT || lc_overlap_of(&e, d) == LC_PARTIAL) return false;
+    if (epi->kind == LC_EPI_COPY && lc_overlap_of(&e, d) != LC_DISJOINT) return false;
+    epi->e = e.data;
+    copy_strides(epi->e_nb, &e);
+    return true;
+}
+
+/* The rotation of 'rope' fused into the product 'mm' (its source is the product, reshaped to
+ * [head_dim, n_head, N]), with the copy 'cpy' of its result when that is given and fits; false
+ * when it does not apply. */
+static bool rope_epilogue_for(const struct lc_backend * be, const struct loom_tensor * mm, const struct loom_tensor * rope,
+                              const struct loom_tensor * cpy, const struct lc_tensor * a, const struct lc_tensor * b,
+                              const struct lc_tensor * d, struct lc_mv_epi * epi, bool * with_copy) {
+    memset(epi, 0, sizeof *epi);
+    *with_copy = false;
+    if (rope->op != LOOM_OP_ROPE || loom_get_op_param_i32(rope, 1) != LOOM_ROPE_NORMAL) return false;
+    const struct loom_tensor *x = rope->src[0], *pos = rope->src[1];
+    const int n_dims = loom_get_op_param_i32(rope, 0);
+    /* the rope reads the product itself: same bytes, [head_dim, n_head, N] over [M, N] */
+    if (!x || x->view_src != mm || x->view_offs != 0 || x->ne[0] * x->ne[1] != mm->ne[0] || x->ne[2] != mm->ne[1] || x->ne[3] != 1 ||
+        mm->ne[2] != 1 || mm->ne[3] != 1 || x->ne[0] % 2 != 0 || !loom_is_contiguous(x) || rope->type != LOOM_TYPE_F32) {
+        return false;
+    }
+    struct lc_tensor e, tp;
+    if (lc_tensor_of(be, rope, true, &e) != LOOM_OK || lc_tensor_of(be, pos, false, &tp) != LOOM_OK || !lc_is_contiguous(&e)) return false;
+    if (lc_overlap_of(&e, a) != LC_DISJOINT || lc_overlap_of(&e, b) != LC_DISJOINT || lc_overlap_of(&e, &tp) != LC_DISJOINT ||
+        lc_overlap_of(d, &tp) != LC_DISJOINT) {
+        return false;
+    }
+    /* the rotated result may replace the product in place (one lane writes both pairs) */
+    struct lc_tensor e2 = lc_tensor_contiguous(e.data, LOOM_TYPE_F32, d->ne);
+    if (lc_overlap_of(&e2, d) == LC_PARTIAL) return false;
+    epi->kind = LC_EPI_ROPE;
+    epi->e = e2.data;
+    copy_strides(epi->e_nb, &e2);
+    epi->pos = tp.data;
+    epi->pos_nb0 = tp.nb[0];
+    epi->head_dim = x->ne[0];
+    epi->n_dims = n_dims;
+    epi->log2_base = log2((double)loom_get_op_param_f32(rope, 2));
+    epi->freq_scale = (double)loom_get_op_param_f32(rope, 3);
+    struct lc_tensor c;
+    if (cpy && cpy->src[0] == rope && lc_scatter_for(be, cpy, &e, &epi->sc) && lc_tensor_of(be, cpy, true, &c) == LOOM_OK &&
+        lc_overlap_of(&c, a) == LC_DISJOINT && lc_overlap_of(&c, b) == LC_DISJOINT && lc_overlap_of(&c, d) == LC_DISJOINT &&
+        lc_overlap_of(&c, &tp) == LC_DISJOINT) {
+        /* the scatter maps the rotated result's offsets, which are the product's */
+        epi->has_sc = 1;
+        *with_copy = true;
+    }
+    return true;
+}
+
+enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,
+                                  int * fused) {
+    *fused = 0;
+    if (!lc_mm_plan_for(mm).matvec) return LOOM_OK;
+    struct lc_tensor a, b, d;
+    if (lc_tensor_of(be, mm->src[0], false, &a) != LOOM_OK || lc_tensor_of(be, mm->src[1], false, &b) != LOOM_OK ||
+        lc_tensor_of(be, mm, true, &d) != LOOM_OK) {
+        return LOOM_OK; /* the unfused path reports it */
+    }
+    if (!lc_is_contiguous(&d)) return LOOM_OK;
+    struct lc_mv_epi epi;
+    bool with_copy = false;
+    if (rope_epilogue_for(be, mm, next, next2, &a, &b, &d, &epi, &with_copy)) {
+        *fused = with_copy ? 2 : 1;
+    } else if (epilogue_for(be, mm, next, &a, &b, &d, &epi)) {
+        *fused = 1;
+    } else {
+        return LOOM_OK;
+    }
+    return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL);
+}
+
+enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,
+                                struct loom_tensor * out, bool * fused) {
+    *fused = false;
+    if (act->op != LOOM_OP_SILU || act->src[0] != gate || up->op != LOOM_OP_MUL_MAT || out->op != LOOM_OP_MUL) return LOOM_OK;
+    if (!((out->src[0] == act && out->src[1] == up) || (out->src[0] == up && out->src[1] == act))) return LOOM_OK;
+    const struct loom_tensor *wg = gate->src[0], *wu = up->src[0];
+    if (up->src[1] != gate->src[1] || wg->type != wu->type || !loom_are_same_shape(wg, wu)) return LOOM_OK;
+    for (int k = 1; k < 4; k++) {
+        if (wg->nb[k] != wu->nb[k]) return LOOM_OK;
+    }
+    if (act->type != LOOM_TYPE_F32 || out->type != LOOM_TYPE_F32 || !loom_are_same_shape(act, gate) || !loom_are_same_shape(out, gate)) {
+        return LOOM_OK;
+    }
+    if (!lc_mm_plan_for(gate).matvec || !lc_mm_plan_for(up).matvec) return LOOM_OK;
+    struct lc_tensor a, a2, b, d, du, s, e;
+    if (lc_tensor_of(be, wg, false, &a) != LOOM_OK || lc_tensor_of(be, wu, false, &a2) != LOOM_OK ||
+        lc_tensor_of(be, gate->src[1], false, &b) != LOOM_OK || lc_tensor_of(be, gate, true, &d) != LOOM_OK ||
+        lc_tensor_of(be, up, true, &du) != LOOM_OK || lc_tensor_of(be, act, true, &s) != LOOM_OK ||
+        lc_tensor_of(be, out, true, &e) != LOOM_OK) {
+        return LOOM_OK;
+    }
+    if (!lc_is_contiguous(&d) || !lc_is_contiguous(&du)) return LOOM_OK;
+    /* results: apart from what every warp reads; among themselves apart or element for element
+     * (written in the unfused order, so the memory ends as it would), except that silu(gate) must
+     * survive the up product's result for the product that reads both */
+    const struct lc_tensor * outs[4] = {&d, &s, &du, &e};
+    for (int x = 0; x < 4; x++) {
+        if (lc_overlap_of(outs[x], &a) != LC_DISJOINT || lc_overlap_of(outs[x], &a2) != LC_DISJOINT ||
+            lc_overlap_of(outs[x], &b) != LC_DISJOINT) {
+            return LOOM_OK;
+        }
+        for (int y = x + 1; y < 4; y++) {
+            if (lc_overlap_of(outs[x], outs[y]) == LC_PARTIAL) return LOOM_OK;
+        }
+    }
+    if (lc_overlap_of(&s, &du) != LC_DISJOINT) return LOOM_OK;
+    struct lc_mv_glu glu;
+    glu.up = du.data;
+    glu.act = s.data;
+    glu.out = e.data;
+    copy_strides(glu.up_nb, &du);
+    copy_strides(glu.act_nb, &s);
+    copy_strides(glu.out_nb, &e);
+    struct lc_mv_epi none;
+    memset(&none, 0, sizeof none);
+    *fused = true;
+    return lc_matvec(be, &a, &b, &d, &none, lc_is_weight(wg) && lc_is_weight(wu), a2.data, &glu);
 }

@@ -10,11 +10,31 @@
 #define LC_MATVEC_MAX_COLS 4
 
 bool lc_mul_mat_supported(const struct loom_tensor * op);
+/* LOOM_CUDA_GEMM: how cuBLAS products of F16 weights write their result (see cuda-mulmat.cu). */
+void lc_mul_mat_set_gemm_mode(int mode);
+/* LOOM_CUDA_MV: which one-column matrix-vector kernel shape (see cuda-mulmat.cu). */
+void lc_mul_mat_set_mv_mode(int mode);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
 /* Queues dst[i, j, i2, i3] = sum_k a[k, i, i2/r2, i3/r3] * b[k, j, i2, i3] (F32 result). Uses
  * be->scratch, which must hold lc_mul_mat_scratch(dst) bytes. */
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst);
+/* True when 'op' takes the matrix-vector kernels (no cuBLAS, no scratch). */
+bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
+/* When 'mm' takes the matrix-vector kernels and 'next' is ADD or MUL of its result and another
+ * F32 tensor of its shape, SILU of its result, a copy of a permutation of its result (CPY, DUP,
+ * CONT: the V cache store, the merge of the attention heads), or a normal-mode ROPE of its result
+ * viewed as [head_dim, n_head, N] (then also 'next2' when it copies the rotated result: the K
+ * cache store), and the memory allows it, queues them in one kernel (every result still written)
+ * and sets '*fused' to the number of nodes after 'mm' it covers (1 or 2); otherwise queues
+ * nothing ('next2' may be NULL). */
+enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,
+                                  int * fused);
+/* SwiGLU of four consecutive nodes -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x),
+ * out = MUL(act, up) -- in one matrix-vector launch that reads x once for both matrices (all
+ * four results written); sets '*fused' when it applies, otherwise queues nothing. */
+enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,
+                                struct loom_tensor * out, bool * fused);
 
 #endif

@@ -4,6 +4,8 @@
 enum { UNARY_SCALE, UNARY_SILU, UNARY_GELU };
 
 __global__ void lc_unary_kernel(struct lc_tensor a, struct lc_tensor d, int op, float s) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i0 >= d.ne[0]) return;
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
@@ -13,13 +15,22 @@ __global__ void lc_unary_kernel(struct lc_tensor a, struct lc_tensor d, int op, 
         if (op == UNARY_SCALE) {
             y = x * s;
         } else if (op == UNARY_SILU) {
-            y = x / (1.0f + __expf(-x));
+            y = lc_silu(x);
         } else {
-            /* 0.5 x (1 + tanh(u)) == x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
-            const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-            y = x / (1.0f + __expf(-2.0f * u));
+            y = lc_gelu(x);
         }
         lc_store(d.data + lc_row_offset(d, r) + i0 * d.nb[0], d.type, y);
+    }
+}
+
+/* Both contiguous (F32): no index arithmetic. Same arithmetic as lc_unary_kernel. */
+__global__ void lc_unary_flat_kernel(const float * a, float * d, int64_t n, int op, float s) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float x = a[i];
+        d[i] = op == UNARY_SCALE ? x * s : op == UNARY_SILU ? lc_silu(x) : lc_gelu(x);
     }
 }
 
@@ -42,10 +53,19 @@ enum loom_status lc_unary(struct lc_backend * be, struct loom_tensor * dst) {
     enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
     if (st != LOOM_OK) return st;
-    flatten_pair(&a, &d);
     int op = dst->op == LOOM_OP_SCALE ? UNARY_SCALE : dst->op == LOOM_OP_SILU ? UNARY_SILU : UNARY_GELU;
     float s = op == UNARY_SCALE ? loom_get_op_param_f32(dst, 0) : 0.0f;
+    if (lc_is_contiguous(&a) && lc_is_contiguous(&d) && a.type == LOOM_TYPE_F32 && d.type == LOOM_TYPE_F32) {
+        const float * pa = (const float *)a.data;
+        float * pd = (float *)d.data;
+        int64_t n = lc_nelements(&d);
+        void * args[] = {&pa, &pd, &n, &op, &s};
+        lc_launch(be, (const void *)lc_unary_flat_kernel, dim3(lc_flat_blocks(n)), dim3(256), args);
+        return LC_CHECK_LAUNCH("lc_unary_flat_kernel");
+    }
+    flatten_pair(&a, &d);
     struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
-    lc_unary_kernel<<<l.grid, l.block, 0, be->stream>>>(a, d, op, s);
+    void * args[] = {&a, &d, &op, &s};
+    lc_launch(be, (const void *)lc_unary_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_unary_kernel");
 }

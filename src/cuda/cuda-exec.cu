@@ -1,0 +1,357 @@
+/* cuda-exec.cu -- graph_compute: a split's nodes queued as launch groups (a node and the node
+ * fused into it), launched directly or, for token generation, captured into CUDA graphs that
+ * are updated in place from one token to the next.
+ *
+ * CUDA graphs: a split without cuBLAS products (so few columns that every product takes the
+ * matrix-vector kernels: token generation) of at least LC_GRAPH_MIN_NODES nodes is captured in
+ * chunks of launch groups -- a short first chunk, so that the GPU starts while the host captures
+ * the rest. Each chunk's executable graph is kept; the next compute whose chunk has the same
+ * launch sequence (ops and fusions) updates it with cudaGraphExecUpdate (addresses and shapes,
+ * e.g. the growing KV length, change every token) instead of instantiating a new one. Nothing
+ * captured synchronises or allocates: scratch is reserved before, copies stay kernels. Any
+ * capture or instantiation failure turns graphs off for the backend and the work is launched
+ * directly. LOOM_CUDA_GRAPHS=0 turns them off from the start. */
+#include "cuda-common.cuh"
+#include "cuda-argmax.cuh"
+#include "cuda-binary.cuh"
+#include "cuda-cpy.cuh"
+#include "cuda-getrows.cuh"
+#include "cuda-mulmat.cuh"
+#include "cuda-norm.cuh"
+#include "cuda-profile.cuh"
+#include "cuda-rope.cuh"
+#include "cuda-softmax.cuh"
+#include "cuda-unary.cuh"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LC_GRAPH_MIN_NODES 8     /* smaller splits launch directly */
+#define LC_GRAPH_FIRST_GROUPS 12 /* launch groups in the first chunk */
+#define LC_GRAPH_GROUPS 48       /* launch groups in each later chunk (the last slot takes the rest) */
+
+static bool is_skip(const struct loom_tensor * t) {
+    return t->op == LOOM_OP_NONE || loom_op_is_view(t->op) || loom_nelements(t) == 0;
+}
+
+static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor * node) {
+    switch (node->op) {
+    case LOOM_OP_DUP:
+    case LOOM_OP_CPY:
+    case LOOM_OP_CONT: return lc_cpy(be, node);
+    case LOOM_OP_ADD:
+    case LOOM_OP_MUL: return lc_binary(be, node);
+    case LOOM_OP_SCALE:
+    case LOOM_OP_SILU:
+    case LOOM_OP_GELU: return lc_unary(be, node);
+    case LOOM_OP_RMS_NORM: return lc_rms_norm(be, node);
+    case LOOM_OP_MUL_MAT: return lc_mul_mat(be, node);
+    case LOOM_OP_GET_ROWS: return lc_get_rows(be, node);
+    case LOOM_OP_ROPE: return lc_rope(be, node);
+    case LOOM_OP_SOFT_MAX: return lc_soft_max(be, node);
+    case LOOM_OP_ARGMAX: return lc_argmax(be, node);
+    default: return LOOM_ERR_UNSUPPORTED;
+    }
+}
+
+/* Queues 'node' with the compute nodes after it (next, next2; either may be NULL) in one kernel
+ * when the node's kernel can compute them; '*fused' = how many of them it covers. */
+static enum loom_status try_fuse(struct lc_backend * be, struct loom_tensor * node, struct loom_tensor * next, struct loom_tensor * next2,
+                                 int * fused) {
+    *fused = 0;
+    if (!next) return LOOM_OK;
+    bool f = false;
+    enum loom_status st = LOOM_OK;
+    switch (node->op) {
+    case LOOM_OP_MUL_MAT: return lc_mul_mat_fused(be, node, next, next2, fused);
+    case LOOM_OP_RMS_NORM: st = lc_rms_norm_fused(be, node, next, &f); break;
+    case LOOM_OP_ROPE: st = lc_rope_fused(be, node, next, &f); break;
+    default: break;
+    }
+    *fused = f ? 1 : 0;
+    return st;
+}
+
+/* A converted activation in scratch is stale once anything writes where it came from. */
+static void note_write(struct lc_backend * be, const struct loom_tensor * node) {
+    if (!be->conv.src) return;
+    struct lc_tensor d;
+    if (lc_tensor_of(be, node, false, &d) != LOOM_OK) {
+        be->conv.src = NULL;
+        return;
+    }
+    char *lo, *hi;
+    lc_extent(&d, &lo, &hi);
+    if (lo < be->conv.hi && be->conv.lo < hi) be->conv.src = NULL;
+}
+
+/* ---------------------------------------------------------------- profile labels */
+
+/* Profile label, FLOPs and bytes of the launch group of nodes i..last. */
+static void profile_group(struct lc_backend * be, const struct loom_cgraph * g, int i, int last) {
+    const struct loom_tensor * node = g->nodes[i];
+    char label[64];
+    double flop = 0, bytes = (double)loom_nbytes(node);
+    if (node->op == LOOM_OP_MUL_MAT) {
+        const struct loom_tensor *a = node->src[0], *b = node->src[1];
+        flop = 2.0 * (double)a->ne[0] * (double)a->ne[1] * (double)b->ne[1] * (double)b->ne[2] * (double)b->ne[3];
+        snprintf(label, sizeof label, "MUL_MAT %s %s", lc_mul_mat_is_matvec(node) ? "matvec" : "cublas",
+                 lc_is_weight(a) ? "weights" : "activations");
+    } else {
+        snprintf(label, sizeof label, "%s", loom_op_name(node->op));
+    }
+    for (int k = 0; k < LOOM_MAX_SRC; k++) {
+        if (node->src[k]) bytes += (double)loom_nbytes(node->src[k]);
+    }
+    for (int k = i + 1; k <= last; k++) {
+        const struct loom_tensor * t = g->nodes[k];
+        if (is_skip(t)) continue;
+        size_t n = strlen(label);
+        snprintf(label + n, sizeof label - n, "+%s", loom_op_name(t->op));
+        bytes += (double)loom_nbytes(t);
+        if (t->op == LOOM_OP_MUL_MAT) { /* SwiGLU's second product */
+            flop *= 2;
+            bytes += (double)loom_nbytes(t->src[0]);
+        }
+    }
+    lc_profile_group(be, label, flop, bytes);
+}
+
+/* ---------------------------------------------------------------- launch groups */
+
+/* The next compute node after node 'i' (view nodes compute nothing), or g->n_nodes. */
+static int next_compute(const struct loom_cgraph * g, int i) {
+    int j = i + 1;
+    while (j < g->n_nodes && is_skip(g->nodes[j])) j++;
+    return j;
+}
+
+/* Queues the kernels of node 'i' and of the nodes fused into it (the next compute nodes, view
+ * nodes between them computing nothing); '*used' is the number of graph nodes covered. */
+static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph * g, int i, int * used) {
+    struct loom_tensor * node = g->nodes[i];
+    const int j = next_compute(g, i);
+    struct loom_tensor * fused = NULL;
+    int last = i;
+    enum loom_status st = LOOM_OK;
+    be->memcpy_queued = false;
+    if (be->fuse && j < g->n_nodes) {
+        const int j2 = next_compute(g, j), j3 = j2 < g->n_nodes ? next_compute(g, j2) : g->n_nodes;
+        bool f = false;
+        if (node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
+            st = lc_mul_mat_glu(be, node, g->nodes[j], g->nodes[j2], g->nodes[j3], &f);
+            if (f) last = j3;
+        }
+        if (st == LOOM_OK && !f) {
+            int k = 0;
+            st = try_fuse(be, node, g->nodes[j], j2 < g->n_nodes ? g->nodes[j2] : NULL, &k);
+            last = k == 2 ? j2 : k == 1 ? j : i;
+        }
+        if (last != i) fused = g->nodes[last];
+    }
+    if (st == LOOM_OK && !fused) st = compute_node(be, node);
+    *used = last - i + 1;
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s%s%s) failed: %s", be->dev->name, i, node->name, loom_op_name(node->op),
+                 fused ? "+" : "", fused ? loom_op_name(fused->op) : "", loom_status_str(st));
+        return st;
+    }
+    for (int k = i; k <= last; k++) {
+        if (!is_skip(g->nodes[k])) note_write(be, g->nodes[k]);
+    }
+    /* what a programmatic launch may follow: our own kernels (cuBLAS may queue other work) */
+    be->pdl_prev = !be->memcpy_queued && !(node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node));
+    if (be->prof) {
+        profile_group(be, g, i, last);
+        if (lc_profile_times_kernels(be->prof)) be->pdl_prev = false; /* an event follows */
+    }
+    return LOOM_OK;
+}
+
+static enum loom_status run_direct(struct lc_backend * be, struct loom_cgraph * g, int from, int * n_groups) {
+    for (int i = from; i < g->n_nodes;) {
+        if (is_skip(g->nodes[i])) {
+            i++;
+            continue;
+        }
+        int used = 1;
+        enum loom_status st = launch_group(be, g, i, &used);
+        if (st != LOOM_OK) return st;
+        i += used;
+        (*n_groups)++;
+    }
+    return LOOM_OK;
+}
+
+/* ---------------------------------------------------------------- CUDA graphs */
+
+static uint64_t mix64(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0x100000001B3ull;
+}
+
+static void drop_chunk(struct lc_graph_chunk * c) {
+    if (c->exec) cudaGraphExecDestroy(c->exec);
+    c->exec = NULL;
+    c->key = 0;
+}
+
+void lc_graphs_free(struct lc_backend * be) {
+    for (int c = 0; c < LC_GRAPH_CHUNKS; c++) drop_chunk(&be->chunks[c]);
+}
+
+/* Graphs off for this backend; the work from node 'from' on is launched directly. */
+static enum loom_status graphs_failed(struct lc_backend * be, struct loom_cgraph * g, int from, int * n_groups, const char * why) {
+    loom_log(LOOM_LOG_WARN, "%s: CUDA graphs turned off (%s); launching kernels directly", be->dev->name, why);
+    be->graphs = false;
+    lc_graphs_free(be);
+    return run_direct(be, g, from, n_groups);
+}
+
+/* Launches the just-captured 'graph' through slot 'c': its executable graph updated in place when
+ * it was made from the same launch sequence ('key'), else a new one. False when CUDA refuses. */
+static bool launch_captured(struct lc_backend * be, struct lc_graph_chunk * c, cudaGraph_t graph, uint64_t key) {
+    if (c->exec && c->key == key) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(c->exec, graph, &info) != cudaSuccess) {
+            (void)cudaGetLastError(); /* e.g. another kernel variant: instantiate anew */
+            drop_chunk(c);
+        } else {
+            be->graph_updated++;
+        }
+    } else {
+        drop_chunk(c);
+    }
+    if (!c->exec) {
+        if (cudaGraphInstantiate(&c->exec, graph, 0) != cudaSuccess) {
+            (void)cudaGetLastError();
+            c->exec = NULL;
+            return false;
+        }
+        c->key = key;
+        be->graph_instantiated++;
+    }
+    if (cudaGraphLaunch(c->exec, be->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        drop_chunk(c);
+        return false;
+    }
+    return true;
+}
+
+static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * g, int * n_groups) {
+    int i = 0;
+    for (int chunk = 0; i < g->n_nodes; chunk++) {
+        const int limit = chunk == 0 ? LC_GRAPH_FIRST_GROUPS : chunk < LC_GRAPH_CHUNKS - 1 ? LC_GRAPH_GROUPS : INT32_MAX;
+        const int start = i;
+        if (cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return graphs_failed(be, g, start, n_groups, "stream capture refused");
+        }
+        be->capturing = true;
+        be->pdl_prev = false; /* the chunk's first kernel follows another graph launch */
+        uint64_t key = mix64(0x243F6A8885A308D3ull, (uint64_t)chunk);
+        int groups = 0;
+        enum loom_status st = LOOM_OK;
+        while (i < g->n_nodes && groups < limit) {
+            struct loom_tensor * node = g->nodes[i];
+            if (is_skip(node)) {
+                i++;
+                continue;
+            }
+            int used = 1;
+            st = launch_group(be, g, i, &used);
+            if (st != LOOM_OK) break;
+            key = mix64(mix64(key, (uint64_t)node->op), (uint64_t)used);
+            i += used;
+            groups++;
+        }
+        be->capturing = false;
+        cudaGraph_t graph = NULL;
+        const cudaError_t ce = cudaStreamEndCapture(be->stream, &graph);
+        if (ce != cudaSuccess || !graph) { /* the capture broke: nothing of this chunk ran */
+            (void)cudaGetLastError();
+            return graphs_failed(be, g, start, n_groups, cudaGetErrorString(ce));
+        }
+        if (st != LOOM_OK || groups == 0) {
+            cudaGraphDestroy(graph);
+            return st;
+        }
+        key = mix64(key, (uint64_t)groups);
+        const bool ok = launch_captured(be, &be->chunks[chunk], graph, key);
+        cudaGraphDestroy(graph);
+        if (!ok) return graphs_failed(be, g, start, n_groups, "instantiation or launch refused");
+        *n_groups += groups;
+    }
+    return LOOM_OK;
+}
+
+/* ---------------------------------------------------------------- graph_compute */
+
+/* Grows the scratch memory to 'need' bytes, waiting for queued work that may still use it. */
+static enum loom_status reserve_scratch(struct lc_backend * be, size_t need) {
+    if (need <= be->scratch_size) return LOOM_OK;
+    LC_TRY(cudaStreamSynchronize(be->stream));
+    if (be->scratch) cudaFree(be->scratch);
+    be->scratch = NULL;
+    be->scratch_size = 0;
+    size_t size = need + need / 4;
+    void * p = NULL;
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB of scratch memory for mul_mat (%.2f MiB free)", be->dev->name,
+                 be->dev->description, size / 1048576.0, fr / 1048576.0);
+        return LOOM_ERR_OOM;
+    }
+    be->scratch = (char *)p;
+    be->scratch_size = size;
+    return LOOM_OK;
+}
+
+/* Checks every node, reserves scratch, and says whether cuBLAS is used and rows are gathered. */
+static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, bool * blas, bool * gathers, int * n_compute) {
+    size_t scratch = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct loom_tensor * node = g->nodes[i];
+        if (is_skip(node)) continue;
+        (*n_compute)++;
+        if (!lc_supports_op(be->backend.device, node)) {
+            loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s, %s) is not supported by this device", be->dev->name, i, node->name,
+                     loom_op_name(node->op), loom_type_name(node->type));
+            return LOOM_ERR_UNSUPPORTED;
+        }
+        if (node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node)) {
+            *blas = true;
+            size_t s = lc_mul_mat_scratch(node);
+            if (s > scratch) scratch = s;
+        }
+        *gathers = *gathers || node->op == LOOM_OP_GET_ROWS;
+    }
+    return reserve_scratch(be, scratch);
+}
+
+enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g) {
+    LC_TRY(cudaSetDevice(be->dev->id));
+    bool blas = false, gathers = false;
+    int n_compute = 0, n_groups = 0;
+    enum loom_status st = prepare(be, g, &blas, &gathers, &n_compute);
+    if (st != LOOM_OK) return st;
+    be->conv.src = NULL; /* scratch from another compute may be stale */
+    be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
+    if (be->prof) lc_profile_begin(be, blas);
+    if (be->graphs && !blas && n_compute >= LC_GRAPH_MIN_NODES && !lc_profile_times_kernels(be->prof)) {
+        st = run_graphs(be, g, &n_groups);
+    } else {
+        st = run_direct(be, g, 0, &n_groups);
+    }
+    if (be->prof) lc_profile_end(be, n_compute, n_groups);
+    if (st != LOOM_OK) return st;
+    if (gathers) {
+        LC_TRY(cudaMemcpyAsync(be->err_host, be->err_dev, sizeof(int), cudaMemcpyDeviceToHost, be->stream));
+        LC_TRY(cudaMemsetAsync(be->err_dev, 0, sizeof(int), be->stream));
+        be->err_pending = true;
+    }
+    return LOOM_OK;
+}
