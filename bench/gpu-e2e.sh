@@ -76,6 +76,17 @@ for s in $steps; do
       e=${v%|*}; p=${v#*|}
       log "$e ($p)"; env $e $B/loom bench -m $M7 -n 128 $p -ngl 99 -r 2 2>&1 | grep -E "pp|tg" | tee -a "$DEST/variants.md"
     done ;;
+  load)
+    # load time and speed: uploading (pinned staging), --no-mmap, and zero-copy host weights
+    gen7b
+    for extra in "" "--no-mmap" "--no-host-copy"; do
+      log "loom run -ngl 99 $extra"
+      $B/loom run -m $M7 -p "Once upon a time" -n 8 --temp 0 -ngl 99 $extra 2>&1 >/dev/null | grep -E "buffer size|load time|eval time"
+    done
+    log "host memory after load (RSS) with upload vs zero-copy"
+    for extra in "" "--no-host-copy"; do
+      /usr/bin/time -f "max RSS %M KiB ($extra)" $B/loom run -m $M7 -p hi -n 1 --temp 0 -ngl 99 $extra 2>&1 >/dev/null | grep "max RSS"
+    done ;;
   ngl16)
     gen7b
     $B/loom bench -m $M7 -p 512 -n 32 -ngl 16 -t 16 -r 2 2>&1 | tee -a "$DEST/bench7b.md" ;;
