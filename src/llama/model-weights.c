@@ -110,9 +110,9 @@ static enum loom_status read_at(int fd, void * dst, uint64_t size, uint64_t off)
 #define STAGING_SLOTS 4
 #define STAGING_BYTES ((size_t)64 << 20)
 
-/* Uploads through pinned staging buffers: the next chunk is copied (from the mapping, or read from
- * the file) into one slot while the device pulls earlier slots asynchronously; an event per slot
- * says when it may be refilled. Devices without pinned memory or events get plain tensor_set. */
+/* Uploads read() data through pinned staging buffers: the next chunk is read from the file into
+ * one slot while the device pulls earlier slots asynchronously; an event per slot says when it
+ * may be refilled. Devices without pinned memory or events get plain tensor_set. */
 struct uploader {
     loom_backend_t backend;
     loom_backend_buffer_t staging[STAGING_SLOTS];
@@ -151,8 +151,10 @@ static void uploader_init(struct uploader * u, loom_backend_dev_t dev) {
 
 /* Copies 'n' bytes of the tensor's file data (at file offset 'off') into it. */
 static enum loom_status upload(struct load_state * s, struct uploader * u, struct loom_tensor * t, uint64_t off, size_t n) {
+    /* From a mapping the device's own copy of pageable memory is faster than a memcpy into
+     * staging first (H200, 7B F16: 1.6 s against 3.1 s), so staging serves read() loads only. */
+    if (s->map) return loom_backend_tensor_set(t, s->map + off, 0, n);
     if (!u->backend) {
-        if (s->map) return loom_backend_tensor_set(t, s->map + off, 0, n);
         void * tmp = malloc(n ? n : 1);
         if (!tmp) return LOOM_ERR_OOM;
         enum loom_status st = read_at(s->fd, tmp, n, off);
@@ -166,10 +168,7 @@ static enum loom_status upload(struct load_state * s, struct uploader * u, struc
         int k = u->next++ % STAGING_SLOTS;
         if (u->pending[k]) st = loom_backend_event_synchronize(u->events[k]);
         void * slot = loom_backend_buffer_get_base(u->staging[k]);
-        if (st == LOOM_OK) {
-            if (s->map) memcpy(slot, s->map + off + done, len);
-            else st = read_at(s->fd, slot, len, off + done);
-        }
+        if (st == LOOM_OK) st = read_at(s->fd, slot, len, off + done);
         if (st == LOOM_OK) st = loom_backend_tensor_set_async(u->backend, t, slot, done, len);
         if (st == LOOM_OK) st = loom_backend_event_record(u->events[k], u->backend);
         u->pending[k] = st == LOOM_OK;
@@ -188,7 +187,7 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx));
     bool host = loom_backend_buft_is_host(buft);
     struct uploader u;
-    if (host) memset(&u, 0, sizeof u);
+    if (host || s->map) memset(&u, 0, sizeof u);
     else uploader_init(&u, dev);
     for (struct loom_tensor * t = loom_get_first_tensor(ctx); t && st == LOOM_OK; t = loom_get_next_tensor(ctx, t)) {
         size_t n = loom_nbytes(t);
