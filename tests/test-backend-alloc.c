@@ -13,17 +13,6 @@
 
 /* ---------------------------------------------------------------- log capture */
 
-static char g_last_error[2048];
-static int g_n_errors;
-
-static void capture_log(enum loom_log_level level, const char * text, void * user) {
-    (void)user;
-    if (level == LOOM_LOG_ERROR) {
-        g_n_errors++;
-        snprintf(g_last_error, sizeof g_last_error, "%s", text);
-    }
-    if (getenv("LOOM_DEBUG")) fprintf(stderr, "[log] %s\n", text);
-}
 
 /* ---------------------------------------------------------------- a host buffer type with chosen limits */
 
@@ -224,21 +213,21 @@ static bool nothing_placed(const struct tset * s) {
  * made the type report the given max). */
 static void run_set(const char * label, loom_backend_buffer_type_t buft, loom_backend_dev_t sim, uint64_t * rng, bool expect_too_large,
                     const struct tset * s) {
-    g_n_errors = 0;
-    g_last_error[0] = 0;
+    test_n_errors = 0;
+    test_last_error[0] = 0;
     enum loom_status st = LOOM_OK;
     loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(s->ctx, buft, &st);
     if (expect_too_large) {
         g_too_large++;
         CHECK(st == LOOM_ERR_TOO_LARGE && !buf, "%s: expected TOO_LARGE, got %s", label, loom_status_str(st));
-        CHECK(g_n_errors == 1, "%s: %d errors logged", label, g_n_errors);
+        CHECK(test_n_errors == 1, "%s: %d errors logged", label, test_n_errors);
         bool named = false;
         for (int i = 0; i < s->n; i++) {
             char needle[80];
             snprintf(needle, sizeof needle, "'%s'", s->t[i]->name);
-            if (strstr(g_last_error, needle) && loom_backend_buft_get_alloc_size(buft, s->t[i]) > loom_backend_buft_get_max_size(buft)) named = true;
+            if (strstr(test_last_error, needle) && loom_backend_buft_get_alloc_size(buft, s->t[i]) > loom_backend_buft_get_max_size(buft)) named = true;
         }
-        CHECK(named, "%s: the error does not name a tensor larger than max_size: %s", label, g_last_error);
+        CHECK(named, "%s: the error does not name a tensor larger than max_size: %s", label, test_last_error);
         CHECK(nothing_placed(s), "%s: tensors placed after a failed allocation", label);
         if (sim) {
             struct loom_sim_stats ss;
@@ -248,7 +237,7 @@ static void run_set(const char * label, loom_backend_buffer_type_t buft, loom_ba
         loom_backend_buffer_free(buf);
         return;
     }
-    CHECK(st == LOOM_OK, "%s: status %s (%s)", label, loom_status_str(st), g_last_error);
+    CHECK(st == LOOM_OK, "%s: status %s (%s)", label, loom_status_str(st), test_last_error);
     CHECK((buf != NULL) == (s->n > 0), "%s: buffer %p for %d tensors", label, (void *)buf, s->n);
     if (buf && st == LOOM_OK) {
         g_multi += loom_backend_buffer_is_multi(buf);
@@ -345,8 +334,8 @@ static void test_multi_buffer_rules(void) {
     loom_backend_buffer_t c2 = loom_backend_buft_alloc_buffer(loom_backend_cpu_buffer_type(), 50);
     loom_backend_buffer_t s1 = loom_backend_buft_alloc_buffer(loom_backend_dev_buffer_type(sim), 100);
     loom_backend_buffer_t mixed[2] = {c1, s1}, same[2] = {c1, c2};
-    g_n_errors = 0;
-    CHECK(loom_backend_multi_buffer_new(mixed, 2) == NULL && g_n_errors == 1, "parts of two buffer types are refused");
+    test_n_errors = 0;
+    CHECK(loom_backend_multi_buffer_new(mixed, 2) == NULL && test_n_errors == 1, "parts of two buffer types are refused");
     loom_backend_buffer_t m = loom_backend_multi_buffer_new(same, 2);
     CHECK(m && loom_backend_buffer_get_size(m) == 150 && loom_backend_multi_buffer_count(m) == 2, "a multi-buffer of two parts");
     loom_backend_buffer_t nested[1] = {m};
@@ -360,7 +349,7 @@ static void test_multi_buffer_rules(void) {
 }
 
 int main(void) {
-    loom_log_set(capture_log, NULL);
+    loom_log_set(test_capture_log, NULL);
     uint64_t rng = 0x10057A11C0FFEEull;
     int64_t t0 = loom_time_us();
     run_cpu(&rng, 800);

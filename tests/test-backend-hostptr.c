@@ -15,22 +15,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static char g_last_error[2048];
-static int g_n_errors;
-
-static void capture_log(enum loom_log_level level, const char * text, void * user) {
-    (void)user;
-    if (level == LOOM_LOG_ERROR) {
-        g_n_errors++;
-        snprintf(g_last_error, sizeof g_last_error, "%s", text);
-    }
-    if (getenv("LOOM_DEBUG")) fprintf(stderr, "[log] %s\n", text);
-}
-
-static struct loom_context * meta_ctx(size_t n_tensors) {
-    struct loom_init_params p = {.mem_size = n_tensors * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
-    return loom_init(p);
-}
 
 /* The structure of a chunked wrap of [ptr, ptr + size): parts no larger than max_size that start
  * page-aligned, overlap by at least 'max_tensor' bytes and cover the page-aligned span. */
@@ -64,7 +48,7 @@ static void check_chunks(const char * label, loom_backend_buffer_t buf, const ui
  * each reads back 'expect' + offset. Returns how many were placed. */
 static int place_and_read(const char * label, loom_backend_buffer_t buf, bool sim_addrs, const uint8_t * base_ptr,
                           const uint8_t * expect, const size_t * offs, const size_t * lens, int count) {
-    struct loom_context * ctx = meta_ctx((size_t)count + 1);
+    struct loom_context * ctx = test_meta_ctx((size_t)count + 1, 0);
     int ok = 0;
     for (int i = 0; i < count; i++) {
         struct loom_tensor * t = loom_new_tensor_1d(ctx, LOOM_TYPE_I8, (int64_t)lens[i]);
@@ -139,9 +123,9 @@ static void test_heap_region(void) {
     CHECK(memcmp(mem, copy, n + 64) == 0, "the caller's memory was written");
 
     /* no room to overlap: max_tensor + a page does not fit under max_size -> an error, not a hang */
-    g_n_errors = 0;
+    test_n_errors = 0;
     buf = loom_backend_dev_buffer_from_host_ptr(sim, mem + skew, n, 4 * loom_page_size() + 50);
-    CHECK(!buf && g_n_errors == 1 && strstr(g_last_error, "sim-wrap"), "wrap without room to overlap fails: %s", g_last_error);
+    CHECK(!buf && test_n_errors == 1 && strstr(test_last_error, "sim-wrap"), "wrap without room to overlap fails: %s", test_last_error);
     loom_backend_buffer_free(buf);
 
     /* injected failure at each chunk: NULL, and the chunks made so far are freed */
@@ -163,9 +147,9 @@ static void test_heap_region(void) {
 
     /* a device that cannot wrap says so */
     loom_backend_dev_t plain = loom_sim_device_new("sim-nowrap", NULL);
-    g_n_errors = 0;
+    test_n_errors = 0;
     buf = loom_backend_dev_buffer_from_host_ptr(plain, mem, n, 100);
-    CHECK(!buf && g_n_errors == 1, "a device without buffer_from_host_ptr refuses");
+    CHECK(!buf && test_n_errors == 1, "a device without buffer_from_host_ptr refuses");
     loom_sim_device_free(plain);
 
     CHECK(memcmp(mem, copy, n + 64) == 0, "the caller's memory was written");
@@ -239,7 +223,7 @@ static void test_mmap_file(void) {
 }
 
 int main(void) {
-    loom_log_set(capture_log, NULL);
+    loom_log_set(test_capture_log, NULL);
     test_heap_region();
     test_mmap_file();
     loom_log_set(NULL, NULL);

@@ -17,11 +17,6 @@ static void quiet_log(enum loom_log_level level, const char * text, void * user)
     if (getenv("LOOM_DEBUG")) fprintf(stderr, "[log] %s\n", text);
 }
 
-static struct loom_context * meta_ctx(size_t n) {
-    struct loom_init_params p = {.mem_size = n * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
-    return loom_init(p);
-}
-
 /* Reads all bytes of 't' into a new allocation. */
 static uint8_t * read_all(const struct loom_tensor * t) {
     size_t n = loom_nbytes(t);
@@ -32,7 +27,7 @@ static uint8_t * read_all(const struct loom_tensor * t) {
 
 /* A [8, 6] F32 base; views made in a second context after it was allocated, a third before. */
 static void test_views_across_contexts(const char * label, loom_backend_buffer_type_t buft) {
-    struct loom_context * ca = meta_ctx(4), * cb = meta_ctx(8), * cc = meta_ctx(4);
+    struct loom_context * ca = test_meta_ctx(4, 0), * cb = test_meta_ctx(8, 0), * cc = test_meta_ctx(4, 0);
     struct loom_tensor * a = loom_new_tensor_2d(ca, LOOM_TYPE_F32, 8, 6);
     loom_set_name(a, "a");
     struct loom_tensor * early = loom_view_2d(cc, a, 3, 2, a->nb[1], 4 * a->nb[1] + 5 * sizeof(float)); /* before allocation */
@@ -107,7 +102,7 @@ static void test_views_across_contexts(const char * label, loom_backend_buffer_t
 /* Bases spread over the parts of a multi-buffer; views of each read their own base. */
 static void test_views_across_buffers(const char * label, loom_backend_buffer_type_t buft, size_t max) {
     enum { NB = 7 };
-    struct loom_context * ca = meta_ctx(NB), * cb = meta_ctx(3 * NB + 1);
+    struct loom_context * ca = test_meta_ctx(NB, 0), * cb = test_meta_ctx(3 * NB + 1, 0);
     struct loom_tensor * base[NB];
     for (int i = 0; i < NB; i++) {
         base[i] = loom_new_tensor_1d(ca, LOOM_TYPE_I32, 200); /* 800 bytes each */
@@ -142,7 +137,7 @@ static void test_views_across_buffers(const char * label, loom_backend_buffer_ty
 
 /* A context holding a view of a base that was never allocated: alloc_ctx fails, undoes everything. */
 static void test_view_of_unallocated(const char * label, loom_backend_buffer_type_t buft, loom_backend_dev_t sim) {
-    struct loom_context * ca = meta_ctx(2), * cb = meta_ctx(4);
+    struct loom_context * ca = test_meta_ctx(2, 0), * cb = test_meta_ctx(4, 0);
     struct loom_tensor * a = loom_new_tensor_1d(ca, LOOM_TYPE_F32, 64);
     struct loom_tensor * t1 = loom_new_tensor_1d(cb, LOOM_TYPE_F32, 16);
     struct loom_tensor * v = loom_view_1d(cb, a, 8, 0);

@@ -20,11 +20,6 @@ static void quiet_log(enum loom_log_level level, const char * text, void * user)
     if (getenv("LOOM_DEBUG")) fprintf(stderr, "[log] %s\n", text);
 }
 
-static struct loom_context * meta_ctx(size_t n) {
-    struct loom_init_params p = {.mem_size = n * loom_tensor_overhead() + loom_graph_overhead(64), .mem_buffer = NULL, .no_alloc = true};
-    return loom_init(p);
-}
-
 /* ---------------------------------------------------------------- addresses are restored */
 
 enum { MAX_SNAP = 64 };
@@ -56,7 +51,7 @@ static bool unchanged(const struct snapshot * s) {
 /* A graph of views only (which any kernel set runs) over a base in 'buft', plus a view made in
  * another context after allocation, so that a view's base reaches the graph only through it. */
 static void test_view_graph(const char * label, loom_backend_dev_t dev, loom_backend_buffer_type_t buft, enum loom_status want) {
-    struct loom_context * ca = meta_ctx(4), * cg = meta_ctx(16);
+    struct loom_context * ca = test_meta_ctx(4, 64), * cg = test_meta_ctx(16, 64);
     struct loom_tensor * a = loom_new_tensor_3d(ca, LOOM_TYPE_F32, 8, 4, 2);
     loom_set_name(a, "a");
     loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ca, buft, NULL);
@@ -93,7 +88,7 @@ static void test_view_graph(const char * label, loom_backend_dev_t dev, loom_bac
 
 /* A graph that mixes tensors of two devices is refused, naming the stranger, and nothing changes. */
 static void test_foreign_tensor(loom_backend_dev_t sim, loom_backend_buffer_type_t other, const char * label) {
-    struct loom_context * ca = meta_ctx(4), * cb = meta_ctx(4), * cg = meta_ctx(8);
+    struct loom_context * ca = test_meta_ctx(4, 64), * cb = test_meta_ctx(4, 64), * cg = test_meta_ctx(8, 64);
     struct loom_tensor * a = loom_new_tensor_1d(ca, LOOM_TYPE_F32, 16);
     struct loom_tensor * b = loom_new_tensor_1d(cb, LOOM_TYPE_F32, 16);
     loom_backend_buffer_t ba = loom_backend_alloc_ctx_tensors_from_buft(ca, loom_backend_dev_buffer_type(sim), NULL);
@@ -121,7 +116,7 @@ static void test_foreign_tensor(loom_backend_dev_t sim, loom_backend_buffer_type
 /* A view made before its base was allocated, never initialised: refused (it would be read at a
  * NULL address by the CPU), accepted once loom_backend_view_init has run. */
 static void test_stale_view(const char * label, loom_backend_dev_t dev, loom_backend_buffer_type_t buft) {
-    struct loom_context * ca = meta_ctx(2), * cg = meta_ctx(8);
+    struct loom_context * ca = test_meta_ctx(2, 64), * cg = test_meta_ctx(8, 64);
     struct loom_tensor * a = loom_new_tensor_2d(ca, LOOM_TYPE_F32, 8, 8);
     struct loom_tensor * v = loom_view_2d(cg, a, 4, 4, a->nb[1], 0);
     struct loom_tensor * t = loom_transpose(cg, v);
@@ -151,7 +146,7 @@ struct model {
 /* A small transformer-like step: matmul with a transposed view, bias add, rms_norm, scale, soft_max,
  * silu, get_rows, and a copy into a view of a cache-like tensor. */
 static void build(struct model * m) {
-    m->ctx = meta_ctx(64);
+    m->ctx = test_meta_ctx(64, 64);
     struct loom_context * c = m->ctx;
     m->w = loom_new_tensor_2d(c, LOOM_TYPE_F32, 16, 12);
     m->x = loom_new_tensor_2d(c, LOOM_TYPE_F32, 16, 5);
@@ -243,7 +238,7 @@ static void test_values(void) {
 
 /* A non-view op: the kernels either run it or refuse it; either way the addresses come back. */
 static void test_restore_after_kernels(loom_backend_dev_t sim) {
-    struct loom_context * c = meta_ctx(8);
+    struct loom_context * c = test_meta_ctx(8, 64);
     struct loom_tensor * a = loom_new_tensor_1d(c, LOOM_TYPE_F32, 32);
     struct loom_tensor * s = loom_scale(c, loom_view_1d(c, a, 16, 64), 3.0f);
     loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(c, loom_backend_dev_buffer_type(sim), NULL);
@@ -300,7 +295,7 @@ int main(void) {
     loom_backend_buffer_t wrapped = loom_backend_dev_buffer_from_host_ptr(host, mem + 100, 3 * page, page);
     CHECK(wrapped != NULL, "wrap");
     if (wrapped) {
-        struct loom_context * c = meta_ctx(8);
+        struct loom_context * c = test_meta_ctx(8, 64);
         struct loom_tensor * w = loom_new_tensor_2d(c, LOOM_TYPE_F32, 16, 16);
         CHECK(loom_backend_tensor_alloc(wrapped, w, loom_backend_buffer_host_ptr_addr(wrapped, mem + 100)) == LOOM_OK, "place");
         struct loom_tensor * tr = loom_transpose(c, w);

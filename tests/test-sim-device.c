@@ -12,22 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_last_error[2048];
-static int g_n_errors;
-
-static void capture_log(enum loom_log_level level, const char * text, void * user) {
-    (void)user;
-    if (level == LOOM_LOG_ERROR) {
-        g_n_errors++;
-        snprintf(g_last_error, sizeof g_last_error, "%s", text);
-    }
-    if (getenv("LOOM_DEBUG")) fprintf(stderr, "[log] %s\n", text);
-}
-
-static struct loom_context * meta_ctx(size_t n) {
-    struct loom_init_params p = {.mem_size = n * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
-    return loom_init(p);
-}
 
 static struct loom_sim_stats stats_of(loom_backend_dev_t dev) {
     struct loom_sim_stats s;
@@ -100,15 +84,15 @@ static void test_out_of_memory(void) {
     CHECK(a != NULL, "first 600 KiB fit");
     loom_backend_dev_memory(sim, &free_mem, &total);
     CHECK(free_mem == (424u << 10), "free after one buffer: %zu", free_mem);
-    g_n_errors = 0;
+    test_n_errors = 0;
     loom_backend_buffer_t b = loom_backend_buft_alloc_buffer(buft, 600 << 10);
-    CHECK(!b && g_n_errors == 1, "a second 600 KiB does not fit");
-    CHECK(strstr(g_last_error, "sim-oom") && strstr(g_last_error, "out of device memory") && strstr(g_last_error, "0.59 MiB") &&
-              strstr(g_last_error, "0.41 MiB free"),
-          "the message names the device, MiB asked and free: %s", g_last_error);
-    g_n_errors = 0;
+    CHECK(!b && test_n_errors == 1, "a second 600 KiB does not fit");
+    CHECK(strstr(test_last_error, "sim-oom") && strstr(test_last_error, "out of device memory") && strstr(test_last_error, "0.59 MiB") &&
+              strstr(test_last_error, "0.41 MiB free"),
+          "the message names the device, MiB asked and free: %s", test_last_error);
+    test_n_errors = 0;
     b = loom_backend_buft_alloc_buffer(buft, 800 << 10);
-    CHECK(!b && g_n_errors == 1 && strstr(g_last_error, "maximum"), "over max_size is refused: %s", g_last_error);
+    CHECK(!b && test_n_errors == 1 && strstr(test_last_error, "maximum"), "over max_size is refused: %s", test_last_error);
     loom_backend_buffer_free(a);
     b = loom_backend_buft_alloc_buffer(buft, 600 << 10);
     CHECK(b != NULL, "frees are tracked: 600 KiB fit again");
@@ -117,7 +101,7 @@ static void test_out_of_memory(void) {
           "stats: %zu now, %zu peak, %zu live, %llu made", s.bytes_allocated, s.bytes_peak, s.n_buffers, (unsigned long long)s.n_allocs);
 
     /* a context that does not fit: LOOM_ERR_OOM, nothing placed, the first buffers given back */
-    struct loom_context * ctx = meta_ctx(8);
+    struct loom_context * ctx = test_meta_ctx(8, 0);
     struct loom_tensor * t[4];
     for (int i = 0; i < 4; i++) t[i] = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 40 << 10); /* 160 KiB each */
     enum loom_status st;
@@ -139,7 +123,7 @@ static void test_out_of_memory(void) {
 /* A context whose tensors need several buffers (max_size) and has views: every buffer creation and
  * every init_tensor is a point of failure. */
 static struct loom_context * injection_ctx(struct loom_tensor ** t, int n) {
-    struct loom_context * ctx = meta_ctx((size_t)n * 2);
+    struct loom_context * ctx = test_meta_ctx((size_t)n * 2, 0);
     for (int i = 0; i < n; i++) {
         t[i] = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, 100 + 37 * i);
         loom_format_name(t[i], "inj%d", i);
@@ -169,7 +153,7 @@ static void test_failure_injection(void) {
         struct loom_context * ctx = injection_ctx(t, N);
         loom_sim_set_fail_alloc(sim, k);
         enum loom_status st;
-        g_n_errors = 0;
+        test_n_errors = 0;
         loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, buft, &st);
         struct loom_sim_stats s = stats_of(sim);
         if (buf) {
@@ -179,7 +163,7 @@ static void test_failure_injection(void) {
             break;
         }
         alloc_failures++;
-        CHECK(st == LOOM_ERR_OOM && g_n_errors >= 1, "alloc failure %llu: %s", (unsigned long long)k, loom_status_str(st));
+        CHECK(st == LOOM_ERR_OOM && test_n_errors >= 1, "alloc failure %llu: %s", (unsigned long long)k, loom_status_str(st));
         CHECK(ctx_unplaced(ctx), "alloc failure %llu left tensors placed", (unsigned long long)k);
         CHECK(s.n_buffers == 0 && s.bytes_allocated == 0, "alloc failure %llu left %zu buffers", (unsigned long long)k, s.n_buffers);
         loom_free(ctx);
@@ -252,7 +236,7 @@ static void test_capabilities(void) {
     CHECK(!loom_backend_dev_supports_buft(loom_backend_dev_by_name("CPU"), loom_backend_dev_buffer_type(plain)), "the CPU cannot read sim memory");
 
     /* supports_op mirrors the CPU kernels, minus the configured list */
-    struct loom_context * ctx = meta_ctx(8);
+    struct loom_context * ctx = test_meta_ctx(8, 0);
     struct loom_tensor * a = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 4, 4);
     struct loom_tensor * ops[3] = {loom_reshape_1d(ctx, a, 16), loom_transpose(ctx, a), loom_scale(ctx, a, 2.0f)};
     for (int i = 0; i < 3; i++) {
@@ -284,10 +268,10 @@ static void test_capabilities(void) {
     loom_sim_device_free(plain);
 
     /* bad parameters */
-    g_n_errors = 0;
+    test_n_errors = 0;
     p = loom_sim_default_params();
     p.alignment = 48;
-    CHECK(!loom_sim_device_new("bad", &p) && g_n_errors == 1, "alignment must be a power of two");
+    CHECK(!loom_sim_device_new("bad", &p) && test_n_errors == 1, "alignment must be a power of two");
     CHECK(!loom_sim_device_new("", NULL) && !loom_sim_device_new(NULL, NULL), "a name is needed");
     CHECK(!loom_sim_device_is_sim(loom_backend_dev_by_name("CPU")), "the CPU is not a sim");
 }
@@ -299,7 +283,7 @@ static void test_async(void) {
     p.async = true;
     loom_backend_dev_t sim = loom_sim_device_new("sim-async", &p), plain = loom_sim_device_new("sim-sync", NULL);
     loom_backend_t be = loom_backend_dev_init(sim, NULL), bp = loom_backend_dev_init(plain, NULL), cpu = loom_backend_cpu_init();
-    struct loom_context * ctx = meta_ctx(4), * cctx = meta_ctx(4), * pctx = meta_ctx(4);
+    struct loom_context * ctx = test_meta_ctx(4, 0), * cctx = test_meta_ctx(4, 0), * pctx = test_meta_ctx(4, 0);
     struct loom_tensor * a = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, 64), * b = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, 64);
     struct loom_tensor * h = loom_new_tensor_1d(cctx, LOOM_TYPE_I32, 64), * q = loom_new_tensor_1d(pctx, LOOM_TYPE_I32, 64);
     loom_backend_buffer_t ba = loom_backend_alloc_ctx_tensors(ctx, be, NULL), bc = loom_backend_alloc_ctx_tensors(cctx, cpu, NULL),
@@ -325,8 +309,8 @@ static void test_async(void) {
           "set_async of foreign tensors");
     CHECK(stats_of(sim).n_async == 4, "foreign tensors bypass the async slots");
     CHECK(loom_backend_tensor_set_async(bp, q, v, 0, 16) == LOOM_OK && stats_of(plain).n_async == 0, "no async slots: synchronous");
-    g_n_errors = 0;
-    CHECK(loom_backend_tensor_set_async(be, a, v, 8, sizeof v) == LOOM_ERR_INVALID_ARG && g_n_errors == 1, "async range check");
+    test_n_errors = 0;
+    CHECK(loom_backend_tensor_set_async(be, a, v, 8, sizeof v) == LOOM_ERR_INVALID_ARG && test_n_errors == 1, "async range check");
 
     loom_backend_buffer_free(ba);
     loom_backend_buffer_free(bc);
@@ -374,7 +358,7 @@ static void test_registry(void) {
 }
 
 int main(void) {
-    loom_log_set(capture_log, NULL);
+    loom_log_set(test_capture_log, NULL);
     test_addresses();
     test_out_of_memory();
     test_failure_injection();

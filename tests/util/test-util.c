@@ -47,3 +47,24 @@ double test_rand_normal(uint64_t * s) {
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
+
+char test_last_error[2048];
+int test_n_errors;
+
+void test_capture_log(enum loom_log_level level, const char * text, void * user) {
+    (void)user;
+    if (level == LOOM_LOG_ERROR) {
+        test_n_errors++;
+        snprintf(test_last_error, sizeof test_last_error, "%s", text);
+    }
+    if (getenv("LOOM_DEBUG")) fprintf(stderr, "[log] %s\n", text);
+}
+
+struct loom_context * test_meta_ctx(size_t n_tensors, size_t graph_nodes) {
+    struct loom_init_params p = {
+        .mem_size = n_tensors * loom_tensor_overhead() + (graph_nodes ? loom_graph_overhead(graph_nodes) : 0),
+        .mem_buffer = NULL,
+        .no_alloc = true,
+    };
+    return loom_init(p);
+}

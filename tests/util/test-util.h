@@ -28,6 +28,15 @@ int test_skip(const char * reason);
 /* Path of a file in the shared models folder ($LOOM_MODELS), in a static buffer. */
 const char * test_model_path(const char * file);
 
+/* A log callback (loom_log_set) that counts errors and keeps the last one; other levels are
+ * shown only with LOOM_DEBUG set. */
+extern char test_last_error[2048];
+extern int test_n_errors;
+void test_capture_log(enum loom_log_level level, const char * text, void * user);
+
+/* A metadata-only context for 'n_tensors' tensors and a graph of 'graph_nodes' nodes (0: none). */
+struct loom_context * test_meta_ctx(size_t n_tensors, size_t graph_nodes);
+
 /* Deterministic pseudo-random numbers (xorshift64*). */
 uint64_t test_rand_u64(uint64_t * state);
 double test_rand_uniform(uint64_t * state);            /* [0, 1) */
