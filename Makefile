@@ -12,14 +12,19 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DLOOM_WERROR=ON
 endif
 
-.PHONY: all deps build run test test-asan fuzz bench clean
+.PHONY: all deps install-packages build run test test-asan fuzz bench clean
 
 all: build
 
-# Debian packages the build and tests need; installed only when missing.
-DEPS := cmake make gcc libopenblas-dev clang libclang-rt-14-dev python3
+# Debian packages the build and tests need (the fuzzer also needs clang's libFuzzer runtime);
+# installed only when missing. CUDA (nvcc) is used when present and skipped otherwise.
+DEPS := cmake make gcc
+FUZZ_DEPS := clang libclang-rt-14-dev
 deps:
-	@missing=""; for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEPS)"
+
+install-packages:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -50,6 +55,7 @@ test-asan: deps
 
 # libFuzzer targets (clang); run them with e.g. build-fuzz/fuzz-gguf -max_total_time=600 corpus/
 fuzz: deps
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(FUZZ_DEPS)"
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF -DLOOM_OPENBLAS=OFF
 	cmake --build $(BUILD_FUZZ) -j $(JOBS)
 
