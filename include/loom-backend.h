@@ -25,6 +25,7 @@ typedef struct loom_backend_event * loom_backend_event_t;
 
 /* ================================================================ buffer types */
 
+/* The buffer type's name ("CPU", "CUDA0", "CUDA_Host", "sim0"); never NULL. */
 const char * loom_backend_buft_name(loom_backend_buffer_type_t buft);
 /* Allocates a buffer of 'size' bytes (0 is allowed and gives a valid empty buffer). Returns NULL
  * with a logged reason (device name, MiB asked and free) when the device is out of memory or
@@ -93,6 +94,8 @@ enum loom_status loom_backend_view_init(struct loom_tensor * tensor);
  * buffer. These copy raw bytes; for a non-contiguous tensor the bytes between elements are
  * included. They complete before returning. */
 
+/* Host -> tensor, tensor -> host, fill with a byte value: errors LOOM_ERR_INVALID_ARG as above,
+ * or the device's status (LOOM_ERR_BACKEND) when the copy fails. */
 enum loom_status loom_backend_tensor_set(struct loom_tensor * tensor, const void * data, size_t offset, size_t size);
 enum loom_status loom_backend_tensor_get(const struct loom_tensor * tensor, void * data, size_t offset, size_t size);
 enum loom_status loom_backend_tensor_memset(struct loom_tensor * tensor, uint8_t value, size_t offset, size_t size);
@@ -125,6 +128,7 @@ struct loom_backend_dev_props {
     struct loom_backend_dev_caps caps;
 };
 
+/* Registry name ("CPU", "CUDA0", "sim0"), description, memory (bytes), type and capabilities. */
 const char * loom_backend_dev_name(loom_backend_dev_t dev);
 const char * loom_backend_dev_description(loom_backend_dev_t dev);
 void loom_backend_dev_memory(loom_backend_dev_t dev, size_t * free, size_t * total);  /* bytes */
@@ -159,6 +163,7 @@ bool loom_backend_dev_supports_buft(loom_backend_dev_t dev, loom_backend_buffer_
  * Devices in priority order: GPUs (CUDA), then simulated devices (LOOM_SIM_DEVICES=N registers
  * sim0..sim{N-1}), then the CPU, always last and always present. */
 
+/* Number of registered devices (at least 1: the CPU). */
 size_t loom_backend_dev_count(void);
 loom_backend_dev_t loom_backend_dev_get(size_t index);   /* NULL when out of range */
 loom_backend_dev_t loom_backend_dev_by_name(const char * name);  /* case-insensitive; NULL when absent */
@@ -173,6 +178,7 @@ loom_backend_t loom_backend_init_by_name(const char * name, const char * params)
 
 /* ================================================================ backends */
 
+/* The backend's name (its device's). */
 const char * loom_backend_name(loom_backend_t backend);
 void loom_backend_free(loom_backend_t backend);   /* NULL is a no-op */
 loom_backend_dev_t loom_backend_get_device(loom_backend_t backend);

@@ -302,6 +302,7 @@ struct loom_llama_context_params {
 
 struct loom_llama_context;
 
+/* Defaults: the model's training context, batches of 512, all cores, last logits only, F32 cache. */
 struct loom_llama_context_params loom_llama_context_default_params(void);
 /* Creates the KV cache (per layer, on the device that runs the layer) and the scheduler.
  * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range), LOOM_ERR_OOM. */

@@ -212,7 +212,7 @@ struct loom_tensor {
 
 /* ---------------------------------------------------------------- tensor queries */
 
-int64_t loom_nelements(const struct loom_tensor * t);
+int64_t loom_nelements(const struct loom_tensor * t);  /* ne0*ne1*ne2*ne3 */
 int64_t loom_nrows(const struct loom_tensor * t);   /* ne1*ne2*ne3 */
 /* Bytes spanned by 't' from its first to one past its last element, honouring strides
  * (for a contiguous tensor: nelements * type size / block length). */
@@ -277,6 +277,8 @@ struct loom_tensor * loom_get_tensor(const struct loom_context * ctx, const char
 /* ---------------------------------------------------------------- tensor creation
  * Running out of arena is a programming error (the caller sizes the context) and aborts. */
 
+/* A tensor of 'n_dims' (1..4) dimensions 'ne' (elements; ne[0] a multiple of the type's block
+ * length) with contiguous strides; its data comes from the arena unless the context is no_alloc. */
 struct loom_tensor * loom_new_tensor(struct loom_context * ctx, enum loom_type type, int n_dims, const int64_t * ne);
 struct loom_tensor * loom_new_tensor_1d(struct loom_context * ctx, enum loom_type type, int64_t ne0);
 struct loom_tensor * loom_new_tensor_2d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1);
