@@ -241,7 +241,9 @@ loom_backend_buffer_t loom_backend_alloc_ctx_tensors(struct loom_context * ctx, 
  * uses a weight runs where the weight's buffer lives if that device supports the op; a node whose
  * source already lives on a backend follows it when supported; the assignment spreads to
  * neighbouring nodes; an op a backend does not support falls to the next backend that does.
- * A new split starts where the backend changes; each split input living elsewhere gets a copy on
+ * A matrix product of at least 32 columns (env LOOM_SCHED_OFFLOAD_BATCH; 0 = off) whose weight
+ * lives with the CPU runs on the first GPU-type backend, the weight copied over as a split input
+ * (prompt processing with partial offload). A new split starts where the backend changes; each split input living elsewhere gets a copy on
  * the split's backend (sized by the view's real byte extent). Results equal a CPU-only run.
  *
  * Lifecycle: reserve (optional, with the largest graph) -> for each step: alloc_graph -> set inputs

@@ -135,6 +135,38 @@ static int pinned(loom_backend_sched_t s, const struct loom_tensor * node) {
     return -1;
 }
 
+/* Would backend 'b' run 'node' if the pre-placed sources it cannot read were copied to it (as a
+ * split's inputs are)? Asked with those sources presented as not yet placed. */
+static bool supports_with_copies(loom_backend_sched_t s, int b, const struct loom_tensor * node) {
+    struct loom_tensor probe = *node, srcs[LOOM_MAX_SRC];
+    for (int k = 0; k < LOOM_MAX_SRC; k++) {
+        if (!node->src[k]) continue;
+        srcs[k] = *node->src[k];
+        if (sched_is_external(s, node->src[k])) {
+            srcs[k].buffer = NULL;
+            srcs[k].data = NULL;
+            srcs[k].view_src = NULL;
+        }
+        probe.src[k] = &srcs[k];
+    }
+    return loom_backend_supports_op(s->backends[b], &probe);
+}
+
+/* A matrix product of many columns whose weight lives with the last backend (the CPU) runs on the
+ * first GPU instead, its weight copied over as a split input: for a batch of at least
+ * 'offload_min_batch' columns moving the weight costs far less than the host computing the
+ * product (the field's rule for prompt processing with partial offload). Returns 'b' otherwise. */
+static int offload_large_batch(loom_backend_sched_t s, const struct loom_tensor * n, int b) {
+    if (n->op != LOOM_OP_MUL_MAT || b != s->n_backends - 1 || s->offload_min_batch <= 0) return b;
+    if (n->src[1]->ne[1] * n->src[1]->ne[2] * n->src[1]->ne[3] < s->offload_min_batch) return b;
+    if (!is_weight(n->src[0])) return b;
+    for (int k = 0; k < s->n_backends - 1; k++) {
+        if (loom_backend_dev_type(loom_backend_get_device(s->backends[k])) != LOOM_BACKEND_DEV_TYPE_GPU) continue;
+        if (supports_with_copies(s, k, n)) return k;
+    }
+    return b;
+}
+
 static void pass_anchors(loom_backend_sched_t s, struct loom_cgraph * g) {
     for (int i = 0; i < g->n_nodes; i++) {
         struct loom_tensor * n = g->nodes[i];
@@ -144,7 +176,10 @@ static void pass_anchors(loom_backend_sched_t s, struct loom_cgraph * g) {
             int own = sched_backend_of_buffer(s, sched_base(n)->buffer);
             if (supports(s, own, n)) b = own;
         }
-        if (b < 0) b = from_sources(s, n, true);
+        if (b < 0) {
+            b = from_sources(s, n, true);
+            if (b >= 0) b = offload_large_batch(s, n, b);
+        }
         if (b < 0) b = from_sources(s, n, false);
         *sched_tb(s, n) = b;
     }

@@ -49,6 +49,7 @@ struct loom_backend_sched {
     loom_backend_event_t events[SCHED_MAX_BACKENDS]; /* NULL where the device has none */
     loom_gallocr_t galloc;                           /* buffer id i = backend i */
     bool debug;                                      /* LOOM_SCHED_DEBUG=1 */
+    int64_t offload_min_batch;                       /* see pass_anchors; 0 = off (LOOM_SCHED_OFFLOAD_BATCH) */
 
     struct sched_pin * pins;
     int n_pins, cap_pins;
