@@ -163,8 +163,34 @@ ALWAYS_INLINE void TMPL(dot_tile)(const enum cpu_wtype wt, int64_t k, const uint
 #define DOT_CASE(MR_, NR_) \
     case (MR_) * 16 + (NR_): TMPL(dot_tile)(wt, k, w, ldw, MR_, b, ldb, NR_, c, ldc); return;
 
+/* One column (token generation): rows one after another, each summed with four accumulators over
+ * k, so that the weights are read as one sequential stream -- what the hardware prefetchers follow
+ * best -- instead of several short interleaved ones. */
+ALWAYS_INLINE void TMPL(dot_rows_1)(const enum cpu_wtype wt, int64_t k, const uint8_t * w, size_t ldw, int mr,
+                                    const float * b, float * c) {
+    for (int r = 0; r < mr; r++) {
+        const uint8_t * row = w + r * ldw;
+        VF a0 = VF_ZERO(), a1 = VF_ZERO(), a2 = VF_ZERO(), a3 = VF_ZERO();
+        int64_t i = 0;
+        for (; i + 4 * VLEN <= k; i += 4 * VLEN) {
+            a0 = VF_FMA(TMPL(wload)(wt, row, i), VF_LOADU(b + i), a0);
+            a1 = VF_FMA(TMPL(wload)(wt, row, i + VLEN), VF_LOADU(b + i + VLEN), a1);
+            a2 = VF_FMA(TMPL(wload)(wt, row, i + 2 * VLEN), VF_LOADU(b + i + 2 * VLEN), a2);
+            a3 = VF_FMA(TMPL(wload)(wt, row, i + 3 * VLEN), VF_LOADU(b + i + 3 * VLEN), a3);
+        }
+        for (; i + VLEN <= k; i += VLEN) a0 = VF_FMA(TMPL(wload)(wt, row, i), VF_LOADU(b + i), a0);
+        float s = VF_REDUCE(VF_ADD(VF_ADD(a0, a1), VF_ADD(a2, a3)));
+        for (; i < k; i++) s += TMPL(wscalar)(wt, row, i) * b[i];
+        c[r] = s;
+    }
+}
+
 ALWAYS_INLINE void TMPL(dot_any)(const enum cpu_wtype wt, int64_t k, const uint8_t * w, size_t ldw, int mr,
                                  const uint8_t * b, size_t ldb, int nr, uint8_t * c, size_t ldc) {
+    if (nr == 1) {
+        TMPL(dot_rows_1)(wt, k, w, ldw, mr, (const float *)b, (float *)c);
+        return;
+    }
     switch (mr * 16 + nr) {
         DOT_CASE(1, 1) DOT_CASE(2, 1) DOT_CASE(3, 1) DOT_CASE(4, 1)
         DOT_CASE(1, 2) DOT_CASE(2, 2) DOT_CASE(3, 2) DOT_CASE(4, 2)
