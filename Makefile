@@ -32,18 +32,20 @@ install-packages:
 	fi
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLOOM_SHARED_MODELS=$(MODELS) $(CMAKE_FLAGS)
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLOOM_SHARED_MODELS=$(MODELS) $(CMAKE_FLAGS) >&2
 
+# Build chatter goes to stderr, so that `make run` prints only the generated text on stdout.
 build: deps $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) >&2
 
 # The main job: convert the shared stories260K checkpoint (once) and let it write a story.
 STORIES := $(BUILD)/stories260K.gguf
 $(STORIES): | build
-	$(BUILD)/loom convert-llama2c --model $(MODELS)/stories260K.bin --tokenizer $(MODELS)/tok512.bin -o $@
+	@$(BUILD)/loom convert-llama2c --model $(MODELS)/stories260K.bin --tokenizer $(MODELS)/tok512.bin -o $@
 
 run: build $(STORIES)
-	$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 252 --temp 0
+	@echo '$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 252 --temp 0' >&2
+	@$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 252 --temp 0
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -224,6 +224,10 @@ static void test_special(const struct loom_vocab * v, const char * name) {
     CHECK(n == 4 && ids[0] == 1 && ids[1] == 1 && ids[2] == 2 && ids[3] == 1, "%s: adjacent specials", name);
     n = tokenize(v, "</s", false, true, ids);
     CHECK(n >= 1 && ids[0] != 2, "%s: a partial special is text", name);
+    n = tokenize(v, "<unk>", false, true, ids);
+    CHECK(n == 1 && ids[0] == 0, "%s: <unk> parsed as the unknown token", name);
+    n = tokenize(v, "<unk>", false, false, ids);
+    CHECK(!(n == 1 && ids[0] == 0), "%s: <unk> is text by default", name);
 }
 
 /* ---------------------------------------------------------------- streaming */

@@ -108,9 +108,12 @@ static int atom_cmp(const void * pa, const void * pb) {
     return a->id < b->id ? -1 : (a->id > b->id);
 }
 
-static enum loom_status atoms_build(struct loom_vocab * v, struct loom_vocab_atoms * a, enum loom_token_type type) {
+/* The pieces of the token types in 'types' (a bit mask of 1 << enum loom_token_type), indexed by
+ * first byte for whole-piece matching. */
+static enum loom_status atoms_build(struct loom_vocab * v, struct loom_vocab_atoms * a, uint32_t types) {
+#define IN_TYPES(id) (((types >> (unsigned)v->types[id]) & 1u) != 0)
     int32_t n = 0;
-    for (int32_t id = 0; id < v->n_tokens; id++) n += v->types[id] == type && v->lens[id] > 0;
+    for (int32_t id = 0; id < v->n_tokens; id++) n += IN_TYPES(id) && v->lens[id] > 0;
     struct atom_key * keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
     a->ids = malloc((size_t)(n ? n : 1) * sizeof *a->ids);
     if (!keys || !a->ids) {
@@ -119,7 +122,7 @@ static enum loom_status atoms_build(struct loom_vocab * v, struct loom_vocab_ato
     }
     n = 0;
     for (int32_t id = 0; id < v->n_tokens; id++) {
-        if (v->types[id] != type || v->lens[id] == 0) continue;
+        if (!IN_TYPES(id) || v->lens[id] == 0) continue;
         keys[n++] = (struct atom_key){(uint8_t)loom_vocab_piece(v, id)[0], v->lens[id], id};
     }
     qsort(keys, (size_t)n, sizeof *keys, atom_cmp);
@@ -134,6 +137,7 @@ static enum loom_status atoms_build(struct loom_vocab * v, struct loom_vocab_ato
     a->first[256] = k;
     free(keys);
     return LOOM_OK;
+#undef IN_TYPES
 }
 
 /* ---------------------------------------------------------------- construction */
@@ -288,8 +292,9 @@ enum loom_status loom_vocab_new(const struct loom_vocab_params * p, struct loom_
     int64_t dups = map_build(v);
     if (dups < 0) goto oom;
     if (dups > 0) loom_log(LOOM_LOG_WARN, "vocab: %lld duplicate pieces", (long long)dups);
-    if (atoms_build(v, &v->control, LOOM_TOKEN_TYPE_CONTROL) != LOOM_OK) goto oom;
-    if (atoms_build(v, &v->user, LOOM_TOKEN_TYPE_USER_DEFINED) != LOOM_OK) goto oom;
+    /* special tokens parsed on request: control pieces and the unknown token (as the field does) */
+    if (atoms_build(v, &v->control, 1u << LOOM_TOKEN_TYPE_CONTROL | 1u << LOOM_TOKEN_TYPE_UNKNOWN) != LOOM_OK) goto oom;
+    if (atoms_build(v, &v->user, 1u << LOOM_TOKEN_TYPE_USER_DEFINED) != LOOM_OK) goto oom;
     *out = v;
     return LOOM_OK;
 oom:
