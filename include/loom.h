@@ -412,6 +412,11 @@ size_t loom_hash_size(size_t min_size); /* a good table size >= min_size */
 /* ---------------------------------------------------------------- misc */
 
 int64_t loom_time_us(void);   /* monotonic microseconds */
+/* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
+ * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
+ * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE
+ * (more than 'max_bytes'), LOOM_ERR_OOM. */
+enum loom_status loom_read_file(const char * path, size_t max_bytes, void ** data, size_t * size);
 /* Rounds 'x' up to a multiple of 'align' (a power of two). */
 static inline size_t loom_pad(size_t x, size_t align) { return (x + align - 1) & ~(align - 1); }
 

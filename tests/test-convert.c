@@ -71,14 +71,6 @@ static bool exists(const char * path) {
     return lstat(path, &sb) == 0;
 }
 
-static bool temp_left(void) {
-    DIR * d = opendir(dir);
-    bool found = false;
-    struct dirent * e;
-    while (d && (e = readdir(d)) != NULL) found |= strstr(e->d_name, ".tmp.") != NULL;
-    if (d) closedir(d);
-    return found;
-}
 
 /* ---------------------------------------------------------------- cases */
 
@@ -146,7 +138,7 @@ static void test_truncated(const uint8_t * ckpt, size_t size, const char * tok) 
         enum loom_status st = loom_convert_llama2c(in, tok, out);
         CHECK(st == LOOM_ERR_FORMAT, "a checkpoint of %zu of %zu bytes: status %s", lens[k], size, loom_status_str(st));
         CHECK(n_err >= 1 && !strchr(last_err, '\n'), "one-line reason for %zu bytes", lens[k]);
-        CHECK(!exists(out) && !temp_left(), "nothing written for %zu bytes", lens[k]);
+        CHECK(!exists(out) && !test_dir_has_temp(dir), "nothing written for %zu bytes", lens[k]);
     }
 }
 
@@ -219,7 +211,7 @@ static void test_garbage_tokenizer(const char * ckpt) {
         log_reset();
         enum loom_status st = loom_convert_llama2c(ckpt, tok, out);
         CHECK(st == LOOM_ERR_FORMAT, "%s tokenizer: status %s", cases[k].what, loom_status_str(st));
-        CHECK(!exists(out) && !temp_left(), "nothing written for a %s tokenizer", cases[k].what);
+        CHECK(!exists(out) && !test_dir_has_temp(dir), "nothing written for a %s tokenizer", cases[k].what);
     }
 }
 
@@ -241,7 +233,7 @@ static void test_output_is_input(const uint8_t * ckpt, size_t size, const uint8_
     uint8_t * b = read_all(t, &n2);
     CHECK(a && n1 == size && !memcmp(a, ckpt, size), "checkpoint unchanged");
     CHECK(b && n2 == tok_size && !memcmp(b, tok, tok_size), "tokenizer unchanged");
-    CHECK(!temp_left(), "no temporary file");
+    CHECK(!test_dir_has_temp(dir), "no temporary file");
     free(a);
     free(b);
 }

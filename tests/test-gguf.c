@@ -240,15 +240,6 @@ static bool exists(const char * path) {
     return stat(path, &sb) == 0;
 }
 
-/* True when DIR_OUT holds a temporary file left by the writer. */
-static bool temp_left(void) {
-    DIR * d = opendir(DIR_OUT);
-    bool found = false;
-    struct dirent * e;
-    while (d && (e = readdir(d)) != NULL) found |= strstr(e->d_name, ".tmp.") != NULL;
-    if (d) closedir(d);
-    return found;
-}
 
 static void test_whole_file(uint32_t align, const char * path) {
     struct loom_gguf_writer * w = loom_gguf_writer_new();
@@ -279,7 +270,7 @@ static void test_streamed(uint32_t align, unsigned data_mask, size_t piece, cons
     CHECK(loom_gguf_writer_begin(w, path, err, sizeof err) == LOOM_OK, "begin: %s", err);
     uint64_t late = 0;
     CHECK(loom_gguf_writer_file_size(w, &late) == LOOM_ERR_INVALID_ARG, "no file_size after begin");
-    CHECK(!exists(path) && temp_left(), "nothing under the final name before finish");
+    CHECK(!exists(path) && test_dir_has_temp(DIR_OUT), "nothing under the final name before finish");
     size_t total = 0;
     for (size_t i = 0; i < N_TENSORS; i++) total += TENSORS[i].bytes;
     uint8_t * all = malloc(total);
@@ -295,7 +286,7 @@ static void test_streamed(uint32_t align, unsigned data_mask, size_t piece, cons
     }
     CHECK(loom_gguf_writer_set_u32(w, "late.key", 1) == LOOM_ERR_INVALID_ARG, "no keys after begin");
     CHECK(loom_gguf_writer_finish(w, err, sizeof err) == LOOM_OK, "finish: %s", err);
-    CHECK(!temp_left(), "temporary file renamed");
+    CHECK(!test_dir_has_temp(DIR_OUT), "temporary file renamed");
     free(all);
     loom_gguf_writer_free(w);
     struct stat sb;
@@ -321,7 +312,7 @@ static void test_writer_failures(void) {
     CHECK(loom_gguf_writer_begin(w, path, err, sizeof err) == LOOM_OK, "begin: %s", err);
     CHECK(loom_gguf_writer_write_data(w, TENSORS[0].data, 10, err, sizeof err) == LOOM_OK, "partial data");
     loom_gguf_writer_free(w);
-    CHECK(!exists(path) && !temp_left(), "abandoned stream leaves no file");
+    CHECK(!exists(path) && !test_dir_has_temp(DIR_OUT), "abandoned stream leaves no file");
 
     /* finishing with data missing fails and leaves nothing */
     w = loom_gguf_writer_new();
@@ -331,7 +322,7 @@ static void test_writer_failures(void) {
     CHECK(strstr(err, "token_embd.weight") != NULL, "names the tensor: %s", err);
     CHECK(loom_gguf_writer_write_data(w, "x", 1, err, sizeof err) == LOOM_ERR_INVALID_ARG, "failed writer stays failed");
     loom_gguf_writer_free(w);
-    CHECK(!exists(path) && !temp_left(), "failed finish leaves no file");
+    CHECK(!exists(path) && !test_dir_has_temp(DIR_OUT), "failed finish leaves no file");
 
     /* too much data */
     w = loom_gguf_writer_new();
@@ -341,7 +332,7 @@ static void test_writer_failures(void) {
     uint8_t buf[20] = {0};
     CHECK(loom_gguf_writer_write_data(w, buf, 20, err, sizeof err) == LOOM_ERR_INVALID_ARG, "more data than tensors");
     loom_gguf_writer_free(w);
-    CHECK(!exists(path) && !temp_left(), "overrun leaves no file");
+    CHECK(!exists(path) && !test_dir_has_temp(DIR_OUT), "overrun leaves no file");
 
     /* write_file with a tensor lacking data: refused before anything is created */
     w = loom_gguf_writer_new();

@@ -70,39 +70,14 @@ int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, lon
 }
 
 char * cli_read_file(const char * cmd, const char * path, size_t * len) {
-    FILE * f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "loom %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
+    void * data = NULL;
+    size_t n = 0;
+    if (loom_read_file(path, (size_t)1 << 30, &data, &n) != LOOM_OK) {
+        fprintf(stderr, "loom %s: %s\n", cmd, cli_last_error("cannot read the file"));
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char * buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-        if (n + 1 == cap) {
-            char * nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int saved = errno;
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "loom %s: cannot read '%s': %s\n", cmd, path, !buf ? "out of memory" : strerror(saved));
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
     if (len) *len = n;
-    return buf;
+    return data;
 }
 
 static char g_last_error[1024];

@@ -188,46 +188,10 @@ enum loom_status loom_vocab_load_llama2c(const char * path, int32_t n_tokens, st
         loom_log(LOOM_LOG_ERROR, "llama2c vocab: NULL argument");
         return LOOM_ERR_INVALID_ARG;
     }
-    FILE * f = fopen(path, "rb");
-    if (!f) {
-        loom_log(LOOM_LOG_ERROR, "llama2c vocab: cannot open %s: %s", path, strerror(errno));
-        return LOOM_ERR_IO;
-    }
-    /* Read in chunks rather than trusting a size from fseek: works for pipes, and caps memory. */
-    size_t cap = 1 << 16, size = 0;
-    uint8_t * buf = malloc(cap);
-    enum loom_status st = LOOM_OK;
-    while (buf) {
-        if (size == cap) {
-            if (cap >= LLAMA2C_FILE_MAX) {
-                loom_log(LOOM_LOG_ERROR, "llama2c vocab: %s is larger than %zu bytes", path, LLAMA2C_FILE_MAX);
-                st = LOOM_ERR_FORMAT;
-                break;
-            }
-            uint8_t * nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + size, 1, cap - size, f);
-        size += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                loom_log(LOOM_LOG_ERROR, "llama2c vocab: cannot read %s", path);
-                st = LOOM_ERR_IO;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    if (st == LOOM_OK && !buf) {
-        loom_log(LOOM_LOG_ERROR, "llama2c vocab: out of memory reading %s", path);
-        st = LOOM_ERR_OOM;
-    }
+    void * buf = NULL;
+    size_t size = 0;
+    enum loom_status st = loom_read_file(path, LLAMA2C_FILE_MAX, &buf, &size);
+    if (st == LOOM_ERR_TOO_LARGE) st = LOOM_ERR_FORMAT; /* no tokenizer file is that large */
     if (st == LOOM_OK) st = loom_vocab_load_llama2c_buffer(buf, size, n_tokens, out);
     free(buf);
     return st;

@@ -1,6 +1,7 @@
 /* test-util.c -- small helpers shared by the test programs. */
 #include "test-util.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <string.h>
 
@@ -67,4 +68,13 @@ struct loom_context * test_meta_ctx(size_t n_tensors, size_t graph_nodes) {
         .no_alloc = true,
     };
     return loom_init(p);
+}
+
+bool test_dir_has_temp(const char * dir) {
+    DIR * d = opendir(dir);
+    bool found = false;
+    struct dirent * e;
+    while (d && (e = readdir(d)) != NULL) found |= strstr(e->d_name, ".tmp.") != NULL;
+    if (d) closedir(d);
+    return found;
 }

@@ -37,6 +37,9 @@ void test_capture_log(enum loom_log_level level, const char * text, void * user)
 /* A metadata-only context for 'n_tensors' tensors and a graph of 'graph_nodes' nodes (0: none). */
 struct loom_context * test_meta_ctx(size_t n_tensors, size_t graph_nodes);
 
+/* True when folder 'dir' holds a temporary file left by the GGUF writer ("*.tmp.*"). */
+bool test_dir_has_temp(const char * dir);
+
 /* Deterministic pseudo-random numbers (xorshift64*). */
 uint64_t test_rand_u64(uint64_t * state);
 double test_rand_uniform(uint64_t * state);            /* [0, 1) */
