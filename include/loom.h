@@ -171,6 +171,7 @@ enum loom_op {
     LOOM_OP_SILU,
     LOOM_OP_GELU,
     LOOM_OP_ARGMAX,
+    LOOM_OP_SET_ROWS,
     LOOM_OP_VIEW,
     LOOM_OP_RESHAPE,
     LOOM_OP_PERMUTE,
@@ -359,6 +360,14 @@ struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a
 /* Copies the values of 'a' into 'b' (same element count, any shapes/strides), converting
  * between F32/F16/BF16 (I32 to I32 only); returns a view of 'b' that depends on the copy. */
 struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+
+/* Scatters rows: a[:, ids[i]] = b[:, i] for i < n, converted to a's type. a [ne0, n_rows] of
+ * F32/F16/BF16 with any strides (a transposed view stores columns), b F32 [ne0, n] with any
+ * strides, ids I32 [n]. Returns a view of 'a' that depends on the writes; rows not named keep
+ * their values. An id outside [0, n_rows) writes nothing and is reported as an error (never an
+ * out-of-bounds write). The rows a graph writes are data, so one graph serves every position
+ * (the KV cache store of token generation). */
+struct loom_tensor * loom_set_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b, struct loom_tensor * ids);
 /* A new contiguous tensor of a's type and shape holding a's values. */
 struct loom_tensor * loom_dup(struct loom_context * ctx, struct loom_tensor * a);
 /* A contiguous copy of 'a' (same type), optionally with a new shape of equal element count. */

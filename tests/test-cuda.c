@@ -781,10 +781,20 @@ static void test_graph(enum loom_type wt) {
 }
 
 /* One LLaMA layer decoding T tokens after n_past cached ones, laid out as src/llama/graph.c
- * builds it (K and V stores into F16 caches, GQA, the merge of heads, SwiGLU): every product
+ * builds it (K and V stores into F16 caches by SET_ROWS at the positions, GQA, the merge of heads, SwiGLU): every product
  * takes the matrix-vector kernels, so the CUDA backend fuses norm+mul, rope+store, product+store,
  * product+add, product+silu and product+mul, and replays the layer as a CUDA graph -- updated in
  * place when only n_past (shapes and addresses) changes between runs. */
+static int64_t g_pos0; /* the decode layer's first position */
+
+static void positions_fixup(const struct loom_tensor * t, uint8_t * mem) {
+    if (strcmp(t->name, "inp_pos") != 0) return;
+    for (int64_t i = 0; i < t->ne[0]; i++) {
+        const int32_t p = (int32_t)(g_pos0 + i);
+        memcpy(mem + i * 4, &p, 4);
+    }
+}
+
 static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, const char * what) {
     const int64_t d = 64, n_head = 4, n_head_kv = 2, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = 96, n_ctx = 40;
     const int64_t n_kv = n_past + T;
@@ -800,6 +810,7 @@ static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, cons
     struct loom_tensor * wu = loom_new_tensor_2d(ctx, wt, d, ff);
     struct loom_tensor * wd = loom_new_tensor_2d(ctx, wt, ff, d);
     struct loom_tensor * pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, T);
+    loom_set_name(pos, "inp_pos");
     struct loom_tensor * mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, T);
     struct loom_tensor * kc = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, n_kv_embd, n_ctx);
     struct loom_tensor * vc = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, n_ctx, n_kv_embd);
@@ -813,11 +824,9 @@ static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, cons
     struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, 1e-5f), attn_norm);
     struct loom_tensor * k = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wk, cur), hd, n_head_kv, T), pos, hd, LOOM_ROPE_NORMAL,
                                        10000.0f, 1.0f);
-    struct loom_tensor * k_dst = loom_view_1d(ctx, kc, T * n_kv_embd, (size_t)n_past * n_kv_embd * es);
     struct loom_tensor * v = loom_mul_mat(ctx, wv, cur);
-    struct loom_tensor * v_dst = loom_view_2d(ctx, vc, T, n_kv_embd, (size_t)n_ctx * es, (size_t)n_past * es);
-    g_pre[0] = loom_cpy(ctx, k, k_dst);
-    g_pre[1] = loom_cpy(ctx, loom_transpose(ctx, loom_reshape_2d(ctx, v, n_kv_embd, T)), v_dst);
+    g_pre[0] = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_kv_embd, T), pos);
+    g_pre[1] = loom_set_rows(ctx, loom_transpose(ctx, vc), v, pos);
     g_n_pre = 2;
     struct loom_tensor * q = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wq, cur), hd, n_head, T), pos, hd, LOOM_ROPE_NORMAL,
                                        10000.0f, 1.0f);
@@ -831,11 +840,12 @@ static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, cons
     struct loom_tensor * cur2 = loom_mul(ctx, loom_rms_norm(ctx, x1, 1e-5f), ffn_norm);
     struct loom_tensor * glu = loom_mul(ctx, loom_silu(ctx, loom_mul_mat(ctx, wg, cur2)), loom_mul_mat(ctx, wu, cur2));
     struct loom_tensor * out = loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu));
-    g_i32_lo = (int32_t)n_past;
-    g_i32_hi = (int32_t)(n_past + T);
+    g_pos0 = n_past;
+    g_fixup = positions_fixup;
     g_caches_after = true;
     tc_run(ctx, out, "decode layer %s T%lld n_past %lld (%s)", loom_type_name(wt), (long long)T, (long long)n_past, what);
     g_caches_after = false;
+    g_fixup = NULL;
     g_n_pre = 0;
 }
 

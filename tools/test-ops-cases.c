@@ -1,7 +1,7 @@
 /* test-ops-cases.c -- the table of op test cases: every op x supported type x layout x shape,
  * with odd sizes (1, 3, 31, 33, 127, 4097) and broadcast shapes; large --perf cases flagged.
  *
- * Data variants (ip[3]): GET_ROWS 1 = some ids out of range; SOFT_MAX 1 = one mask row all -inf;
+ * Data variants (ip[3]): GET_ROWS and SET_ROWS 1 = some ids out of range; SOFT_MAX 1 = one mask row all -inf;
  * ARGMAX 1 = many ties, 2 = NaNs sprinkled in. */
 #include "test-ops.h"
 
@@ -271,6 +271,37 @@ static void cases_copy(struct test_case_list * l) {
     push(l, &big);
 }
 
+/* SET_ROWS: destination [ne0, rows] (source 0, any layout: transposed stores columns), rows F32
+ * [ne0, n], ids [n] (distinct: each destination row is written at most once). */
+static void cases_set_rows(struct test_case_list * l) {
+    static const int64_t shapes[][3] = {{1, 3, 2}, {3, 1, 1}, {31, 7, 5}, {33, 17, 4}, {4097, 3, 2}, {64, 40, 1}};
+    static const enum test_layout layouts[][2] = {{TL_CONTIG, TL_CONTIG}, {TL_TRANSPOSED, TL_CONTIG}, {TL_STRIDED, TL_TRANSPOSED}};
+    for (int t = 0; t < N_FLOAT_TYPES; t++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (size_t li = 0; li < 3; li++) {
+                struct test_case c = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {float_types[t], LOOM_TYPE_F32, LOOM_TYPE_I32}};
+                set_ne(c.ne[0], shapes[s][0], shapes[s][1], 1, 1);
+                set_ne(c.ne[1], shapes[s][0], shapes[s][2], 1, 1);
+                set_ne(c.ne[2], shapes[s][2], 1, 1, 1);
+                c.layout[0] = layouts[li][0];
+                c.layout[1] = layouts[li][1];
+                push(l, &c);
+            }
+        }
+    }
+    struct test_case bad = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {LOOM_TYPE_F16, LOOM_TYPE_F32, LOOM_TYPE_I32}};
+    set_ne(bad.ne[0], 8, 9, 1, 1);
+    set_ne(bad.ne[1], 8, 6, 1, 1);
+    set_ne(bad.ne[2], 6, 1, 1, 1);
+    bad.ip[3] = 1;
+    push(l, &bad);
+    struct test_case big = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {LOOM_TYPE_F16, LOOM_TYPE_F32, LOOM_TYPE_I32}, .perf_only = true};
+    set_ne(big.ne[0], 4096, 1024, 1, 1);
+    set_ne(big.ne[1], 4096, 512, 1, 1);
+    set_ne(big.ne[2], 512, 1, 1, 1);
+    push(l, &big);
+}
+
 static void cases_argmax(struct test_case_list * l) {
     static const int64_t shapes[][2] = {{1, 1}, {3, 4}, {31, 7}, {4097, 3}, {33, 2}};
     static const enum test_layout layouts[] = {TL_CONTIG, TL_TRANSPOSED, TL_STRIDED};
@@ -301,6 +332,7 @@ void test_ops_make_cases(struct test_case_list * l) {
     cases_unary(l, LOOM_OP_SILU, 0.0f);
     cases_unary(l, LOOM_OP_GELU, 0.0f);
     cases_copy(l);
+    cases_set_rows(l);
     cases_argmax(l);
 }
 
@@ -331,7 +363,8 @@ void test_ops_describe(const struct test_case * c, char * buf, size_t size) {
             snprintf(buf + n, size - (size_t)n, " -> [%lld,%lld,%lld,%lld]", (long long)c->ne_out[0], (long long)c->ne_out[1],
                      (long long)c->ne_out[2], (long long)c->ne_out[3]);
             break;
-        case LOOM_OP_GET_ROWS: if (c->ip[3]) snprintf(buf + n, size - (size_t)n, " bad-ids"); break;
+        case LOOM_OP_GET_ROWS:
+        case LOOM_OP_SET_ROWS: if (c->ip[3]) snprintf(buf + n, size - (size_t)n, " bad-ids"); break;
         case LOOM_OP_ARGMAX: if (c->ip[3]) snprintf(buf + n, size - (size_t)n, c->ip[3] == 1 ? " ties" : " nans"); break;
         default: break;
         }

@@ -104,6 +104,7 @@ static struct loom_tensor * build_op(struct built * b, const struct test_case * 
     case LOOM_OP_SILU: return loom_silu(ctx, s[0]);
     case LOOM_OP_GELU: return loom_gelu(ctx, s[0]);
     case LOOM_OP_CPY: return loom_cpy(ctx, s[0], s[1]);
+    case LOOM_OP_SET_ROWS: return loom_set_rows(ctx, s[0], s[1], s[2]);
     case LOOM_OP_DUP: return loom_dup(ctx, s[0]);
     case LOOM_OP_CONT: return loom_cont_4d(ctx, s[0], c->ne_out[0], c->ne_out[1], c->ne_out[2], c->ne_out[3]);
     case LOOM_OP_ARGMAX: return loom_argmax(ctx, s[0]);
@@ -133,6 +134,8 @@ static void build(struct built * b, const struct test_case * c) {
     loom_set_name(b->node, "result");
     if (c->op == LOOM_OP_CPY) {
         b->dst_base = b->src_base[1]; /* the copy writes into its second source */
+    } else if (c->op == LOOM_OP_SET_ROWS) {
+        b->dst_base = b->src_base[0]; /* the rows go into the first */
     } else {
         /* place the result inside a guarded base: a guard before it and after it */
         const size_t es = loom_type_size(b->node->type);
@@ -169,6 +172,11 @@ static double gen_value(const struct test_case * c, int s, const int64_t * i, ui
             const int64_t rows = c->ne[0][1];
             if (c->ip[3] == 1 && i[0] % 3 == 1) return i[0] % 2 ? -1.0 : (double)rows;
             return (double)(rng_next(rng) % (uint64_t)rows);
+        }
+        if (c->op == LOOM_OP_SET_ROWS) { /* distinct ids, from the last row down; some out of range */
+            const int64_t rows = c->ne[0][1];
+            if (c->ip[3] == 1 && i[0] % 3 == 1) return i[0] % 2 ? -1.0 : (double)rows;
+            return (double)(rows - 1 - i[0] * 2 % rows);
         }
         if (c->op == LOOM_OP_ROPE) return (double)(rng_next(rng) % 4096);
         return (double)(int64_t)(rng_next(rng) % 2000001) - 1000000.0;

@@ -163,6 +163,16 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
     case LOOM_OP_CPY:
     case LOOM_OP_CONT: ref_copy(dst, src, i1, i2, i3, out); break;
     case LOOM_OP_ARGMAX: ref_argmax(src, ne0, out); break;
+    case LOOM_OP_SET_ROWS: { /* the row some id names, else the destination's own values */
+        int64_t from = -1;
+        for (int64_t i = 0; i < src[2].t->ne[0]; i++) {
+            if ((int64_t)test_view_get(&src[2], i, 0, 0, 0) == i1) from = i;
+        }
+        for (int64_t i = 0; i < ne0; i++) {
+            out[i] = from >= 0 ? round_to(dst->type, test_view_get(&src[1], i, from, 0, 0)) : test_view_get(&src[0], i, i1, 0, 0);
+        }
+        break;
+    }
     default:
         for (int64_t i = 0; i < ne0; i++) out[i] = NAN;
         break;
@@ -170,7 +180,7 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
 }
 
 /* Bounds on NMSE = sum((x - r)^2) / sum(r^2):
- *  - copies (DUP, CPY, CONT) and GET_ROWS: 0 -- values move unchanged or rounded exactly as the
+ *  - copies (DUP, CPY, CONT, SET_ROWS) and GET_ROWS: 0 -- values move unchanged or rounded exactly as the
  *    reference rounds them (round to nearest even);
  *  - element-wise ops, row ops (norm, rope, softmax): 1e-7 -- float rounding of each
  *    result (~6e-8 relative) and float transcendental functions stay far below it;
@@ -183,6 +193,7 @@ double test_ops_threshold(const struct test_case * c) {
     case LOOM_OP_DUP:
     case LOOM_OP_CPY:
     case LOOM_OP_CONT:
+    case LOOM_OP_SET_ROWS:
     case LOOM_OP_GET_ROWS: return 0.0;
     default: break;
     }

@@ -116,6 +116,20 @@ struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a,
     return r;
 }
 
+struct loom_tensor * loom_set_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b, struct loom_tensor * ids) {
+    LOOM_ASSERT(is_float_type(a->type) && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32);
+    LOOM_ASSERT(a->ne[2] == 1 && a->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1);
+    LOOM_ASSERT(a->ne[0] == b->ne[0] && loom_nelements(ids) == b->ne[1] && ids->ne[0] == b->ne[1]);
+    struct loom_tensor * r = loom_view_tensor(ctx, a);
+    loom_format_name(r, "%s (rows from %s)", a->name, b->name);
+    r->op = LOOM_OP_SET_ROWS;
+    r->src[0] = b;
+    r->src[1] = ids;
+    r->src[2] = a;
+    memset(r->op_params, 0, sizeof r->op_params);
+    return r;
+}
+
 struct loom_tensor * loom_dup(struct loom_context * ctx, struct loom_tensor * a) {
     LOOM_ASSERT(copyable(a->type, a->type));
     return new_node(ctx, LOOM_OP_DUP, a->type, a->ne, a, NULL);
@@ -150,7 +164,7 @@ static const char * const op_names[LOOM_OP_COUNT] = {
     [LOOM_OP_CONT] = "CONT",         [LOOM_OP_ADD] = "ADD",         [LOOM_OP_MUL] = "MUL",
     [LOOM_OP_SCALE] = "SCALE",       [LOOM_OP_RMS_NORM] = "RMS_NORM", [LOOM_OP_MUL_MAT] = "MUL_MAT",
     [LOOM_OP_GET_ROWS] = "GET_ROWS", [LOOM_OP_ROPE] = "ROPE",       [LOOM_OP_SOFT_MAX] = "SOFT_MAX",
-    [LOOM_OP_SILU] = "SILU",         [LOOM_OP_GELU] = "GELU",       [LOOM_OP_ARGMAX] = "ARGMAX",
+    [LOOM_OP_SILU] = "SILU",         [LOOM_OP_GELU] = "GELU",       [LOOM_OP_ARGMAX] = "ARGMAX",     [LOOM_OP_SET_ROWS] = "SET_ROWS",
     [LOOM_OP_VIEW] = "VIEW",         [LOOM_OP_RESHAPE] = "RESHAPE", [LOOM_OP_PERMUTE] = "PERMUTE",
     [LOOM_OP_TRANSPOSE] = "TRANSPOSE",
 };

@@ -22,6 +22,7 @@ static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
     [LOOM_OP_SILU] = &cpu_op_unary,
     [LOOM_OP_GELU] = &cpu_op_unary,
     [LOOM_OP_ARGMAX] = &cpu_op_argmax,
+    [LOOM_OP_SET_ROWS] = &cpu_op_set_rows,
 };
 
 void cpu_barrier(const struct cpu_params * p) {

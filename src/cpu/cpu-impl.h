@@ -43,6 +43,7 @@ extern const struct cpu_op_impl cpu_op_rms_norm;   /* ops-norm.c */
 extern const struct cpu_op_impl cpu_op_mul_mat;    /* ops-matmul.c */
 extern const struct cpu_op_impl cpu_op_get_rows;   /* ops-rows.c */
 extern const struct cpu_op_impl cpu_op_argmax;     /* ops-rows.c */
+extern const struct cpu_op_impl cpu_op_set_rows;   /* ops-rows.c */
 extern const struct cpu_op_impl cpu_op_rope;       /* ops-rope.c */
 extern const struct cpu_op_impl cpu_op_soft_max;   /* ops-softmax.c */
 

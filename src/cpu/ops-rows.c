@@ -1,4 +1,5 @@
-/* ops-rows.c -- per-row lookups and reductions: GET_ROWS (gather rows by id) and ARGMAX. */
+/* ops-rows.c -- per-row lookups and reductions: GET_ROWS (gather rows by id), SET_ROWS (scatter
+ * rows by id) and ARGMAX. */
 #include "cpu/cpu-impl.h"
 
 #include <math.h>
@@ -39,6 +40,53 @@ static void get_rows_compute(const struct cpu_params * p, struct loom_tensor * d
 const struct cpu_op_impl cpu_op_get_rows = {
     .supports = get_rows_supports,
     .compute = get_rows_compute,
+};
+
+/* ---------------------------------------------------------------- SET_ROWS */
+
+static bool set_rows_supports(const struct loom_tensor * dst) {
+    const struct loom_tensor * b = dst->src[0], * ids = dst->src[1];
+    return b && ids && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32 && cpu_is_float_type(dst->type) &&
+           dst->ne[2] == 1 && dst->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == dst->ne[0] &&
+           ids->ne[0] == b->ne[1] && loom_nelements(ids) == b->ne[1];
+}
+
+/* The threads split the n x ne0 elements (one token's row is split too: token generation). */
+static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * dst) {
+    const struct loom_tensor * b = dst->src[0], * ids = dst->src[1];
+    const int64_t ne0 = dst->ne[0];
+    const bool dense = dst->nb[0] == loom_type_size(dst->type) && b->nb[0] == sizeof(float);
+    int64_t e0, e1;
+    cpu_split(ne0 * b->ne[1], p, &e0, &e1);
+    for (int64_t e = e0; e < e1;) {
+        const int64_t i = e / ne0, j0 = e % ne0, j1 = e1 - i * ne0 < ne0 ? e1 - i * ne0 : ne0;
+        e = i * ne0 + j1;
+        int32_t id;
+        memcpy(&id, (const uint8_t *)ids->data + i * (int64_t)ids->nb[0], 4);
+        if (id < 0 || id >= dst->ne[1]) {
+            if (j0 == 0) {
+                loom_log(LOOM_LOG_ERROR, "SET_ROWS '%s': row id %d outside [0, %lld); nothing written", dst->name, (int)id,
+                         (long long)dst->ne[1]);
+            }
+            continue;
+        }
+        const uint8_t * s = cpu_elem(b, j0, i, 0, 0);
+        uint8_t * d = cpu_elem(dst, j0, id, 0, 0);
+        if (dense) {
+            cpu_convert(p->vec, LOOM_TYPE_F32, s, dst->type, d, j1 - j0);
+        } else {
+            for (int64_t j = 0; j < j1 - j0; j++) {
+                float v;
+                memcpy(&v, s + j * (int64_t)b->nb[0], 4);
+                cpu_store_f32(dst->type, d + j * (int64_t)dst->nb[0], v);
+            }
+        }
+    }
+}
+
+const struct cpu_op_impl cpu_op_set_rows = {
+    .supports = set_rows_supports,
+    .compute = set_rows_compute,
 };
 
 /* ---------------------------------------------------------------- ARGMAX */

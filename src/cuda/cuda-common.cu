@@ -123,8 +123,19 @@ enum lc_overlap lc_overlap_of(const struct lc_tensor * a, const struct lc_tensor
 }
 
 bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy, const struct lc_tensor * prod, struct lc_scatter * s) {
-    if (cpy->op != LOOM_OP_CPY && cpy->op != LOOM_OP_DUP && cpy->op != LOOM_OP_CONT) return false;
+    const bool set_rows = cpy->op == LOOM_OP_SET_ROWS;
+    if (cpy->op != LOOM_OP_CPY && cpy->op != LOOM_OP_DUP && cpy->op != LOOM_OP_CONT && !set_rows) return false;
     const struct loom_tensor * v = cpy->src[0];
+    struct lc_tensor ids;
+    s->rows_dim = -1;
+    if (set_rows) {
+        if (lc_tensor_of(be, cpy->src[1], false, &ids) != LOOM_OK) return false;
+        s->rows_dim = 1;
+        s->rows = ids.data;
+        s->rows_nb = ids.nb[0];
+        s->rows_max = cpy->ne[1];
+        s->err = be->err_dev;
+    }
     if (!v || v->type != LOOM_TYPE_F32 || prod->type != LOOM_TYPE_F32 || !lc_is_contiguous(prod)) return false;
     struct lc_tensor vt, e;
     if (lc_tensor_of(be, v, false, &vt) != LOOM_OK || lc_tensor_of(be, cpy, true, &e) != LOOM_OK) return false;
@@ -148,11 +159,12 @@ bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy
         want *= vt.ne[order[x]];
     }
     bool same_shape = true;
-    for (int k = 0; k < 4; k++) same_shape = same_shape && vt.ne[k] == e.ne[k];
+    for (int k = 0; k < 4; k++) same_shape = same_shape && (vt.ne[k] == e.ne[k] || (set_rows && k == 1));
     int64_t step = (int64_t)loom_type_size((enum loom_type)e.type);
     for (int k = 0; k < 4; k++) {
         s->sne[k] = vt.ne[k] > 1 ? vt.ne[k] : 1;
         s->snb[k] = vt.ne[k] > 1 ? vt.nb[k] : 1;
+        if (set_rows && !same_shape) return false;
         if (same_shape) {
             s->dnb[k] = e.nb[k];
         } else {
@@ -163,6 +175,7 @@ bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy
     }
     if (!same_shape && !lc_is_contiguous(&e)) return false;
     if (lc_overlap_of(&e, prod) != LC_DISJOINT) return false;
+    if (set_rows && lc_overlap_of(&ids, prod) != LC_DISJOINT) return false;
     s->data = e.data;
     s->type = e.type;
     return true;

@@ -242,25 +242,45 @@ void lc_extent(const struct lc_tensor * t, char ** lo, char ** hi);
 /* A copy fused into the kernel that produces its source: element at byte offset 'o' of the dense
  * producer output goes to data + sum_k ((o / snb[k]) % sne[k]) * dnb[k] (dims with sne 1 are
  * skipped), converted to 'type'. Describes CPY/DUP/CONT of a dense permutation (a reshape,
- * transpose or permute view) of the producer's output. */
+ * transpose or permute view) of the producer's output, and SET_ROWS of one: there the index of
+ * dimension 'rows_dim' is replaced by the row id it names (int32 at rows + index * rows_nb); an
+ * id outside [0, rows_max) stores nothing and raises 'err'. */
 struct lc_scatter {
     char * data;
     int type;
     int64_t sne[4], snb[4];          /* the view the copy reads: elements, bytes */
     int64_t dnb[4];                  /* bytes in the destination per step of each view index */
+    int rows_dim;                    /* SET_ROWS: the view's row dimension; -1 otherwise */
+    const char * rows;
+    int64_t rows_nb, rows_max;
+    int * err;
 };
 
-/* Fills 's' for copy node 'cpy' (CPY, DUP or CONT) when its source is a dense permutation of
- * exactly the bytes of 'prod' (a contiguous F32 tensor computed by the same kernel) and its
- * destination is disjoint from 'prod'; false otherwise (the copy then runs on its own). */
+/* Fills 's' for copy node 'cpy' (CPY, DUP, CONT or SET_ROWS) when its source is a dense
+ * permutation of exactly the bytes of 'prod' (a contiguous F32 tensor computed by the same kernel)
+ * and its destination is disjoint from 'prod'; false otherwise (the copy then runs on its own). */
 bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy, const struct lc_tensor * prod, struct lc_scatter * s);
+
+/* True when copy node 'cpy' reads 'prod' itself or a view of it (lc_scatter_for checks the bytes). */
+static inline bool lc_reads_result_of(const struct loom_tensor * cpy, const struct loom_tensor * prod) {
+    return cpy->src[0] && (cpy->src[0] == prod || cpy->src[0]->view_src == prod);
+}
 
 /* Stores 'v', the producer's element at byte offset 'o', where 's' sends it. */
 __device__ __forceinline__ void lc_scatter_store(const struct lc_scatter & s, int64_t o, float v) {
     int64_t off = 0;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        if (s.sne[k] > 1) off += ((o / s.snb[k]) % s.sne[k]) * s.dnb[k];
+        if (k == s.rows_dim) {
+            const int32_t id = *(const int32_t *)(s.rows + ((o / s.snb[k]) % s.sne[k]) * s.rows_nb);
+            if (id < 0 || id >= s.rows_max) {
+                atomicCAS(s.err, 0, 2); /* LC_ERR_SET_ROWS */
+                return;
+            }
+            off += id * s.dnb[k];
+        } else if (s.sne[k] > 1) {
+            off += ((o / s.snb[k]) % s.sne[k]) * s.dnb[k];
+        }
     }
     lc_store(s.data + off, s.type, v);
 }

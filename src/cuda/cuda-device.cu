@@ -98,7 +98,9 @@ static enum loom_status be_synchronize(loom_backend_t backend) {
     if (be->err_pending) {
         be->err_pending = false;
         if (*be->err_host) {
-            loom_log(LOOM_LOG_ERROR, "%s: get_rows: a row id was outside the table; its row was set to zeros", be->dev->name);
+            loom_log(LOOM_LOG_ERROR, *be->err_host == LC_ERR_SET_ROWS ? "%s: set_rows: a row id was outside the destination; nothing was written for it"
+                                                                      : "%s: get_rows: a row id was outside the table; its row was set to zeros",
+                     be->dev->name);
             *be->err_host = 0;
         }
     }
@@ -259,6 +261,7 @@ static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * o
     case LOOM_OP_RMS_NORM: return lc_rms_norm_supported(op);
     case LOOM_OP_MUL_MAT: return lc_mul_mat_supported(op);
     case LOOM_OP_GET_ROWS: return lc_get_rows_supported(op);
+    case LOOM_OP_SET_ROWS: return lc_set_rows_supported(op);
     case LOOM_OP_ROPE: return lc_rope_supported(op);
     case LOOM_OP_SOFT_MAX: return lc_soft_max_supported(op);
     case LOOM_OP_ARGMAX: return lc_argmax_supported(op);

@@ -47,6 +47,7 @@ static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor 
     case LOOM_OP_RMS_NORM: return lc_rms_norm(be, node);
     case LOOM_OP_MUL_MAT: return lc_mul_mat(be, node);
     case LOOM_OP_GET_ROWS: return lc_get_rows(be, node);
+    case LOOM_OP_SET_ROWS: return lc_set_rows(be, node);
     case LOOM_OP_ROPE: return lc_rope(be, node);
     case LOOM_OP_SOFT_MAX: return lc_soft_max(be, node);
     case LOOM_OP_ARGMAX: return lc_argmax(be, node);
@@ -327,7 +328,7 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
             size_t s = lc_mul_mat_scratch(node);
             if (s > scratch) scratch = s;
         }
-        *gathers = *gathers || node->op == LOOM_OP_GET_ROWS;
+        *gathers = *gathers || node->op == LOOM_OP_GET_ROWS || node->op == LOOM_OP_SET_ROWS;
     }
     return reserve_scratch(be, scratch);
 }

@@ -1,4 +1,5 @@
-/* cuda-getrows.cu -- row gathers (embedding lookups) with bounds-checked ids. */
+/* cuda-getrows.cu -- row gathers (embedding lookups) and scatters (KV cache stores) with
+ * bounds-checked ids. */
 #include "cuda-getrows.cuh"
 
 __global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, struct lc_tensor d, int * err) {
@@ -15,7 +16,7 @@ __global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, str
         if (id >= 0 && id < a.ne[1]) {
             v = lc_load(a.data + i0 * a.nb[0] + id * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3], a.type);
         } else if (i0 == 0) {
-            atomicCAS(err, 0, 1); /* the first bad id is reported at synchronize */
+            atomicCAS(err, 0, LC_ERR_GET_ROWS); /* the first bad id is reported at synchronize */
         }
         *(float *)(d.data + i0 * d.nb[0] + i * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]) = v;
     }
@@ -39,4 +40,39 @@ enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst) {
     void * args[] = {&a, &ids, &d, &err};
     lc_launch(be, (const void *)lc_get_rows_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_get_rows_kernel");
+}
+
+__global__ void lc_set_rows_kernel(struct lc_tensor b, struct lc_tensor ids, struct lc_tensor d, int * err) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i0 >= b.ne[0]) return;
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < b.ne[1]; r += (int64_t)gridDim.y * blockDim.y) {
+        const int32_t id = *(const int32_t *)(ids.data + r * ids.nb[0]);
+        if (id < 0 || id >= d.ne[1]) {
+            if (i0 == 0) atomicCAS(err, 0, LC_ERR_SET_ROWS);
+            continue;
+        }
+        lc_store(d.data + i0 * d.nb[0] + id * d.nb[1], d.type, lc_load(b.data + i0 * b.nb[0] + r * b.nb[1], b.type));
+    }
+}
+
+bool lc_set_rows_supported(const struct loom_tensor * op) {
+    const struct loom_tensor *b = op->src[0], *ids = op->src[1];
+    return b && ids && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32 && lc_is_float_type(op->type) && op->ne[2] == 1 &&
+           op->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == op->ne[0] && ids->ne[0] == b->ne[1] &&
+           lc_strides_ok(b) && lc_strides_ok(ids) && lc_strides_ok(op);
+}
+
+enum loom_status lc_set_rows(struct lc_backend * be, struct loom_tensor * dst) {
+    struct lc_tensor b, ids, d;
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &b);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &ids);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    if (st != LOOM_OK) return st;
+    struct lc_rows_launch l = lc_rows_launch_for(b.ne[0], b.ne[1]);
+    int * err = be->err_dev;
+    void * args[] = {&b, &ids, &d, &err};
+    lc_launch(be, (const void *)lc_set_rows_kernel, l.grid, l.block, args);
+    return LC_CHECK_LAUNCH("lc_set_rows_kernel");
 }

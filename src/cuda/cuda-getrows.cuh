@@ -1,4 +1,4 @@
-/* cuda-getrows.cuh -- GET_ROWS on the CUDA device. */
+/* cuda-getrows.cuh -- GET_ROWS and SET_ROWS on the CUDA device. */
 #ifndef LOOM_CUDA_GETROWS_CUH
 #define LOOM_CUDA_GETROWS_CUH
 
@@ -8,5 +8,13 @@ bool lc_get_rows_supported(const struct loom_tensor * op);
 /* Queues dst[:, i, i2, i3] = a[:, ids[i, i2, i3], i2, i3] as F32. An id outside the table gives a
  * zero row and raises the backend's error flag (reported at synchronize). */
 enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst);
+
+/* Error flag values the row kernels raise (the first one raised is kept). */
+enum { LC_ERR_GET_ROWS = 1, LC_ERR_SET_ROWS = 2 };
+
+bool lc_set_rows_supported(const struct loom_tensor * op);
+/* Queues dst[:, ids[i]] = rows[:, i] (rows = dst->src[0], ids = dst->src[1]), converted to dst's
+ * type. An id outside dst writes nothing and raises the backend's error flag. */
+enum loom_status lc_set_rows(struct lc_backend * be, struct loom_tensor * dst);
 
 #endif

@@ -670,6 +670,7 @@ static bool epilogue_for(const struct lc_backend * be, const struct loom_tensor 
     case LOOM_OP_CPY:
     case LOOM_OP_DUP:
     case LOOM_OP_CONT:
+    case LOOM_OP_SET_ROWS:
         if (!lc_scatter_for(be, next, d, &epi->sc) || lc_tensor_of(be, next, true, &e) != LOOM_OK) return false;
         epi->kind = LC_EPI_COPY;
         break;
@@ -717,7 +718,7 @@ static bool rope_epilogue_for(const struct lc_backend * be, const struct loom_te
     epi->log2_base = log2((double)loom_get_op_param_f32(rope, 2));
     epi->freq_scale = (double)loom_get_op_param_f32(rope, 3);
     struct lc_tensor c;
-    if (cpy && cpy->src[0] == rope && lc_scatter_for(be, cpy, &e, &epi->sc) && lc_tensor_of(be, cpy, true, &c) == LOOM_OK &&
+    if (cpy && lc_reads_result_of(cpy, rope) && lc_scatter_for(be, cpy, &e, &epi->sc) && lc_tensor_of(be, cpy, true, &c) == LOOM_OK &&
         lc_overlap_of(&c, a) == LC_DISJOINT && lc_overlap_of(&c, b) == LC_DISJOINT && lc_overlap_of(&c, d) == LC_DISJOINT &&
         lc_overlap_of(&c, &tp) == LC_DISJOINT) {
         /* the scatter maps the rotated result's offsets, which are the product's */

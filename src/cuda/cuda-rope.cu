@@ -88,7 +88,7 @@ enum loom_status lc_rope(struct lc_backend * be, struct loom_tensor * dst) {
 
 enum loom_status lc_rope_fused(struct lc_backend * be, struct loom_tensor * rope, struct loom_tensor * next, bool * fused) {
     *fused = false;
-    if (next->src[0] != rope) return LOOM_OK;
+    if (!lc_reads_result_of(next, rope)) return LOOM_OK;
     struct lc_tensor a, pos, d, e;
     if (lc_tensor_of(be, rope->src[0], false, &a) != LOOM_OK || lc_tensor_of(be, rope->src[1], false, &pos) != LOOM_OK ||
         lc_tensor_of(be, rope, true, &d) != LOOM_OK) {

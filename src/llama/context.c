@@ -57,6 +57,7 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
 
 void loom_llama_context_free(struct loom_llama_context * lctx) {
     if (!lctx) return;
+    loom_free(lctx->graph_ctx);
     loom_backend_sched_free(lctx->sched);
     for (int d = 0; d < 2; d++) {
         loom_backend_buffer_free(lctx->kv_buffers[d]);
@@ -138,14 +139,14 @@ void loom_llama_kv_clear(struct loom_llama_context * lctx) {
  * -inf for later positions). */
 static enum loom_status set_inputs(struct loom_llama_context * lctx, const struct loom_graph_inputs * in,
                                    const int32_t * tokens, int32_t n) {
-    const int32_t n_kv = lctx->n_past + n;
+    const int64_t n_kv = in->kq_mask->ne[0];
     int32_t * pos = malloc((size_t)n * sizeof *pos);
     float * mask = malloc((size_t)n * (size_t)n_kv * sizeof *mask);
     enum loom_status st = pos && mask ? LOOM_OK : LOOM_ERR_OOM;
     if (st == LOOM_OK) {
         for (int32_t i = 0; i < n; i++) {
             pos[i] = lctx->n_past + i;
-            for (int32_t j = 0; j < n_kv; j++) mask[(size_t)i * n_kv + j] = j <= pos[i] ? 0.0f : -INFINITY;
+            for (int64_t j = 0; j < n_kv; j++) mask[(size_t)i * n_kv + j] = j <= pos[i] ? 0.0f : -INFINITY;
         }
         st = loom_backend_tensor_set(in->tokens, tokens, 0, (size_t)n * sizeof *tokens);
     }
@@ -169,25 +170,47 @@ static void log_compute_memory(struct loom_llama_context * lctx, int32_t n_token
     }
 }
 
-static enum loom_status decode_batch(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n) {
+/* Drops the kept graph; the next step builds and plans anew. */
+static void drop_graph(struct loom_llama_context * lctx) {
+    loom_free(lctx->graph_ctx);
+    lctx->graph_ctx = NULL;
+    lctx->graph = NULL;
+}
+
+/* The graph for a step of 'n' tokens: the kept one when its shape matches (token generation:
+ * the same graph for LOOM_LLAMA_KV_PAD positions, its plan and the device's captured work
+ * reused), else a new one, planned and allocated by the scheduler. */
+static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) {
+    const int64_t n_kv = loom_llama_kv_cells(lctx, n);
+    if (lctx->graph && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv) return LOOM_OK;
+    drop_graph(lctx);
     struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
-    struct loom_context * ctx = loom_init(ip);
-    if (!ctx) return LOOM_ERR_OOM;
+    lctx->graph_ctx = loom_init(ip);
+    if (!lctx->graph_ctx) return LOOM_ERR_OOM;
     loom_backend_sched_reset(lctx->sched);
-    struct loom_graph_inputs in;
-    struct loom_cgraph * g = loom_llama_build_graph(lctx, ctx, n, &in);
-    enum loom_status st = loom_backend_sched_alloc_graph(lctx->sched, g);
-    if (st == LOOM_OK) st = set_inputs(lctx, &in, tokens, n);
-    if (st == LOOM_OK) st = loom_backend_sched_graph_compute(lctx->sched, g);
+    lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, &lctx->graph_in);
+    lctx->graph_n_tokens = n;
+    lctx->graph_n_kv = n_kv;
+    enum loom_status st = loom_backend_sched_alloc_graph(lctx->sched, lctx->graph);
+    if (st != LOOM_OK) drop_graph(lctx);
+    return st;
+}
+
+static enum loom_status decode_batch(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n) {
+    enum loom_status st = step_graph(lctx, n);
+    const struct loom_graph_inputs * in = &lctx->graph_in;
+    if (st == LOOM_OK) st = set_inputs(lctx, in, tokens, n);
+    if (st == LOOM_OK) st = loom_backend_sched_graph_compute(lctx->sched, lctx->graph);
     if (st == LOOM_OK) {
-        lctx->n_logits = (int32_t)in.logits->ne[1];
-        st = loom_backend_tensor_get(in.logits, lctx->logits, 0, loom_nbytes(in.logits));
+        lctx->n_logits = (int32_t)in->logits->ne[1];
+        st = loom_backend_tensor_get(in->logits, lctx->logits, 0, loom_nbytes(in->logits));
     }
     if (st == LOOM_OK) {
         lctx->n_past += n;
         if (n > lctx->max_batch_logged) log_compute_memory(lctx, n);
+    } else {
+        drop_graph(lctx);
     }
-    loom_free(ctx);
     return st;
 }
 

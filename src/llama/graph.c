@@ -7,8 +7,15 @@ size_t loom_llama_graph_max_nodes(const struct loom_model * model) {
     return 64 + (size_t)model->hp.n_layer * 48;
 }
 
-/* Writes the step's K and V into the cache (views of the cache's own buffers) and returns the
- * attention output [n_embd, n_tokens]. Positions n_past .. n_past + n_tokens - 1. */
+int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens) {
+    const int64_t used = (int64_t)lctx->n_past + n_tokens;
+    const int64_t cells = (used + LOOM_LLAMA_KV_PAD - 1) / LOOM_LLAMA_KV_PAD * LOOM_LLAMA_KV_PAD;
+    return cells < lctx->params.n_ctx ? cells : lctx->params.n_ctx;
+}
+
+/* Writes the step's K and V into the cache (at the positions in->pos) and returns the attention
+ * output [n_embd, n_tokens], attending over the first n_kv cells (in->kq_mask masks the cells
+ * beyond each token's position). */
 static struct loom_tensor * attention(struct loom_llama_context * lctx, struct loom_context * ctx, struct loom_cgraph * g,
                                       int il, struct loom_tensor * cur, const struct loom_graph_inputs * in, int32_t n_tokens) {
     const struct loom_hparams * hp = &lctx->model->hp;
@@ -16,7 +23,7 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     const int64_t head_dim = hp->n_embd / hp->n_head;
     const int64_t n_embd_kv = head_dim * hp->n_head_kv;
     const int64_t n_ctx = lctx->params.n_ctx;
-    const int64_t n_kv = lctx->n_past + n_tokens;
+    const int64_t n_kv = in->kq_mask->ne[0];
     struct loom_tensor * kc = lctx->k_cache[il];
     struct loom_tensor * vc = lctx->v_cache[il];
 
@@ -30,13 +37,11 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     loom_format_name(q, "q-%d", il);
     loom_format_name(k, "k-%d", il);
 
-    /* store: K rows at positions n_past..; V transposed (one row per channel, positions contiguous) */
+    /* store at the positions (an input, so that the graph serves the next tokens too): K one row
+     * per position, V transposed (one row per channel, positions contiguous) */
     size_t es = loom_type_size(kc->type);
-    struct loom_tensor * k_dst = loom_view_1d(ctx, kc, n_tokens * n_embd_kv, (size_t)lctx->n_past * n_embd_kv * es);
-    struct loom_tensor * v_dst = loom_view_2d(ctx, vc, n_tokens, n_embd_kv, (size_t)n_ctx * es, (size_t)lctx->n_past * es);
-    struct loom_tensor * v_t = loom_transpose(ctx, loom_reshape_2d(ctx, v, n_embd_kv, n_tokens));
-    struct loom_tensor * k_store = loom_cpy(ctx, k, k_dst);
-    struct loom_tensor * v_store = loom_cpy(ctx, v_t, v_dst);
+    struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->pos);
+    struct loom_tensor * v_store = loom_set_rows(ctx, loom_transpose(ctx, vc), v, in->pos);
     loom_build_forward_expand(g, k_store);
     loom_build_forward_expand(g, v_store);
     /* the stores must run where the cache lives */
@@ -68,7 +73,7 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
                                             struct loom_graph_inputs * in) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
-    const int64_t n_kv = lctx->n_past + n_tokens;
+    const int64_t n_kv = loom_llama_kv_cells(lctx, n_tokens);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, loom_llama_graph_max_nodes(m));
 
     in->tokens = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);

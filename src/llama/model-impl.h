@@ -46,6 +46,13 @@ struct loom_model {
     char desc[64];
 };
 
+/* The input and output tensors of a step's graph. */
+struct loom_graph_inputs {
+    struct loom_tensor * tokens;     /* I32 [n_tokens] */
+    struct loom_tensor * pos;        /* I32 [n_tokens] */
+    struct loom_tensor * kq_mask;    /* F32 [n_kv, n_tokens] */
+    struct loom_tensor * logits;     /* F32 [n_vocab, n_outputs] */
+};
 struct loom_llama_context {
     struct loom_model * model;
     struct loom_llama_context_params params;
@@ -61,9 +68,14 @@ struct loom_llama_context {
     loom_backend_buffer_t kv_buffers[2];
     int32_t n_past;
 
-    /* per-step graph metadata */
+    /* the step's graph, kept for the next step of the same shape (n_tokens, KV cells) */
     void * graph_mem;
     size_t graph_mem_size;
+    struct loom_context * graph_ctx; /* NULL when there is no graph to reuse */
+    struct loom_cgraph * graph;
+    struct loom_graph_inputs graph_in;
+    int32_t graph_n_tokens;
+    int64_t graph_n_kv;
 
     float * logits;                  /* [n_vocab * n_outputs] */
     int32_t n_logits;                /* rows of logits held */
@@ -71,15 +83,14 @@ struct loom_llama_context {
 };
 
 /* Builds the forward graph for 'n_tokens' tokens at positions n_past.. in the metadata context
- * 'ctx'; returns the logits tensor ([n_vocab, n_outputs]) and sets the input tensors. */
-struct loom_graph_inputs {
-    struct loom_tensor * tokens;     /* I32 [n_tokens] */
-    struct loom_tensor * pos;        /* I32 [n_tokens] */
-    struct loom_tensor * kq_mask;    /* F32 [n_kv, n_tokens] */
-    struct loom_tensor * logits;     /* F32 [n_vocab, n_outputs] */
-};
+ * 'ctx'; returns the graph and sets the input tensors and the logits tensor. */
 struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
                                             struct loom_graph_inputs * inputs);
+/* KV cells a graph attends over: n_past + n_tokens rounded up to a multiple of
+ * LOOM_LLAMA_KV_PAD (at most n_ctx). The cells beyond the last position are masked, so one graph
+ * serves LOOM_LLAMA_KV_PAD successive positions and is reused between them. */
+#define LOOM_LLAMA_KV_PAD 32
+int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens);
 /* Nodes a graph may have at most (for sizing the scheduler and the metadata arena). */
 size_t loom_llama_graph_max_nodes(const struct loom_model * model);
 
