@@ -84,7 +84,7 @@ struct lc_backend {
     void * cublas_ws;                /* cuBLAS workspace, LC_CUBLAS_WORKSPACE bytes (NULL: cuBLAS's own) */
     char * scratch;                  /* device memory for per-op temporaries (converted operands) */
     size_t scratch_size;             /* bytes */
-    int * err_dev;                   /* device flag kernels raise (get_rows: bad id + 1) */
+    int * err_dev;                   /* device flag row kernels raise (LC_ERR_GET_ROWS, LC_ERR_SET_ROWS) */
     int * err_host;                  /* pinned copy read at synchronize */
     bool err_pending;                /* a copy of err_dev into err_host is queued */
     bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
@@ -94,7 +94,9 @@ struct lc_backend {
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
     bool memcpy_queued;              /* a cudaMemcpyAsync was queued by the launch group in progress */
     struct lc_graph_chunk chunks[LC_GRAPH_CHUNKS];
-    int64_t graph_instantiated, graph_updated; /* chunks made anew / updated in place (for the profile) */
+    int n_chunks_replay;             /* chunks the last captured compute used; 0: nothing to replay */
+    uint64_t replay_fp;              /* fingerprint of that compute's graph (cuda-exec.cu) */
+    int64_t graph_instantiated, graph_updated, graph_replayed; /* chunks made anew / updated in place / computes replayed (profile) */
     struct lc_conv_cache conv;
     int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */
     struct lc_profile * prof;        /* LOOM_CUDA_PROFILE, else NULL */

@@ -272,8 +272,8 @@ void lc_profile_free(struct lc_backend * be) {
     if (!p) return;
     report(be, &p->b[0], "token generation (no cuBLAS)");
     report(be, &p->b[1], "batches (cuBLAS)");
-    loom_log(LOOM_LOG_WARN, "%s profile: CUDA graph chunks: %lld instantiated, %lld updated in place", be->dev->name,
-             (long long)be->graph_instantiated, (long long)be->graph_updated);
+    loom_log(LOOM_LOG_WARN, "%s profile: CUDA graph chunks: %lld instantiated, %lld updated in place; %lld computes replayed without capture",
+             be->dev->name, (long long)be->graph_instantiated, (long long)be->graph_updated, (long long)be->graph_replayed);
     for (int i = 0; i < p->cap_ev; i++) cudaEventDestroy(p->ev[i]);
     free(p->ev);
     free(p->ev_kind);
