@@ -134,6 +134,22 @@ static double ov(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i
     return read_elem(c->after + offs + elem_offset(t, i0, i1, i2, i3), t->type);
 }
 
+/* Value of an element of a leaf as uploaded (a KV cache before the graph wrote it). */
+static double bv(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    size_t offs;
+    struct host_copy * c = copy_of(base_of(t, &offs));
+    return c ? read_elem(c->before + offs + elem_offset(t, i0, i1, i2, i3), t->type) : NAN;
+}
+
+/* The source row SET_ROWS node 'n' writes into its row i1, or -1. */
+static int64_t set_rows_source(const struct loom_tensor * n, int64_t i1) {
+    int64_t from = -1;
+    for (int64_t i = 0; i < n->src[1]->ne[0]; i++) {
+        if ((int64_t)sv(n->src[1], i, 0, 0, 0) == i1) from = i;
+    }
+    return from;
+}
+
 /* Element k (in ne order) of 't' as a source. */
 static double sv_flat(const struct loom_tensor * t, int64_t k) {
     int64_t i0 = k % t->ne[0];
@@ -238,6 +254,14 @@ static bool reference(const struct loom_tensor * node, double * r) {
     case LOOM_OP_DUP:
     case LOOM_OP_CONT:
         for (int64_t k = 0; k < n; k++) r[k] = a->type == LOOM_TYPE_I32 ? sv_flat(a, k) : round_to(node->type, sv_flat(a, k));
+        return true;
+    case LOOM_OP_SET_ROWS:
+        for (int64_t i1 = 0; i1 < ne[1]; i1++) {
+            const int64_t from = set_rows_source(node, i1);
+            for (int64_t i0 = 0; i0 < ne[0]; i0++) {
+                r[i1 * ne[0] + i0] = from >= 0 ? round_to(node->type, sv(a, i0, from, 0, 0)) : bv(node, i0, i1, 0, 0);
+            }
+        }
         return true;
     case LOOM_OP_SCALE:
     case LOOM_OP_SILU:
@@ -473,8 +497,16 @@ static void tc_run(struct loom_context * ctx, struct loom_tensor * out, const ch
             for (int j = 0; j < g->n_nodes; j++) {
                 struct loom_tensor * nd = g->nodes[j];
                 size_t offs;
-                if (nd->op != LOOM_OP_CPY || base_of(nd, &offs) != c->base) continue;
+                if ((nd->op != LOOM_OP_CPY && nd->op != LOOM_OP_SET_ROWS) || base_of(nd, &offs) != c->base) continue;
                 size_t es = loom_type_size(nd->type);
+                if (nd->op == LOOM_OP_SET_ROWS) { /* the rows its ids name */
+                    for (int64_t r = 0; r < nd->src[1]->ne[0]; r++) {
+                        const int64_t id = (int64_t)sv(nd->src[1], r, 0, 0, 0);
+                        if (id < 0 || id >= nd->ne[1]) continue;
+                        for (int64_t i0 = 0; i0 < nd->ne[0]; i0++) memset(written + offs + elem_offset(nd, i0, id, 0, 0), 1, es);
+                    }
+                    continue;
+                }
                 for (int64_t i3 = 0; i3 < nd->ne[3]; i3++)
                     for (int64_t i2 = 0; i2 < nd->ne[2]; i2++)
                         for (int64_t i1 = 0; i1 < nd->ne[1]; i1++)
@@ -489,8 +521,8 @@ static void tc_run(struct loom_context * ctx, struct loom_tensor * out, const ch
         for (int i = 0; i < g->n_nodes; i++) {
             struct loom_tensor * nd = g->nodes[i];
             if (nd->op == LOOM_OP_NONE || loom_op_is_view(nd->op)) continue;
-            /* a CPY's output lives in a leaf: read its values from what came back */
-            if (nd->op == LOOM_OP_CPY) {
+            /* a CPY's or SET_ROWS's output lives in a leaf: read its values from what came back */
+            if (nd->op == LOOM_OP_CPY || nd->op == LOOM_OP_SET_ROWS) {
                 size_t offs;
                 struct host_copy * c = copy_of(base_of(nd, &offs));
                 if (c) c->leaf = false;
