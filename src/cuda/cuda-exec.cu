@@ -16,6 +16,7 @@
  * directly. LOOM_CUDA_GRAPHS=0 turns them off from the start. */
 #include "cuda-common.cuh"
 #include "cuda-argmax.cuh"
+#include "cuda-attn.cuh"
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
@@ -142,7 +143,13 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     if (be->fuse && j < g->n_nodes) {
         const int j2 = next_compute(g, j), j3 = j2 < g->n_nodes ? next_compute(g, j2) : g->n_nodes;
         bool f = false;
-        if (node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
+        if (be->attn && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* one token's attention: three or four nodes */
+            int k = 0;
+            st = lc_attn_fused(be, node, g->nodes[j], g->nodes[j2], j3 < g->n_nodes ? g->nodes[j3] : NULL, &k);
+            f = k > 0;
+            if (f) last = k == 3 ? j3 : j2;
+        }
+        if (st == LOOM_OK && !f && node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
             st = lc_mul_mat_glu(be, node, g->nodes[j], g->nodes[j2], g->nodes[j3], &f);
             if (f) last = j3;
         }

@@ -36,6 +36,9 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
                   hp->rope_freq_base, hp->rope_freq_scale);
     loom_format_name(q, "q-%d", il);
     loom_format_name(k, "k-%d", il);
+    /* q first: the K and V products still read 'cur' after it, so the rotated q never takes the
+     * memory of 'cur' (a device then rotates q in the product's own kernel) */
+    loom_build_forward_expand(g, q);
 
     /* store at the positions (an input, so that the graph serves the next tokens too): K one row
      * per position, V transposed (one row per channel, positions contiguous) */
