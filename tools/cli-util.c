@@ -97,7 +97,7 @@ static void cli_log(enum loom_log_level level, const char * text, void * user) {
 }
 
 void cli_log_setup(enum loom_log_level min_level) {
-    g_min_level = min_level;
+    g_min_level = getenv("LOOM_DEBUG") ? LOOM_LOG_DEBUG : min_level;
     loom_log_set(cli_log, NULL);
 }
 

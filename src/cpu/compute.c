@@ -109,15 +109,19 @@ static void node_work(const struct loom_tensor * t, const struct cpu_vec * vec, 
 
 /* ---------------------------------------------------------------- graph compute */
 
+#define CPU_SMALL_GRAPH 32768 /* elements */
+
 enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads) {
     if (n_threads < 1) n_threads = 1;
     const struct cpu_vec * vec = cpu_vec_get();
     size_t work_size = 0;
     int n_work = 0;
+    int64_t elements = 0; /* results, plus the weights products read */
     for (int i = 0; i < graph->n_nodes; i++) {
         struct loom_tensor * t = graph->nodes[i];
         if (is_noop(t)) continue;
         n_work++;
+        elements += loom_nelements(t) + (t->op == LOOM_OP_MUL_MAT ? loom_nelements(t->src[0]) : 0);
         if (!loom_cpu_supports_op(t)) {
             loom_log(LOOM_LOG_ERROR, "CPU: op %s (%s) of node %d '%s' is not supported", loom_op_name(t->op),
                      loom_type_name(t->type), i, t->name);
@@ -135,6 +139,9 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
         if (need > work_size) work_size = need;
     }
     if (n_work == 0) return LOOM_OK;
+    /* a graph this small (the embedding lookup of one token before the device's layers) is done
+     * sooner by one thread than by waking the team; results do not depend on the thread count */
+    if (elements < CPU_SMALL_GRAPH) n_threads = 1;
 
     bool cached;
     uint8_t * work = work_acquire(work_size, &cached);

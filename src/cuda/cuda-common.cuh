@@ -97,6 +97,7 @@ struct lc_backend {
     struct lc_graph_chunk chunks[LC_GRAPH_CHUNKS];
     int n_chunks_replay;             /* chunks the last captured compute used; 0: nothing to replay */
     uint64_t replay_fp;              /* fingerprint of that compute's graph (cuda-exec.cu) */
+    bool replay_gathers;             /* that graph has row kernels that may raise err_dev */
     int64_t graph_instantiated, graph_updated, graph_replayed; /* chunks made anew / updated in place / computes replayed (profile) */
     struct lc_conv_cache conv;
     int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */

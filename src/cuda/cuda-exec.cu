@@ -390,12 +390,27 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
     return reserve_scratch(be, scratch);
 }
 
+/* The error flag's copy to the host, after work that may raise it. */
+static enum loom_status queue_error_check(struct lc_backend * be) {
+    LC_TRY(cudaMemcpyAsync(be->err_host, be->err_dev, sizeof(int), cudaMemcpyDeviceToHost, be->stream));
+    LC_TRY(cudaMemsetAsync(be->err_dev, 0, sizeof(int), be->stream));
+    be->err_pending = true;
+    return LOOM_OK;
+}
+
 enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g) {
     LC_TRY(cudaSetDevice(be->dev->id));
+    /* the graph last captured, unchanged: its checks hold, replay it */
+    if (be->graphs && be->n_chunks_replay > 0 && !be->prof && graph_fingerprint(be, g) == be->replay_fp) {
+        be->pdl_prev = false;
+        if (replay(be)) return be->replay_gathers ? queue_error_check(be) : LOOM_OK;
+        be->n_chunks_replay = 0; /* capture again below */
+    }
     bool blas = false, gathers = false;
     int n_compute = 0, n_groups = 0;
     enum loom_status st = prepare(be, g, &blas, &gathers, &n_compute);
     if (st != LOOM_OK) return st;
+    be->replay_gathers = gathers;
     be->conv.src = NULL; /* scratch from another compute may be stale */
     be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
     if (be->prof) lc_profile_begin(be, blas);
@@ -406,10 +421,5 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
     }
     if (be->prof) lc_profile_end(be, n_compute, n_groups);
     if (st != LOOM_OK) return st;
-    if (gathers) {
-        LC_TRY(cudaMemcpyAsync(be->err_host, be->err_dev, sizeof(int), cudaMemcpyDeviceToHost, be->stream));
-        LC_TRY(cudaMemsetAsync(be->err_dev, 0, sizeof(int), be->stream));
-        be->err_pending = true;
-    }
-    return LOOM_OK;
+    return gathers ? queue_error_check(be) : LOOM_OK;
 }

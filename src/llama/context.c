@@ -57,6 +57,12 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
 
 void loom_llama_context_free(struct loom_llama_context * lctx) {
     if (!lctx) return;
+    if (lctx->host_steps) {
+        const double k = 1.0 / (double)lctx->host_steps;
+        loom_log(LOOM_LOG_DEBUG, "one-token steps: %lld; per step (ms): graph %.3f, inputs %.3f, compute queued %.3f, logits (waits for the compute) %.3f",
+                 (long long)lctx->host_steps, lctx->host_us[0] * k / 1000, lctx->host_us[1] * k / 1000, lctx->host_us[2] * k / 1000,
+                 lctx->host_us[3] * k / 1000);
+    }
     loom_free(lctx->graph_ctx);
     loom_backend_sched_free(lctx->sched);
     for (int d = 0; d < 2; d++) {
@@ -82,10 +88,14 @@ static enum loom_status init_backends(struct loom_llama_context * lctx) {
         if (!lctx->backend_dev) return LOOM_ERR_BACKEND;
     }
     loom_backend_t list[2];
+    loom_backend_buffer_type_t bufts[2] = {NULL, NULL};
     int n = 0;
     if (lctx->backend_dev) list[n++] = lctx->backend_dev;
+    /* with a device, the CPU's compute memory (the step's inputs, what crosses to the device) is
+     * the device's pinned host memory where it has one: copies from it run asynchronously */
+    if (lctx->model->dev_offload) bufts[n] = loom_backend_dev_host_buffer_type(lctx->model->dev_offload);
     list[n++] = lctx->backend_cpu;
-    lctx->sched = loom_backend_sched_new(list, NULL, n, loom_llama_graph_max_nodes(lctx->model));
+    lctx->sched = loom_backend_sched_new(list, bufts, n, loom_llama_graph_max_nodes(lctx->model));
     return lctx->sched ? LOOM_OK : LOOM_ERR_OOM;
 }
 
@@ -197,13 +207,23 @@ static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) 
 }
 
 static enum loom_status decode_batch(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n) {
+    int64_t t[5];
+    t[0] = loom_time_us();
     enum loom_status st = step_graph(lctx, n);
     const struct loom_graph_inputs * in = &lctx->graph_in;
+    t[1] = loom_time_us();
     if (st == LOOM_OK) st = set_inputs(lctx, in, tokens, n);
+    t[2] = loom_time_us();
     if (st == LOOM_OK) st = loom_backend_sched_graph_compute(lctx->sched, lctx->graph);
+    t[3] = loom_time_us();
     if (st == LOOM_OK) {
         lctx->n_logits = (int32_t)in->logits->ne[1];
         st = loom_backend_tensor_get(in->logits, lctx->logits, 0, loom_nbytes(in->logits));
+    }
+    t[4] = loom_time_us();
+    if (n == 1) {
+        for (int k = 0; k < 4; k++) lctx->host_us[k] += t[k + 1] - t[k];
+        lctx->host_steps++;
     }
     if (st == LOOM_OK) {
         lctx->n_past += n;

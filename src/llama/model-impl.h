@@ -80,6 +80,8 @@ struct loom_llama_context {
     float * logits;                  /* [n_vocab * n_outputs] */
     int32_t n_logits;                /* rows of logits held */
     int32_t max_batch_logged;        /* largest batch whose compute memory was logged */
+    int64_t host_us[4];              /* one-token steps: graph, inputs, compute, logits (LOOM_DEBUG) */
+    int64_t host_steps;
 };
 
 /* Builds the forward graph for 'n_tokens' tokens at positions n_past.. in the metadata context
