@@ -21,12 +21,6 @@ static int g_mv_mode = 2;
 
 void lc_mul_mat_set_mv_mode(int mode) { g_mv_mode = mode; }
 
-/* LOOM_CUDA_PREFETCH (default 1): a matrix-vector kernel launched early (PDL) prefetches its
- * first weight rows into L2 before it waits for the previous kernel. */
-static int g_mv_prefetch = 1;
-
-void lc_mul_mat_set_prefetch(int on) { g_mv_prefetch = on; }
-
 /* ================================================================ matrix-vector kernels */
 
 /* What the node after a matrix-vector product computes from its result, fused into the product's
@@ -70,8 +64,7 @@ struct lc_mv_args {
     int64_t d_nb0, d_nb1, d_nb2, d_nb3;
     int64_t r2, r3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
-    int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel
-                                        (2: and its rows are prefetched into L2 then) */
+    int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
     int pdl;                         /* host: launch with programmatic stream serialization */
     struct lc_mv_epi epi;
     struct lc_mv_glu glu;
@@ -194,14 +187,6 @@ __device__ __forceinline__ void lc_mv_rope(const struct lc_mv_args & p, int64_t 
     }
 }
 
-/* Asks the copy engine to bring 'bytes' (a multiple of 16, 16-byte aligned) at 'p' into L2: a
- * weight row fetched while the previous kernel drains is read from L2 after the wait. */
-__device__ __forceinline__ void lc_prefetch_l2(const char * p, int64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)bytes) : "memory");
-#endif
-}
-
 /* Loads UNROLL 16-byte vectors of each of the ROWS weight rows, starting at vector 'v'. */
 template <int ROWS, int UNROLL>
 __device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const * a, int64_t v) {
@@ -247,12 +232,6 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
             int64_t v = lane;
             if (!waited && v + 32 * (UNROLL - 1) < nvec) { /* the first step, around the wait */
                 uint4 x[UNROLL][ROWS];
-                if (p.a_const == 2) {
-#pragma unroll
-                    for (int r = 0; r < ROWS; r++) {
-                        if (lane == r) lc_prefetch_l2(a[r], p.K * (int64_t)sizeof(T));
-                    }
-                }
                 if (p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
                 lc_pdl_wait();
                 waited = true;
@@ -397,9 +376,7 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     p.a2 = a2;
     if (glu) p.glu = *glu;
     else memset(&p.glu, 0, sizeof p.glu);
-    const bool prefetch = g_mv_prefetch && a->ne[0] * (int64_t)loom_type_size((enum loom_type)a->type) % 16 == 0 && a->nb[1] % 16 == 0 &&
-                          a->nb[2] % 16 == 0 && a->nb[3] % 16 == 0 && (uintptr_t)a->data % 16 == 0 && (!a2 || (uintptr_t)a2 % 16 == 0);
-    p.a_const = a_const ? (prefetch ? 2 : 1) : 0;
+    p.a_const = a_const;
     /* only right after another of our kernels: a copy or an event wait before must complete */
     p.pdl = be->pdl && be->pdl_prev;
     p.a = a->data;

@@ -14,8 +14,6 @@ bool lc_mul_mat_supported(const struct loom_tensor * op);
 void lc_mul_mat_set_gemm_mode(int mode);
 /* LOOM_CUDA_MV: which one-column matrix-vector kernel shape (see cuda-mulmat.cu). */
 void lc_mul_mat_set_mv_mode(int mode);
-/* LOOM_CUDA_PREFETCH: 0 turns off the L2 prefetch of weight rows before the PDL wait. */
-void lc_mul_mat_set_prefetch(int on);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
