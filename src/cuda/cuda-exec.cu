@@ -143,19 +143,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     if (be->fuse && j < g->n_nodes) {
         const int j2 = next_compute(g, j), j3 = j2 < g->n_nodes ? next_compute(g, j2) : g->n_nodes;
         bool f = false;
-        if (be->multi && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* q, k, v: up to seven nodes */
-            struct loom_tensor * list[8];
-            int idx[8], n = 0;
-            for (int k = i; k < g->n_nodes && n < 8; k = next_compute(g, k)) {
-                idx[n] = k;
-                list[n++] = g->nodes[k];
-            }
-            int k = 0;
-            st = lc_mul_mat_multi(be, list, n, &k);
-            f = k > 0;
-            if (f) last = idx[k - 1];
-        }
-        if (st == LOOM_OK && !f && be->attn && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* one token's attention: three or four nodes */
+        if (be->attn && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* one token's attention: three or four nodes */
             int k = 0;
             st = lc_attn_fused(be, node, g->nodes[j], g->nodes[j2], j3 < g->n_nodes ? g->nodes[j3] : NULL, &k);
             f = k > 0;

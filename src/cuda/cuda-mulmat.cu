@@ -202,7 +202,7 @@ __device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const 
  * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
  * fills while that one drains. */
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-__device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
     lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
     const bool dual = p.a2 != NULL; /* ROWS even: rows row0 .. row0 + HALF - 1 of a, then the same of a2 */
@@ -313,53 +313,24 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
 }
 
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS>(p);
-}
-
-/* Several products of the same activations, one per blockIdx.z (each with its own weights,
- * result and epilogue), in one launch: the q, k and v products of a layer. */
-#define LC_MV_MAX_SEG 3
-struct lc_mv_multi {
-    struct lc_mv_args s[LC_MV_MAX_SEG];
-};
-
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) lc_matvec_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS>(m.s[blockIdx.z]);
-}
-
-/* Launches 'func' (one of the kernels above, its argument 'arg') on 'grid', programmatically when
- * 'pdl'. An error is left for LC_CHECK_LAUNCH (cudaGetLastError). */
-template <typename A>
-static void lc_matvec_queue(void (*func)(A), const A & arg, dim3 grid, int warps, bool pdl, cudaStream_t s) {
+static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
+    const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
+    dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
+    if (!p.pdl) {
+        lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
+        return;
+    }
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
-    cfg.blockDim = dim3(32 * warps, 1, 1);
+    cfg.blockDim = dim3(32 * WARPS, 1, 1);
     cfg.stream = s;
-    cfg.attrs = pdl ? &attr : NULL;
-    cfg.numAttrs = pdl ? 1 : 0;
-    (void)cudaLaunchKernelEx(&cfg, func, arg);
-}
-
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-static void lc_matvec_launch_multi(const struct lc_mv_multi & m, int n, cudaStream_t s) {
-    int64_t blocks = 0;
-    for (int i = 0; i < n; i++) {
-        const int64_t b = (m.s[i].M + ROWS * WARPS - 1) / (ROWS * WARPS);
-        blocks = b > blocks ? b : blocks;
-    }
-    lc_matvec_queue(lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS>, m, dim3((unsigned)blocks, 1, (unsigned)n), WARPS, m.s[0].pdl, s);
-}
-
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
-    const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
-    dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
-    lc_matvec_queue(lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, p, grid, WARPS, p.pdl, s);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    /* an error is left for LC_CHECK_LAUNCH (cudaGetLastError) */
+    (void)cudaLaunchKernelEx(&cfg, lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, p);
 }
 
 /* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
@@ -397,10 +368,10 @@ static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t
 
 static bool aligned16(int64_t v) { return v % 16 == 0; }
 
-/* The kernel arguments of one product a x b -> d with its epilogue (and SwiGLU's second matrix). */
-static void lc_matvec_args(const struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d,
-                           const struct lc_mv_epi * epi, bool a_const, const char * a2, const struct lc_mv_glu * glu,
-                           struct lc_mv_args & p) {
+static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
+                                  const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
+                                  const struct lc_mv_glu * glu) {
+    struct lc_mv_args p;
     p.epi = *epi;
     p.a2 = a2;
     if (glu) p.glu = *glu;
@@ -433,13 +404,6 @@ static void lc_matvec_args(const struct lc_backend * be, const struct lc_tensor 
     }
     if (a2) vec = vec && aligned16((int64_t)(uintptr_t)a2);
     p.vec = vec;
-}
-
-static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
-                                  const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
-                                  const struct lc_mv_glu * glu) {
-    struct lc_mv_args p;
-    lc_matvec_args(be, a, b, d, epi, a_const, a2, glu, p);
     const int ncols = (int)b->ne[1];
     if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(p, ncols, be->stream);
     else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(p, ncols, be->stream);
@@ -762,84 +726,6 @@ static bool rope_epilogue_for(const struct lc_backend * be, const struct loom_te
         *with_copy = true;
     }
     return true;
-}
-
-/* The epilogue of product 'mm' from the nodes after it (next, next2: NULL when absent), as
- * lc_mul_mat_fused chooses it; '*fused' nodes covered (0: none). False when 'mm' cannot take the
- * matrix-vector kernels or its tensors are not on this device. */
-static bool matvec_plan(const struct lc_backend * be, const struct loom_tensor * mm, const struct loom_tensor * next,
-                        const struct loom_tensor * next2, struct lc_tensor * a, struct lc_tensor * b, struct lc_tensor * d,
-                        struct lc_mv_epi * epi, int * fused) {
-    *fused = 0;
-    memset(epi, 0, sizeof *epi);
-    if (!lc_mm_plan_for(mm).matvec) return false;
-    if (lc_tensor_of(be, mm->src[0], false, a) != LOOM_OK || lc_tensor_of(be, mm->src[1], false, b) != LOOM_OK ||
-        lc_tensor_of(be, mm, true, d) != LOOM_OK || !lc_is_contiguous(d)) {
-        return false;
-    }
-    bool with_copy = false;
-    if (next && rope_epilogue_for(be, mm, next, next2, a, b, d, epi, &with_copy)) {
-        *fused = with_copy ? 2 : 1;
-    } else if (next && epilogue_for(be, mm, next, a, b, d, epi)) {
-        *fused = 1;
-    } else {
-        memset(epi, 0, sizeof *epi);
-    }
-    return true;
-}
-
-enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used) {
-    *used = 0;
-    struct lc_mv_multi m;
-    struct lc_tensor outs[LC_MV_MAX_SEG][3], ins[LC_MV_MAX_SEG][3];
-    int n_out[LC_MV_MAX_SEG], nseg = 0, at = 0;
-    const struct loom_tensor * x = nodes[0]->src[1];
-    while (nseg < LC_MV_MAX_SEG && at < n) {
-        const struct loom_tensor * mm = nodes[at];
-        if (mm->op != LOOM_OP_MUL_MAT || mm->src[1] != x || mm->src[0]->type != nodes[0]->src[0]->type || !lc_is_weight(mm->src[0]) ||
-            mm->ne[1] != 1 || mm->ne[2] != 1 || mm->ne[3] != 1 || mm->ne[0] % 2 != 0 || mm->ne[0] >= 8192) {
-            break;
-        }
-        struct lc_tensor a, b, d;
-        struct lc_mv_epi epi;
-        int f = 0;
-        if (!matvec_plan(be, mm, at + 1 < n ? nodes[at + 1] : NULL, at + 2 < n ? nodes[at + 2] : NULL, &a, &b, &d, &epi, &f)) break;
-        /* the segment's results (the product and the nodes fused into it), its inputs beside x */
-        n_out[nseg] = 0;
-        for (int k = 0; k <= f; k++) {
-            if (lc_tensor_of(be, nodes[at + k], true, &outs[nseg][n_out[nseg]++]) != LOOM_OK) return LOOM_OK;
-        }
-        ins[nseg][0] = a;
-        ins[nseg][1] = b;
-        ins[nseg][2] = b; /* the positions, for a rotation */
-        if (epi.kind == LC_EPI_ROPE && lc_tensor_of(be, nodes[at + 1]->src[1], false, &ins[nseg][2]) != LOOM_OK) return LOOM_OK;
-        lc_matvec_args(be, &a, &b, &d, &epi, true, NULL, NULL, m.s[nseg]);
-        if (m.s[nseg].vec != m.s[0].vec || m.s[nseg].K != m.s[0].K) break;
-        nseg++;
-        at += 1 + f;
-    }
-    if (nseg < 2) return LOOM_OK;
-    /* a segment's results must not touch what another segment reads or writes */
-    for (int s1 = 0; s1 < nseg; s1++) {
-        for (int s2 = 0; s2 < nseg; s2++) {
-            if (s1 == s2) continue;
-            for (int o = 0; o < n_out[s1]; o++) {
-                for (int k = 0; k < 3; k++) {
-                    if (lc_overlap_of(&outs[s1][o], &ins[s2][k]) != LC_DISJOINT) return LOOM_OK;
-                }
-                for (int o2 = 0; o2 < n_out[s2]; o2++) {
-                    if (lc_overlap_of(&outs[s1][o], &outs[s2][o2]) != LC_DISJOINT) return LOOM_OK;
-                }
-            }
-        }
-    }
-    /* rotation pairs need two rows per warp: every segment takes that shape */
-    const int type = nodes[0]->src[0]->type;
-    if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4>(m, nseg, be->stream);
-    else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4>(m, nseg, be->stream);
-    else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4>(m, nseg, be->stream);
-    *used = at;
-    return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
 }
 
 enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,
