@@ -200,12 +200,15 @@ static void put_type(FILE * f, const struct loom_gguf * g, int64_t i) {
 
 /* ---------------------------------------------------------------- text and JSON reports */
 
-static void put_shape(FILE * f, const struct loom_gguf * g, int64_t i, bool json) {
+/* "[ne0,ne1,...]" of tensor i into 'buf', the dimensions separated by 'sep'. */
+static const char * format_shape(char * buf, size_t size, const struct loom_gguf * g, int64_t i, const char * sep) {
     const int64_t * ne = loom_gguf_tensor_ne(g, i);
-    int n_dims = loom_gguf_tensor_n_dims(g, i);
-    fputc('[', f);
-    for (int d = 0; d < n_dims; d++) fprintf(f, d ? (json ? ", %lld" : ",%lld") : "%lld", (long long)ne[d]);
-    fputc(']', f);
+    int n = snprintf(buf, size, "[");
+    for (int d = 0; d < loom_gguf_tensor_n_dims(g, i) && n >= 0 && (size_t)n < size; d++) {
+        n += snprintf(buf + n, size - (size_t)n, "%s%lld", d ? sep : "", (long long)ne[d]);
+    }
+    if (n >= 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "]");
+    return buf;
 }
 
 static void print_text(FILE * f, const struct loom_gguf * g, const struct info_opts * o) {
@@ -230,12 +233,7 @@ static void print_text(FILE * f, const struct loom_gguf * g, const struct info_o
     for (int64_t i = 0; i < loom_gguf_n_tensors(g); i++) {
         const char * name = loom_gguf_tensor_name(g, i);
         char shape[128];
-        const int64_t * ne = loom_gguf_tensor_ne(g, i);
-        int n = 0;
-        for (int d = 0; d < loom_gguf_tensor_n_dims(g, i); d++) {
-            n += snprintf(shape + n, sizeof shape - (size_t)n, d ? ",%lld" : "[%lld", (long long)ne[d]);
-        }
-        snprintf(shape + n, sizeof shape - (size_t)n, "]");
+        format_shape(shape, sizeof shape, g, i, ",");
         fprintf(f, "  %5lld  ", (long long)i);
         put_name(f, name, 32);
         fprintf(f, " %-8s %-22s %12llu %12llu\n", loom_type_name(loom_gguf_tensor_type(g, i)),
@@ -272,7 +270,8 @@ static void print_json(FILE * f, const struct loom_gguf * g, const struct info_o
         fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
         put_quoted(f, name, strlen(name), true);
         fprintf(f, ", \"type\": \"%s\", \"shape\": ", loom_type_name(loom_gguf_tensor_type(g, i)));
-        put_shape(f, g, i, true);
+        char shape[128];
+        fputs(format_shape(shape, sizeof shape, g, i, ", "), f);
         fprintf(f, ", \"offset\": %llu, \"bytes\": %llu}", (unsigned long long)loom_gguf_tensor_offset(g, i),
                 (unsigned long long)loom_gguf_tensor_size(g, i));
     }

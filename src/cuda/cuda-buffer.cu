@@ -167,6 +167,13 @@ static size_t dev_buft_max_size(loom_backend_buffer_type_t buft) { return buft_d
 static bool dev_buft_is_host(loom_backend_buffer_type_t buft) { (void)buft; return false; }
 static bool host_buft_is_host(loom_backend_buffer_type_t buft) { (void)buft; return true; }
 
+/* Makes 'd' the calling thread's device; false (logged) when CUDA refuses. */
+static bool use_device(const struct lc_device * d) {
+    if (cudaSetDevice(d->id) == cudaSuccess) return true;
+    LC_CHECK(cudaGetLastError());
+    return false;
+}
+
 static loom_backend_buffer_t wrap(loom_backend_buffer_type_t buft, struct loom_backend_buffer_i iface, struct lc_device * d,
                                   enum lc_buffer_kind kind, char * base, ptrdiff_t delta, size_t size) {
     struct lc_buffer * b = (struct lc_buffer *)calloc(1, sizeof *b);
@@ -182,10 +189,7 @@ static loom_backend_buffer_t wrap(loom_backend_buffer_type_t buft, struct loom_b
 
 static loom_backend_buffer_t dev_buft_alloc(loom_backend_buffer_type_t buft, size_t size) {
     struct lc_device * d = buft_dev(buft);
-    if (cudaSetDevice(d->id) != cudaSuccess) {
-        LC_CHECK(cudaGetLastError());
-        return NULL;
-    }
+    if (!use_device(d)) return NULL;
     void * mem = NULL;
     if (size > 0) {
         cudaError_t err = cudaMalloc(&mem, size);
@@ -207,10 +211,7 @@ static loom_backend_buffer_t dev_buft_alloc(loom_backend_buffer_type_t buft, siz
 
 static loom_backend_buffer_t host_buft_alloc(loom_backend_buffer_type_t buft, size_t size) {
     struct lc_device * d = buft_dev(buft);
-    if (cudaSetDevice(d->id) != cudaSuccess) {
-        LC_CHECK(cudaGetLastError());
-        return NULL;
-    }
+    if (!use_device(d)) return NULL;
     void * mem = NULL;
     ptrdiff_t delta = 0;
     if (size > 0) {
@@ -350,10 +351,7 @@ static cudaError_t register_span(struct lc_device * d, char * start, size_t size
 
 loom_backend_buffer_t lc_buffer_from_host_ptr(loom_backend_dev_t dev, void * ptr, size_t size) {
     struct lc_device * d = (struct lc_device *)dev->context;
-    if (cudaSetDevice(d->id) != cudaSuccess) {
-        LC_CHECK(cudaGetLastError());
-        return NULL;
-    }
+    if (!use_device(d)) return NULL;
     char * s = (char *)ptr;
     char * e = s + size;
     struct lc_buffer * b = (struct lc_buffer *)calloc(1, sizeof *b);

@@ -89,7 +89,6 @@ struct lc_backend {
     bool err_pending;                /* a copy of err_dev into err_host is queued */
     bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
     bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
-    bool attn;                       /* with fuse: one token's attention in one kernel (LOOM_CUDA_ATTN, off by default) */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
     bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
@@ -98,6 +97,7 @@ struct lc_backend {
     int n_chunks_replay;             /* chunks the last captured compute used; 0: nothing to replay */
     uint64_t replay_fp;              /* fingerprint of that compute's graph (cuda-exec.cu) */
     bool replay_gathers;             /* that graph has row kernels that may raise err_dev */
+    int replay_nodes, replay_groups; /* its compute nodes and launch groups (for the profile) */
     int64_t graph_instantiated, graph_updated, graph_replayed; /* chunks made anew / updated in place / computes replayed (profile) */
     struct lc_conv_cache conv;
     int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */
@@ -207,29 +207,21 @@ __device__ __forceinline__ float lc_warp_max(float v) {
     return v;
 }
 
-/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
- * 'shared' holds 32 floats. */
-__device__ __forceinline__ float lc_block_sum(float v, float * shared) {
-    v = lc_warp_sum(v);
+/* Sum (MAX false) or maximum over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. 'shared' holds 32 floats. */
+template <bool MAX> __device__ __forceinline__ float lc_block_reduce(float v, float * shared) {
+    v = MAX ? lc_warp_max(v) : lc_warp_sum(v);
     if (blockDim.x == 32) return v;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     __syncthreads();
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = lane < (int)(blockDim.x / 32) ? shared[lane] : 0.0f;
-    return lc_warp_sum(v);
+    v = lane < (int)(blockDim.x / 32) ? shared[lane] : MAX ? -INFINITY : 0.0f;
+    return MAX ? lc_warp_max(v) : lc_warp_sum(v);
 }
 
-__device__ __forceinline__ float lc_block_max(float v, float * shared) {
-    v = lc_warp_max(v);
-    if (blockDim.x == 32) return v;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    v = lane < (int)(blockDim.x / 32) ? shared[lane] : -INFINITY;
-    return lc_warp_max(v);
-}
+__device__ __forceinline__ float lc_block_sum(float v, float * shared) { return lc_block_reduce<false>(v, shared); }
+__device__ __forceinline__ float lc_block_max(float v, float * shared) { return lc_block_reduce<true>(v, shared); }
 
 /* ---------------------------------------------------------------- memory extents */
 
@@ -242,6 +234,9 @@ enum lc_overlap lc_overlap_of(const struct lc_tensor * a, const struct lc_tensor
 void lc_extent(const struct lc_tensor * t, char ** lo, char ** hi);
 
 /* ---------------------------------------------------------------- fused copies */
+
+/* Values of the backend's error flag (err_dev) that row kernels raise; the first one raised is kept. */
+enum { LC_ERR_GET_ROWS = 1, LC_ERR_SET_ROWS = 2 };
 
 /* A copy fused into the kernel that produces its source: element at byte offset 'o' of the dense
  * producer output goes to data + sum_k ((o / snb[k]) % sne[k]) * dnb[k] (dims with sne 1 are
@@ -278,7 +273,7 @@ __device__ __forceinline__ void lc_scatter_store(const struct lc_scatter & s, in
         if (k == s.rows_dim) {
             const int32_t id = *(const int32_t *)(s.rows + ((o / s.snb[k]) % s.sne[k]) * s.rows_nb);
             if (id < 0 || id >= s.rows_max) {
-                atomicCAS(s.err, 0, 2); /* LC_ERR_SET_ROWS */
+                atomicCAS(s.err, 0, LC_ERR_SET_ROWS);
                 return;
             }
             off += id * s.dnb[k];

@@ -16,7 +16,6 @@
  * directly. LOOM_CUDA_GRAPHS=0 turns them off from the start. */
 #include "cuda-common.cuh"
 #include "cuda-argmax.cuh"
-#include "cuda-attn.cuh"
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
@@ -143,13 +142,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     if (be->fuse && j < g->n_nodes) {
         const int j2 = next_compute(g, j), j3 = j2 < g->n_nodes ? next_compute(g, j2) : g->n_nodes;
         bool f = false;
-        if (be->attn && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* one token's attention: three or four nodes */
-            int k = 0;
-            st = lc_attn_fused(be, node, g->nodes[j], g->nodes[j2], j3 < g->n_nodes ? g->nodes[j3] : NULL, &k);
-            f = k > 0;
-            if (f) last = k == 3 ? j3 : j2;
-        }
-        if (st == LOOM_OK && !f && node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
+        if (node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
             st = lc_mul_mat_glu(be, node, g->nodes[j], g->nodes[j2], g->nodes[j3], &f);
             if (f) last = j3;
         }
@@ -288,12 +281,8 @@ static bool launch_captured(struct lc_backend * be, struct lc_graph_chunk * c, c
     return true;
 }
 
-static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * g, int * n_groups) {
-    const uint64_t fp = graph_fingerprint(be, g);
-    if (be->n_chunks_replay > 0 && fp == be->replay_fp) {
-        if (replay(be)) return LOOM_OK;
-        return graphs_failed(be, g, 0, n_groups, "replay refused");
-    }
+/* Captures and launches the work of 'g' (fingerprint 'fp') chunk by chunk. */
+static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * g, uint64_t fp, int * n_groups) {
     be->n_chunks_replay = 0;
     int i = 0, n_chunks = 0;
     for (int chunk = 0; i < g->n_nodes; chunk++) {
@@ -401,9 +390,13 @@ static enum loom_status queue_error_check(struct lc_backend * be) {
 enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g) {
     LC_TRY(cudaSetDevice(be->dev->id));
     /* the graph last captured, unchanged: its checks hold, replay it */
-    if (be->graphs && be->n_chunks_replay > 0 && !be->prof && graph_fingerprint(be, g) == be->replay_fp) {
+    const uint64_t fp = be->graphs ? graph_fingerprint(be, g) : 0;
+    if (be->graphs && be->n_chunks_replay > 0 && fp == be->replay_fp) {
         be->pdl_prev = false;
-        if (replay(be)) return be->replay_gathers ? queue_error_check(be) : LOOM_OK;
+        if (be->prof) lc_profile_begin(be, false);
+        const bool ok = replay(be);
+        if (be->prof) lc_profile_end(be, be->replay_nodes, be->replay_groups);
+        if (ok) return be->replay_gathers ? queue_error_check(be) : LOOM_OK;
         be->n_chunks_replay = 0; /* capture again below */
     }
     bool blas = false, gathers = false;
@@ -415,11 +408,13 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
     be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
     if (be->prof) lc_profile_begin(be, blas);
     if (be->graphs && !blas && n_compute >= LC_GRAPH_MIN_NODES && !lc_profile_times_kernels(be->prof)) {
-        st = run_graphs(be, g, &n_groups);
+        st = run_graphs(be, g, fp, &n_groups);
     } else {
         st = run_direct(be, g, 0, &n_groups);
     }
     if (be->prof) lc_profile_end(be, n_compute, n_groups);
+    be->replay_nodes = n_compute;
+    be->replay_groups = n_groups;
     if (st != LOOM_OK) return st;
     return gathers ? queue_error_check(be) : LOOM_OK;
 }

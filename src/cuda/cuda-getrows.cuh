@@ -9,9 +9,6 @@ bool lc_get_rows_supported(const struct loom_tensor * op);
  * zero row and raises the backend's error flag (reported at synchronize). */
 enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst);
 
-/* Error flag values the row kernels raise (the first one raised is kept). */
-enum { LC_ERR_GET_ROWS = 1, LC_ERR_SET_ROWS = 2 };
-
 bool lc_set_rows_supported(const struct loom_tensor * op);
 /* Queues dst[:, ids[i]] = rows[:, i] (rows = dst->src[0], ids = dst->src[1]), converted to dst's
  * type. An id outside dst writes nothing and raises the backend's error flag. */

@@ -65,7 +65,6 @@ struct lc_mv_args {
     int64_t r2, r3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
     int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
-    int pdl;                         /* host: launch with programmatic stream serialization */
     struct lc_mv_epi epi;
     struct lc_mv_glu glu;
 };
@@ -198,7 +197,7 @@ __device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const 
 
 /* Each warp computes ROWS consecutive rows of the result (WARPS warps per block; SwiGLU: ROWS/2
  * rows of each matrix); every thread keeps ROWS * UNROLL independent 16-byte weight loads in
- * flight. Rows past M are clamped (read again, never written). Launched programmatically (p.pdl), a kernel with constant weights
+ * flight. Rows past M are clamped (read again, never written). Launched programmatically (lc_launch), a kernel with constant weights
  * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
  * fills while that one drains. */
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
@@ -313,54 +312,41 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
 }
 
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-static void lc_matvec_launch(const struct lc_mv_args & p, cudaStream_t s) {
+static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_args & p) {
     const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
-    if (!p.pdl) {
-        lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS><<<grid, dim3(32 * WARPS, 1, 1), 0, s>>>(p);
-        return;
-    }
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(32 * WARPS, 1, 1);
-    cfg.stream = s;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    /* an error is left for LC_CHECK_LAUNCH (cudaGetLastError) */
-    (void)cudaLaunchKernelEx(&cfg, lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, p);
+    void * args[] = {(void *)&p};
+    lc_launch(be, (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, grid, dim3(32 * WARPS, 1, 1), args);
 }
 
 /* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
  * columns (4 rows per warp for tall matrices, which then fit one wave), two rows per warp for
  * three or four columns (each activation load serves both rows). */
 template <typename T>
-static void lc_matvec_dispatch(const struct lc_mv_args & p, int ncols, cudaStream_t s) {
+static void lc_matvec_dispatch(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     if (p.a2 || p.epi.kind == LC_EPI_ROPE) { /* SwiGLU (gate and up) or rotation pairs: two rows per warp */
         switch (ncols) {
         case 1:
-            if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
-            else lc_matvec_launch<T, 1, 2, 4, 4>(p, s);
+            if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
+            else lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
             break;
-        case 2: lc_matvec_launch<T, 2, 2, 4, 4>(p, s); break;
-        case 3: lc_matvec_launch<T, 3, 2, 4, 4>(p, s); break;
-        default: lc_matvec_launch<T, 4, 2, 4, 4>(p, s); break;
+        case 2: lc_matvec_launch<T, 2, 2, 4, 4>(be, p); break;
+        case 3: lc_matvec_launch<T, 3, 2, 4, 4>(be, p); break;
+        default: lc_matvec_launch<T, 4, 2, 4, 4>(be, p); break;
         }
         return;
     }
     switch (ncols) {
     case 1:
-        if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
-        else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(p, s);
-        else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(p, s);
-        else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(p, s);
-        else lc_matvec_launch<T, 1, 1, 4, 4>(p, s);
+        if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
+        else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(be, p);
+        else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
+        else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
+        else lc_matvec_launch<T, 1, 1, 4, 4>(be, p);
         break;
-    case 2: lc_matvec_launch<T, 2, 1, 4, 4>(p, s); break;
-    case 3: lc_matvec_launch<T, 3, 2, 4, 4>(p, s); break;
-    default: lc_matvec_launch<T, 4, 2, 4, 4>(p, s); break;
+    case 2: lc_matvec_launch<T, 2, 1, 4, 4>(be, p); break;
+    case 3: lc_matvec_launch<T, 3, 2, 4, 4>(be, p); break;
+    default: lc_matvec_launch<T, 4, 2, 4, 4>(be, p); break;
     }
 }
 
@@ -377,8 +363,6 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     if (glu) p.glu = *glu;
     else memset(&p.glu, 0, sizeof p.glu);
     p.a_const = a_const;
-    /* only right after another of our kernels: a copy or an event wait before must complete */
-    p.pdl = be->pdl && be->pdl_prev;
     p.a = a->data;
     p.b = b->data;
     p.d = d->data;
@@ -405,9 +389,9 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     if (a2) vec = vec && aligned16((int64_t)(uintptr_t)a2);
     p.vec = vec;
     const int ncols = (int)b->ne[1];
-    if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(p, ncols, be->stream);
-    else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(p, ncols, be->stream);
-    else lc_matvec_dispatch<__nv_bfloat16>(p, ncols, be->stream);
+    if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(be, p, ncols);
+    else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(be, p, ncols);
+    else lc_matvec_dispatch<__nv_bfloat16>(be, p, ncols);
     return LC_CHECK_LAUNCH("lc_matvec_kernel");
 }
 

@@ -145,25 +145,17 @@ static enum loom_status add_tensors(struct loom_gguf_writer * w, const struct ll
     char name[LOOM_MAX_NAME];
 #define ADD2(nm, src, ne0, ne1) do { int64_t ne[2] = {ne0, ne1}; if (st == LOOM_OK) st = loom_gguf_writer_add_tensor(w, nm, LOOM_TYPE_F32, ne1 > 1 ? 2 : 1, ne, src); } while (0)
     ADD2("token_embd.weight", arr[W_EMBD], dim, (int64_t)c->vocab_size);
+    /* per layer: GGUF name, llama2.c array, [ne0, ne1] (one layer's slice is ne0 * ne1 floats) */
+    const struct { const char * suffix; int w; int64_t ne0, ne1; } per_layer[] = {
+        {"attn_norm", W_RMS_ATT, dim, 1}, {"attn_q", W_Q, dim, dim},        {"attn_k", W_K, dim, kv},
+        {"attn_v", W_V, dim, kv},         {"attn_output", W_O, dim, dim},   {"ffn_norm", W_RMS_FFN, dim, 1},
+        {"ffn_gate", W_1, dim, hid},      {"ffn_down", W_2, hid, dim},      {"ffn_up", W_3, dim, hid},
+    };
     for (int64_t l = 0; l < c->n_layers; l++) {
-        snprintf(name, sizeof name, "blk.%lld.attn_norm.weight", (long long)l);
-        ADD2(name, arr[W_RMS_ATT] + l * dim, dim, 1);
-        snprintf(name, sizeof name, "blk.%lld.attn_q.weight", (long long)l);
-        ADD2(name, arr[W_Q] + l * dim * dim, dim, dim);
-        snprintf(name, sizeof name, "blk.%lld.attn_k.weight", (long long)l);
-        ADD2(name, arr[W_K] + l * dim * kv, dim, kv);
-        snprintf(name, sizeof name, "blk.%lld.attn_v.weight", (long long)l);
-        ADD2(name, arr[W_V] + l * dim * kv, dim, kv);
-        snprintf(name, sizeof name, "blk.%lld.attn_output.weight", (long long)l);
-        ADD2(name, arr[W_O] + l * dim * dim, dim, dim);
-        snprintf(name, sizeof name, "blk.%lld.ffn_norm.weight", (long long)l);
-        ADD2(name, arr[W_RMS_FFN] + l * dim, dim, 1);
-        snprintf(name, sizeof name, "blk.%lld.ffn_gate.weight", (long long)l);
-        ADD2(name, arr[W_1] + l * hid * dim, dim, hid);
-        snprintf(name, sizeof name, "blk.%lld.ffn_down.weight", (long long)l);
-        ADD2(name, arr[W_2] + l * dim * hid, hid, dim);
-        snprintf(name, sizeof name, "blk.%lld.ffn_up.weight", (long long)l);
-        ADD2(name, arr[W_3] + l * hid * dim, dim, hid);
+        for (size_t t = 0; t < sizeof per_layer / sizeof per_layer[0]; t++) {
+            snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)l, per_layer[t].suffix);
+            ADD2(name, arr[per_layer[t].w] + l * per_layer[t].ne0 * per_layer[t].ne1, per_layer[t].ne0, per_layer[t].ne1);
+        }
     }
     ADD2("output_norm.weight", arr[W_RMS_FINAL], dim, 1);
     if (!c->shared_classifier) ADD2("output.weight", arr[W_CLS], dim, (int64_t)c->vocab_size);
