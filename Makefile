@@ -5,7 +5,10 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc)
-MODELS     ?= $(abspath ../shared/models)
+# The shared model files: ../shared/models beside this checkout, else beside the checkout this
+# one was cloned from (a clone made elsewhere from a local path), else MODELS=... on the command line.
+ORIGIN_DIR := $(shell git config --get remote.origin.url 2>/dev/null)
+MODELS     ?= $(firstword $(wildcard $(abspath ../shared/models)) $(if $(ORIGIN_DIR),$(wildcard $(abspath $(ORIGIN_DIR)/../shared/models))) $(abspath ../shared/models))
 CMAKE_FLAGS ?=
 # CI sets CI=true: warnings become errors there.
 ifeq ($(CI),true)
