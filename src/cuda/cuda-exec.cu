@@ -1,19 +1,18 @@
 /* cuda-exec.cu -- graph_compute: a split's nodes queued as launch groups (a node and the node
- * fused into it), launched directly or, for token generation, captured into CUDA graphs that
- * are updated in place from one token to the next.
+ * fused into it), launched directly or, for token generation, captured into CUDA graphs.
  *
  * CUDA graphs: a split without cuBLAS products (so few columns that every product takes the
  * matrix-vector kernels: token generation) of at least LC_GRAPH_MIN_NODES nodes is captured in
  * chunks of launch groups -- a short first chunk, so that the GPU starts while the host captures
- * the rest. Each chunk's executable graph is kept; the next compute whose chunk has the same
- * launch sequence (ops and fusions) updates it with cudaGraphExecUpdate (addresses and shapes,
- * e.g. the KV length, may change) instead of instantiating a new one; a compute whose graph has
- * the fingerprint of the last captured one (every launch argument the same: the runner reuses its
- * step graph while only input data changes) replays the executable graphs without capturing
- * anything. Nothing
- * captured synchronises or allocates: scratch is reserved before, copies stay kernels. Any
- * capture or instantiation failure turns graphs off for the backend and the work is launched
- * directly. LOOM_CUDA_GRAPHS=0 turns them off from the start. */
+ * the rest; chunks end at fixed node positions. Each chunk's executable graph is kept; the next
+ * capture of a chunk with the same launch sequence (ops and fusions) updates it with
+ * cudaGraphExecUpdate (addresses and shapes, e.g. the KV length, may change) instead of
+ * instantiating a new one. A compute whose graph has the fingerprint of the last captured one
+ * (every launch argument the same: the runner reuses its step graph while only input data
+ * changes) replays the executable graphs without capturing anything. Nothing captured
+ * synchronises or allocates: scratch is reserved before, copies stay kernels. Any capture or
+ * instantiation failure turns graphs off for the backend and the work is launched directly.
+ * LOOM_CUDA_GRAPHS=0 turns them off from the start. */
 #include "cuda-common.cuh"
 #include "cuda-argmax.cuh"
 #include "cuda-binary.cuh"
@@ -30,8 +29,8 @@
 #include <string.h>
 
 #define LC_GRAPH_MIN_NODES 8     /* smaller splits launch directly */
-#define LC_GRAPH_FIRST_GROUPS 12 /* launch groups in the first chunk */
-#define LC_GRAPH_GROUPS 48       /* launch groups in each later chunk (the last slot takes the rest) */
+#define LC_GRAPH_FIRST_NODES 24  /* graph nodes in the first chunk */
+#define LC_GRAPH_NODES 96        /* graph nodes in each later chunk (the last slot takes the rest) */
 
 static bool is_skip(const struct loom_tensor * t) {
     return t->op == LOOM_OP_NONE || loom_op_is_view(t->op) || loom_nelements(t) == 0;
@@ -257,11 +256,13 @@ static bool launch_captured(struct lc_backend * be, struct lc_graph_chunk * c, c
         cudaGraphExecUpdateResultInfo info;
         if (cudaGraphExecUpdate(c->exec, graph, &info) != cudaSuccess) {
             (void)cudaGetLastError(); /* e.g. another kernel variant: instantiate anew */
+            loom_log(LOOM_LOG_DEBUG, "%s: CUDA graph chunk not updatable (cudaGraphExecUpdate result %d)", be->dev->name, (int)info.result);
             drop_chunk(c);
         } else {
             be->graph_updated++;
         }
     } else {
+        if (c->exec) loom_log(LOOM_LOG_DEBUG, "%s: CUDA graph chunk has another launch sequence", be->dev->name);
         drop_chunk(c);
     }
     if (!c->exec) {
@@ -286,7 +287,10 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
     be->n_chunks_replay = 0;
     int i = 0, n_chunks = 0;
     for (int chunk = 0; i < g->n_nodes; chunk++) {
-        const int limit = chunk == 0 ? LC_GRAPH_FIRST_GROUPS : chunk < LC_GRAPH_CHUNKS - 1 ? LC_GRAPH_GROUPS : INT32_MAX;
+        /* chunks end at fixed node positions (the first launch group from there on), so that a
+         * fusion that differs in one layer between two graphs changes one chunk's launch
+         * sequence, not the boundaries and keys of every later chunk */
+        const int limit = chunk < LC_GRAPH_CHUNKS - 1 ? LC_GRAPH_FIRST_NODES + chunk * LC_GRAPH_NODES : INT32_MAX;
         const int start = i;
         if (cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
             (void)cudaGetLastError();
@@ -297,7 +301,7 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
         uint64_t key = mix64(0x243F6A8885A308D3ull, (uint64_t)chunk);
         int groups = 0;
         enum loom_status st = LOOM_OK;
-        while (i < g->n_nodes && groups < limit) {
+        while (i < g->n_nodes && (groups == 0 || i < limit)) {
             struct loom_tensor * node = g->nodes[i];
             if (is_skip(node)) {
                 i++;
