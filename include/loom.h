@@ -421,6 +421,10 @@ size_t loom_hash_size(size_t min_size); /* a good table size >= min_size */
 /* ---------------------------------------------------------------- misc */
 
 int64_t loom_time_us(void);   /* monotonic microseconds */
+/* Reads environment variable 'var' as a whole number in [lo, hi] into '*out'. False when it is
+ * unset or empty, and false with a logged warning (naming the variable and the range) when it is
+ * set to anything else. */
+bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out);
 /* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
  * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
  * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE

@@ -4,7 +4,9 @@
 #include "loom.h"
 #include "loom-backend.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +17,7 @@ bool cli_parse_int(const char * cmd, const char * opt, const char * arg, long lo
     char * end = NULL;
     errno = 0;
     long long v = arg ? strtoll(arg, &end, 10) : 0;
-    if (!arg || !*arg || *end || errno || v < lo || v > hi) {
+    if (!arg || !*arg || isspace((unsigned char)*arg) || *end || errno || v < lo || v > hi) {
         fprintf(stderr, "loom %s: invalid value '%s' for %s (expected an integer in %lld..%lld)\n", cmd, arg ? arg : "",
                 opt, lo, hi);
         return false;
@@ -28,7 +30,7 @@ bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_
     char * end = NULL;
     errno = 0;
     unsigned long long v = arg && *arg != '-' ? strtoull(arg, &end, 10) : 0;
-    if (!arg || !*arg || *arg == '-' || *end || errno) {
+    if (!arg || !*arg || *arg == '-' || isspace((unsigned char)*arg) || *end || errno) {
         fprintf(stderr, "loom %s: invalid value '%s' for %s (expected an integer in 0..18446744073709551615)\n", cmd,
                 arg ? arg : "", opt);
         return false;
@@ -41,7 +43,7 @@ bool cli_parse_float(const char * cmd, const char * opt, const char * arg, doubl
     char * end = NULL;
     errno = 0;
     double v = arg ? strtod(arg, &end) : 0;
-    if (!arg || !*arg || *end || errno || !isfinite(v) || v < lo || v > hi) {
+    if (!arg || !*arg || isspace((unsigned char)*arg) || *end || errno || !isfinite(v) || v < lo || v > hi) {
         fprintf(stderr, "loom %s: invalid value '%s' for %s (expected a number in %g..%g)\n", cmd, arg ? arg : "", opt, lo, hi);
         return false;
     }
@@ -85,6 +87,19 @@ static enum loom_log_level g_min_level = LOOM_LOG_WARN;
 
 const char * cli_last_error(const char * fallback) { return g_last_error[0] ? g_last_error : fallback; }
 
+/* True when 'text' was already printed as a warning (the last 64 distinct ones are remembered). */
+static bool seen_before(const char * text) {
+    static uint64_t seen[64];
+    static unsigned n_seen;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char * p = (const unsigned char *)text; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    for (unsigned i = 0; i < n_seen && i < 64; i++) {
+        if (seen[i] == h) return true;
+    }
+    seen[n_seen++ % 64] = h;
+    return false;
+}
+
 /* Errors are kept, not printed: the command reports the failure itself, in one line. */
 static void cli_log(enum loom_log_level level, const char * text, void * user) {
     (void)user;
@@ -93,6 +108,7 @@ static void cli_log(enum loom_log_level level, const char * text, void * user) {
         return;
     }
     if (level < g_min_level) return;
+    if (level == LOOM_LOG_WARN && seen_before(text)) return; /* e.g. a model's metadata read to check, then to load */
     fprintf(stderr, "%s%s\n", level == LOOM_LOG_WARN ? "warning: " : "", text);
 }
 
@@ -131,8 +147,9 @@ bool cli_no_more_args(const char * cmd, int argc, char ** argv) {
 }
 
 bool cli_stdout_ok(const char * cmd) {
+    errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return true;
-    fprintf(stderr, "loom %s: cannot write the output: %s\n", cmd, strerror(errno));
+    fprintf(stderr, "loom %s: cannot write the output: %s\n", cmd, strerror(errno ? errno : EIO));
     return false;
 }
 

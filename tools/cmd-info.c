@@ -1,4 +1,5 @@
 /* cmd-info.c -- `loom info`: prints a GGUF file's header, metadata and tensor table (text or JSON). */
+#include "cli-util.h"
 #include "commands.h"
 #include "loom-gguf.h"
 
@@ -327,10 +328,5 @@ int loom_cmd_info(int argc, char ** argv) {
         print_text(stdout, g, &o);
     }
     loom_gguf_free(g);
-    errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "loom info: cannot write the output: %s\n", strerror(errno ? errno : EIO));
-        return 1;
-    }
-    return 0;
+    return cli_stdout_ok("info") ? 0 : 1;
 }

@@ -1,4 +1,5 @@
 /* cmd-test-ops.c -- `loom test-ops`: checks every op of a device against the reference (test-ops-harness.c). */
+#include "cli-util.h"
 #include "commands.h"
 #include "test-ops.h"
 
@@ -52,5 +53,6 @@ int loom_cmd_test_ops(int argc, char ** argv) {
             return 1;
         }
     }
-    return test_ops_run(&opt);
+    const int rc = test_ops_run(&opt);
+    return cli_stdout_ok("test-ops") ? rc : 1;
 }

@@ -1,4 +1,5 @@
 /* loom.c -- the `loom` command line: dispatches to one subcommand. */
+#include "cli-util.h"
 #include "commands.h"
 
 #include <stdio.h>
@@ -46,10 +47,12 @@ int main(int argc, char ** argv) {
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
             if (!strcmp(argv[2], commands[i].name)) return commands[i].fn(2, h);
         }
+        fprintf(stderr, "loom help: unknown command '%s' (see loom -h)\n", argv[2]);
+        return 1;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return cli_stdout_ok("help") ? 0 : 1;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);

@@ -61,7 +61,7 @@ enum loom_status loom_gguf_open(const char * path, struct loom_gguf ** out, char
     *out = NULL;
     char q[GGUF_QUOTE_SIZE * 4];
     gguf_quote(path, strlen(path), GGUF_QUOTE_SIZE, q, sizeof q);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block: it is refused below */
     if (fd < 0) return gguf_fail(err, err_size, LOOM_ERR_IO, "cannot open '%s': %s", q, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {

@@ -172,7 +172,7 @@ static const char * base_name(const char * path, char * buf, size_t size) {
 }
 
 enum loom_status loom_convert_llama2c(const char * checkpoint_path, const char * tokenizer_path, const char * out_path) {
-    int fd = open(checkpoint_path, O_RDONLY | O_CLOEXEC);
+    int fd = open(checkpoint_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block: refused below */
     if (fd < 0) {
         loom_log(LOOM_LOG_ERROR, "cannot open checkpoint '%s': %s", checkpoint_path, strerror(errno));
         return LOOM_ERR_IO;

@@ -267,7 +267,7 @@ enum loom_status loom_model_place_weights(struct loom_model * m, const struct lo
                                           const struct loom_model_params * params) {
     struct load_state s = {.m = m, .g = g, .params = params, .fd = -1, .data_offset = loom_gguf_data_offset(g)};
     s.bytes_total = m->n_bytes;
-    s.fd = open(path, O_RDONLY | O_CLOEXEC);
+    s.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a regular file (checked by the reader); never blocks */
     if (s.fd < 0) {
         loom_log(LOOM_LOG_ERROR, "cannot open '%s': %s", path, strerror(errno));
         return LOOM_ERR_IO;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input to `loom run` and `loom tokenize`: exactly one line on stderr, exit status 1, never a crash.
+# Bad input to `loom run`, `info`, `tokenize`, `bench`, `test-ops` and `help`: exactly one line on stderr, exit status 1, never a crash.
 # usage: bad-input.sh LOOM_BIN MODEL
 set -u
 bin=$1 model=$2
@@ -43,4 +43,10 @@ expect_fail "tokenize abbreviation" "$bin" tokenize -m "$model" -p hi -n 3
 expect_fail "bench nothing to measure" "$bin" bench -m "$model" -p 0 -n 0
 expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
 expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
+mkfifo "$tmp/fifo.gguf"
+expect_fail "model is a FIFO (must not block)" timeout 20 "$bin" run -m "$tmp/fifo.gguf" -p hi
+expect_fail "info on a FIFO" timeout 20 "$bin" info "$tmp/fifo.gguf"
+expect_fail "leading space in a number" "$bin" run -m "$model" -n ' 5'
+expect_fail "help for an unknown command" "$bin" help nosuch
+expect_fail "output to a full device" bash -c "exec '$bin' test-ops -o SCALE >/dev/full"
 [ $fails -eq 0 ] && echo "all bad inputs rejected cleanly" || exit 1
