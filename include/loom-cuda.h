@@ -27,6 +27,10 @@
  *  - LOOM_CUDA_FUSE: neighbouring nodes run as one kernel where the memory allows it (rms_norm+mul,
  *    rope+copy, a matrix-vector product with the add/mul/silu/copy/rope that follows it, SwiGLU);
  *    every node's result is still written. On by default.
+ *  - LOOM_CUDA_QKV (with fusion): consecutive one-column products of the same activations (a
+ *    layer's q, k and v with their rotations and cache stores) in one launch; a result that a
+ *    later product of that launch wholly overwrites (memory the allocator reused) is not written.
+ *    On by default.
  *  - LOOM_CUDA_GRAPHS: token-generation splits (no cuBLAS products) are captured into CUDA graphs
  *    in chunks and updated in place from one compute to the next. On by default.
  *  - LOOM_CUDA_PDL: kernels are launched with programmatic dependent launch, so each starts

@@ -2,6 +2,7 @@
  * F32/F16/BF16 in several layouts (contiguous, transposed, permuted, strided views, broadcast,
  * odd sizes), multi-op graphs, pinned and zero-copy (mmap) host memory, max buffer splitting,
  * out-of-memory reporting, async copies and events. Skips (exit 77) without a GPU. */
+#include "loom-alloc.h"
 #include "loom-cpu.h"
 #include "loom-cuda.h"
 #include "test-util.h"
@@ -827,10 +828,14 @@ static void positions_fixup(const struct loom_tensor * t, uint8_t * mem) {
     }
 }
 
-static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, const char * what) {
-    const int64_t d = 64, n_head = 4, n_head_kv = 2, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = 96, n_ctx = 40;
+/* The decode layer's result and its two cache stores, built in 'ctx' (n_head 4, head_dim 16). */
+struct decode_layer {
+    struct loom_tensor *out, *k_store, *v_store;
+};
+
+static struct decode_layer build_decode_layer(struct loom_context * ctx, enum loom_type wt, int64_t T, int64_t n_past, int64_t n_head_kv) {
+    const int64_t d = 64, n_head = 4, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = 96, n_ctx = 40;
     const int64_t n_kv = n_past + T;
-    struct loom_context * ctx = tc_begin();
     struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
     struct loom_tensor * attn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
     struct loom_tensor * ffn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
@@ -853,13 +858,13 @@ static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, cons
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) weights[i]->flags |= LOOM_TENSOR_FLAG_WEIGHT;
     const size_t es = 2;
 
+    struct decode_layer L;
     struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, 1e-5f), attn_norm);
     struct loom_tensor * k = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wk, cur), hd, n_head_kv, T), pos, hd, LOOM_ROPE_NORMAL,
                                        10000.0f, 1.0f);
     struct loom_tensor * v = loom_mul_mat(ctx, wv, cur);
-    g_pre[0] = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_kv_embd, T), pos);
-    g_pre[1] = loom_set_rows(ctx, loom_transpose(ctx, vc), v, pos);
-    g_n_pre = 2;
+    L.k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_kv_embd, T), pos);
+    L.v_store = loom_set_rows(ctx, loom_transpose(ctx, vc), v, pos);
     struct loom_tensor * q = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wq, cur), hd, n_head, T), pos, hd, LOOM_ROPE_NORMAL,
                                        10000.0f, 1.0f);
     struct loom_tensor * Q = loom_permute(ctx, q, 0, 2, 1, 3);
@@ -871,34 +876,134 @@ static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, cons
     struct loom_tensor * x1 = loom_add(ctx, x, loom_mul_mat(ctx, wo, attn));
     struct loom_tensor * cur2 = loom_mul(ctx, loom_rms_norm(ctx, x1, 1e-5f), ffn_norm);
     struct loom_tensor * glu = loom_mul(ctx, loom_silu(ctx, loom_mul_mat(ctx, wg, cur2)), loom_mul_mat(ctx, wu, cur2));
-    struct loom_tensor * out = loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu));
+    L.out = loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu));
+    return L;
+}
+
+static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, const char * what) {
+    struct loom_context * ctx = tc_begin();
+    struct decode_layer L = build_decode_layer(ctx, wt, T, n_past, 2);
+    g_pre[0] = L.k_store;
+    g_pre[1] = L.v_store;
+    g_n_pre = 2;
     g_pos0 = n_past;
     g_fixup = positions_fixup;
     g_caches_after = true;
-    tc_run(ctx, out, "decode layer %s T%lld n_past %lld (%s)", loom_type_name(wt), (long long)T, (long long)n_past, what);
+    tc_run(ctx, L.out, "decode layer %s T%lld n_past %lld (%s)", loom_type_name(wt), (long long)T, (long long)n_past, what);
     g_caches_after = false;
     g_fixup = NULL;
     g_n_pre = 0;
 }
 
+/* The decode layer (no GQA: q, k and v of one size) placed by the graph allocator, so that the
+ * products' results share memory as in a model's graph, computed on 'be' from fixed random
+ * inputs; the result and both caches are read back into 'res' (sized by the first call, 0 bytes
+ * at first). False when allocation or compute fails. */
+struct layer_result {
+    uint8_t * mem;
+    size_t n;
+};
+
+static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_result * res) {
+    struct loom_context * ctx = tc_begin();
+    struct decode_layer L = build_decode_layer(ctx, LOOM_TYPE_F16, 1, n_past, 4);
+    loom_set_output(L.out);
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 256);
+    loom_build_forward_expand(g, L.k_store);
+    loom_build_forward_expand(g, L.v_store);
+    loom_build_forward_expand(g, L.out);
+    for (int i = 0; i < g->n_leafs; i++) loom_set_input(g->leafs[i]);
+    loom_gallocr_t ga = loom_gallocr_new(g_buft);
+    bool ok = ga && loom_gallocr_alloc_graph(ga, g) == LOOM_OK;
+    const uint64_t rng = g_rng;
+    g_rng = 0xC0FFEEull;
+    g_pos0 = n_past;
+    for (int i = 0; ok && i < g->n_leafs; i++) {
+        struct loom_tensor * t = g->leafs[i];
+        if (t->view_src) continue;
+        const size_t n = loom_nbytes(t);
+        uint8_t * mem = malloc(n);
+        fill_random(t, mem, n);
+        positions_fixup(t, mem);
+        loom_backend_tensor_set(t, mem, 0, n);
+        free(mem);
+    }
+    g_rng = rng;
+    ok = ok && loom_backend_graph_compute(be, g) == LOOM_OK && loom_backend_synchronize(be) == LOOM_OK;
+    const struct loom_tensor * back[3] = {L.out, L.k_store->view_src, L.v_store->view_src};
+    size_t total = 0;
+    for (int i = 0; i < 3; i++) total += loom_nbytes(back[i]);
+    if (ok) {
+        res->n = total;
+        res->mem = malloc(total);
+        size_t at = 0;
+        for (int i = 0; i < 3; i++) {
+            loom_backend_tensor_get(back[i], res->mem + at, 0, loom_nbytes(back[i]));
+            at += loom_nbytes(back[i]);
+        }
+    }
+    if (ga) loom_gallocr_free(ga);
+    loom_free(ctx);
+    return ok;
+}
+
+/* A backend made with environment variable 'var' set to 'val' for the call. */
+static loom_backend_t backend_with(const char * var, const char * val) {
+    const char * old = getenv(var);
+    char * saved = old ? strdup(old) : NULL;
+    setenv(var, val, 1);
+    loom_backend_t be = loom_backend_dev_init(g_dev, NULL);
+    if (saved) setenv(var, saved, 1);
+    else unsetenv(var);
+    free(saved);
+    CHECK(be != NULL, "backend with %s=%s", var, val);
+    return be;
+}
+
+/* q, k and v in one launch where the allocator made their results share memory: the layer's
+ * result and caches equal those of one launch per product (LOOM_CUDA_QKV=0, itself checked against
+ * the reference by test_decode), and the profile shows the products in one launch group. */
+static void test_decode_allocated(void) {
+    for (int64_t n_past = 0; n_past <= 9; n_past += 9) {
+        loom_backend_t one = backend_with("LOOM_CUDA_QKV", "0"), prof = backend_with("LOOM_CUDA_PROFILE", "1");
+        struct layer_result want = {0}, got = {0}, got_prof = {0};
+        const bool ok = one && prof && run_allocated_layer(one, n_past, &want) && run_allocated_layer(g_be, n_past, &got) &&
+                        run_allocated_layer(prof, n_past, &got_prof);
+        CHECK(ok, "allocated decode layer n_past %lld: compute", (long long)n_past);
+        if (ok) {
+            size_t bad = 0;
+            const float * a = (const float *)want.mem;
+            const float * b = (const float *)got.mem;
+            const size_t n_out = 64; /* the F32 result comes first; the F16 caches after it */
+            for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-5f * (1.0f + fabsf(a[i])));
+            bad += memcmp(want.mem + n_out * 4, got.mem + n_out * 4, want.n - n_out * 4) != 0;
+            bad += got_prof.n != got.n || memcmp(got.mem, got_prof.mem, got.n) != 0; /* the profiled run: same kernels */
+            CHECK(bad == 0, "allocated decode layer n_past %lld: %zu values differ from one launch per product", (long long)n_past, bad);
+        }
+        capture_begin();
+        if (prof) loom_backend_free(prof);
+        capture_end();
+        if (ok) CHECK(strstr(g_log, "SET_ROWS+MUL_MAT") != NULL, "allocated decode layer: q, k and v not in one launch:\n%s", g_log);
+        if (one) loom_backend_free(one);
+        free(want.mem);
+        free(got.mem);
+        free(got_prof.mem);
+        g_cases++;
+    }
+}
+
 /* The decode layer on the default backend (fusion, CUDA graphs and programmatic launches on unless
  * the environment says otherwise) for a growing n_past, then on backends made with
- * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0 and LOOM_CUDA_PDL=0. */
+ * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0 and LOOM_CUDA_QKV=0; then the layer as the
+ * graph allocator places it. */
 static void test_decode(void) {
     const int64_t steps[] = {0, 1, 2, 9, 30};
     for (int w = 0; w < 2; w++)
         for (int64_t T = 1; T <= 4; T += 3)
             for (int s = 0; s < 5; s++) test_decode_layer(w ? LOOM_TYPE_F16 : LOOM_TYPE_F32, T, steps[s], "default");
-    const char * vars[3] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL"};
-    for (int k = 0; k < 3; k++) {
-        const char * old = getenv(vars[k]);
-        char * saved = old ? strdup(old) : NULL;
-        setenv(vars[k], "0", 1);
-        loom_backend_t be = loom_backend_dev_init(g_dev, NULL);
-        if (saved) setenv(vars[k], saved, 1);
-        else unsetenv(vars[k]);
-        free(saved);
-        CHECK(be != NULL, "backend with %s=0", vars[k]);
+    const char * vars[4] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL", "LOOM_CUDA_QKV"};
+    for (int k = 0; k < 4; k++) {
+        loom_backend_t be = backend_with(vars[k], "0");
         if (!be) continue;
         loom_backend_t keep = g_be;
         g_be = be;
@@ -908,6 +1013,7 @@ static void test_decode(void) {
         g_be = keep;
         loom_backend_free(be);
     }
+    test_decode_allocated();
 }
 
 /* ================================================================ memory and device tests */

@@ -89,6 +89,7 @@ struct lc_backend {
     bool err_pending;                /* a copy of err_dev into err_host is queued */
     bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
     bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
+    bool multi;                      /* with fuse: a layer's q, k and v products in one launch (LOOM_CUDA_QKV) */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
     bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */

@@ -167,6 +167,7 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
     *be->err_host = 0;
     be->graphs = env_flag("LOOM_CUDA_GRAPHS", true);
     be->fuse = env_flag("LOOM_CUDA_FUSE", true);
+    be->multi = env_flag("LOOM_CUDA_QKV", true);
     be->pdl = env_flag("LOOM_CUDA_PDL", true);
     const char * gemm = getenv("LOOM_CUDA_GEMM");
     lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);

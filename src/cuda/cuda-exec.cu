@@ -145,6 +145,18 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
             st = lc_mul_mat_glu(be, node, g->nodes[j], g->nodes[j2], g->nodes[j3], &f);
             if (f) last = j3;
         }
+        if (st == LOOM_OK && !f && be->multi && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* q, k, v: up to seven nodes */
+            struct loom_tensor * list[8];
+            int idx[8], n = 0;
+            for (int k = i; k < g->n_nodes && n < 8; k = next_compute(g, k)) {
+                idx[n] = k;
+                list[n++] = g->nodes[k];
+            }
+            int k = 0;
+            st = lc_mul_mat_multi(be, list, n, &k);
+            f = k > 0;
+            if (f) last = idx[k - 1];
+        }
         if (st == LOOM_OK && !f) {
             int k = 0;
             st = try_fuse(be, node, g->nodes[j], j2 < g->n_nodes ? g->nodes[j2] : NULL, &k);

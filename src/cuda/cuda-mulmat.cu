@@ -65,6 +65,9 @@ struct lc_mv_args {
     int64_t r2, r3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
     int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
+    /* in a several-product launch: the product's result (d) or the epilogue's (epi.e) is wholly
+     * overwritten by a later product of the same launch, so it is not written at all */
+    int skip_d, skip_e;
     struct lc_mv_epi epi;
     struct lc_mv_glu glu;
 };
@@ -76,6 +79,7 @@ __device__ __forceinline__ void lc_mv_epilogue(const struct lc_mv_args & p, int6
         lc_scatter_store(e.sc, row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3, v);
         return;
     }
+    if (p.skip_e) return;
     float * out = (float *)(e.e + row * e.e_nb[0] + j * e.e_nb[1] + i2 * e.e_nb[2] + i3 * e.e_nb[3]);
     if (e.kind == LC_EPI_SILU) {
         *out = lc_silu(v);
@@ -161,8 +165,10 @@ __device__ __forceinline__ void lc_mv_accum(const uint4 * x, const char * b, int
 __device__ __forceinline__ void lc_mv_rope(const struct lc_mv_args & p, int64_t row, int64_t j, int64_t i2, int64_t i3, float x0, float x1) {
     const struct lc_mv_epi & e = p.epi;
     const int64_t o0 = row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3;
-    *(float *)(p.d + o0) = x0;
-    *(float *)(p.d + o0 + p.d_nb0) = x1;
+    if (!p.skip_d) {
+        *(float *)(p.d + o0) = x0;
+        *(float *)(p.d + o0 + p.d_nb0) = x1;
+    }
     const int64_t i0 = row % e.head_dim;
     float y0 = x0, y1 = x1;
     if (i0 < e.n_dims) {
@@ -178,8 +184,10 @@ __device__ __forceinline__ void lc_mv_rope(const struct lc_mv_args & p, int64_t 
         y1 = x0 * sn + x1 * cs;
     }
     const int64_t r0 = row * e.e_nb[0] + j * e.e_nb[1] + i2 * e.e_nb[2] + i3 * e.e_nb[3];
-    *(float *)(e.e + r0) = y0;
-    *(float *)(e.e + r0 + e.e_nb[0]) = y1;
+    if (!p.skip_e) {
+        *(float *)(e.e + r0) = y0;
+        *(float *)(e.e + r0 + e.e_nb[0]) = y1;
+    }
     if (e.has_sc) {
         lc_scatter_store(e.sc, o0, y0);
         lc_scatter_store(e.sc, o0 + p.d_nb0, y1);
@@ -201,7 +209,7 @@ __device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const 
  * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
  * fills while that one drains. */
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args p) {
+__device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
     lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
     const bool dual = p.a2 != NULL; /* ROWS even: rows row0 .. row0 + HALF - 1 of a, then the same of a2 */
@@ -303,12 +311,42 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(struct lc_mv_args
                 char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
 #pragma unroll
                 for (int j = 0; j < NC; j++) {
-                    *(float *)(d + j * p.d_nb1) = acc[r][j];
+                    if (!p.skip_d) *(float *)(d + j * p.d_nb1) = acc[r][j];
                     if (p.epi.kind != LC_EPI_NONE) lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
                 }
             }
         }
     }
+}
+
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS>(p);
+}
+
+/* Several one-column products of the same activations, one per blockIdx.z (each with its own
+ * weights, result and epilogue), in one launch: a layer's q, k and v products, which one by one
+ * are too short to keep the memory system busy from start to end. */
+#define LC_MV_MAX_SEG 3
+struct lc_mv_multi {
+    struct lc_mv_args s[LC_MV_MAX_SEG];
+};
+
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS>(m.s[blockIdx.z]);
+}
+
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
+    int64_t blocks = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t b = (m.s[i].M + ROWS * WARPS - 1) / (ROWS * WARPS);
+        blocks = b > blocks ? b : blocks;
+    }
+    void * args[] = {(void *)&m};
+    lc_launch(be, (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS>, dim3((unsigned)blocks, 1, (unsigned)n),
+              dim3(32 * WARPS, 1, 1), args);
 }
 
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
@@ -354,11 +392,11 @@ static bool rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t
 
 static bool aligned16(int64_t v) { return v % 16 == 0; }
 
-static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
-                                  const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
-                                  const struct lc_mv_glu * glu) {
-    struct lc_mv_args p;
+/* The kernel arguments of one product a x b -> d with its epilogue (and SwiGLU's second matrix). */
+static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d, const struct lc_mv_epi * epi,
+                           bool a_const, const char * a2, const struct lc_mv_glu * glu, struct lc_mv_args & p) {
     p.epi = *epi;
+    p.skip_d = p.skip_e = 0;
     p.a2 = a2;
     if (glu) p.glu = *glu;
     else memset(&p.glu, 0, sizeof p.glu);
@@ -388,6 +426,13 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     }
     if (a2) vec = vec && aligned16((int64_t)(uintptr_t)a2);
     p.vec = vec;
+}
+
+static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
+                                  const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
+                                  const struct lc_mv_glu * glu) {
+    struct lc_mv_args p;
+    lc_matvec_args(a, b, d, epi, a_const, a2, glu, p);
     const int ncols = (int)b->ne[1];
     if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(be, p, ncols);
     else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(be, p, ncols);
@@ -710,6 +755,106 @@ static bool rope_epilogue_for(const struct lc_backend * be, const struct loom_te
         *with_copy = true;
     }
     return true;
+}
+
+/* The epilogue of product 'mm' from the nodes after it (next, next2: NULL when absent), as
+ * lc_mul_mat_fused chooses it; '*fused' nodes covered (0: none). False when 'mm' cannot take the
+ * matrix-vector kernels or its tensors are not on this device. */
+static bool matvec_plan(const struct lc_backend * be, const struct loom_tensor * mm, const struct loom_tensor * next,
+                        const struct loom_tensor * next2, struct lc_tensor * a, struct lc_tensor * b, struct lc_tensor * d,
+                        struct lc_mv_epi * epi, int * fused) {
+    *fused = 0;
+    memset(epi, 0, sizeof *epi);
+    if (!lc_mm_plan_for(mm).matvec) return false;
+    if (lc_tensor_of(be, mm->src[0], false, a) != LOOM_OK || lc_tensor_of(be, mm->src[1], false, b) != LOOM_OK ||
+        lc_tensor_of(be, mm, true, d) != LOOM_OK || !lc_is_contiguous(d)) {
+        return false;
+    }
+    bool with_copy = false;
+    if (next && rope_epilogue_for(be, mm, next, next2, a, b, d, epi, &with_copy)) {
+        *fused = with_copy ? 2 : 1;
+    } else if (next && epilogue_for(be, mm, next, a, b, d, epi)) {
+        *fused = 1;
+    } else {
+        memset(epi, 0, sizeof *epi);
+    }
+    return true;
+}
+
+/* True when contiguous 'inner' lies wholly inside contiguous 'outer' (the later write covers it). */
+static bool covered_by(const struct lc_tensor * inner, const struct lc_tensor * outer) {
+    if (!lc_is_contiguous(inner) || !lc_is_contiguous(outer)) return false;
+    char *ilo, *ihi, *olo, *ohi;
+    lc_extent(inner, &ilo, &ihi);
+    lc_extent(outer, &olo, &ohi);
+    return olo <= ilo && ihi <= ohi;
+}
+
+enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used) {
+    *used = 0;
+    struct lc_mv_multi m;
+    /* per segment: results (0 the product, 1 the first fused node's, 2 the rotated copy), inputs */
+    struct lc_tensor outs[LC_MV_MAX_SEG][3], ins[LC_MV_MAX_SEG][4];
+    int n_out[LC_MV_MAX_SEG], nseg = 0, at = 0;
+    const struct loom_tensor * x = nodes[0]->src[1];
+    while (nseg < LC_MV_MAX_SEG && at < n) {
+        const struct loom_tensor * mm = nodes[at];
+        if (mm->op != LOOM_OP_MUL_MAT || mm->src[1] != x || mm->src[0]->type != nodes[0]->src[0]->type || !lc_is_weight(mm->src[0]) ||
+            mm->ne[1] != 1 || mm->ne[2] != 1 || mm->ne[3] != 1 || mm->ne[0] % 2 != 0 || mm->ne[0] >= 8192) {
+            break;
+        }
+        struct lc_tensor a, b, d;
+        struct lc_mv_epi epi;
+        int f = 0;
+        if (!matvec_plan(be, mm, at + 1 < n ? nodes[at + 1] : NULL, at + 2 < n ? nodes[at + 2] : NULL, &a, &b, &d, &epi, &f)) break;
+        n_out[nseg] = 0;
+        for (int k = 0; k <= f; k++) {
+            if (lc_tensor_of(be, nodes[at + k], true, &outs[nseg][n_out[nseg]++]) != LOOM_OK) return LOOM_OK;
+        }
+        ins[nseg][0] = a;
+        ins[nseg][1] = b;
+        ins[nseg][2] = b; /* the positions, for a rotation */
+        ins[nseg][3] = b; /* the other operand of an ADD or MUL */
+        if (epi.kind == LC_EPI_ROPE && lc_tensor_of(be, nodes[at + 1]->src[1], false, &ins[nseg][2]) != LOOM_OK) return LOOM_OK;
+        if ((epi.kind == LC_EPI_ADD || epi.kind == LC_EPI_MUL) &&
+            lc_tensor_of(be, nodes[at + 1]->src[nodes[at + 1]->src[0] == mm ? 1 : 0], false, &ins[nseg][3]) != LOOM_OK) {
+            return LOOM_OK;
+        }
+        lc_matvec_args(&a, &b, &d, &epi, true, NULL, NULL, m.s[nseg]);
+        if (m.s[nseg].vec != m.s[0].vec || m.s[nseg].K != m.s[0].K) break;
+        nseg++;
+        at += 1 + f;
+    }
+    if (nseg < 2) return LOOM_OK;
+    for (int s1 = 0; s1 < nseg; s1++) {
+        for (int s2 = 0; s2 < nseg; s2++) {
+            if (s1 == s2) continue;
+            for (int o = 0; o < n_out[s1]; o++) {
+                /* nothing one segment writes may be read by another */
+                for (int k = 0; k < 4; k++) {
+                    if (lc_overlap_of(&outs[s1][o], &ins[s2][k]) != LC_DISJOINT) return LOOM_OK;
+                }
+                if (s2 < s1) continue;
+                /* results of an earlier segment that a later one overwrites (the allocator reuses the
+                 * memory of a product once its rotation or store has read it) are left unwritten, so the
+                 * memory ends as the nodes one by one would leave it; any other overlap: no launch */
+                for (int o2 = 0; o2 < n_out[s2]; o2++) {
+                    if (lc_overlap_of(&outs[s1][o], &outs[s2][o2]) == LC_DISJOINT) continue;
+                    const bool skippable = o == 0 || (o == 1 && m.s[s1].epi.kind != LC_EPI_COPY);
+                    if (!skippable || !covered_by(&outs[s1][o], &outs[s2][o2])) return LOOM_OK;
+                    if (o == 0) m.s[s1].skip_d = 1;
+                    else m.s[s1].skip_e = 1;
+                }
+            }
+        }
+    }
+    /* rotation pairs need two rows per warp: every segment takes that shape */
+    const int type = nodes[0]->src[0]->type;
+    if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4>(be, m, nseg);
+    else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4>(be, m, nseg);
+    else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4>(be, m, nseg);
+    *used = at;
+    return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
 }
 
 enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,

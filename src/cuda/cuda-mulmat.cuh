@@ -36,5 +36,11 @@ enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * m
  * four results written); sets '*fused' when it applies, otherwise queues nothing. */
 enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,
                                 struct loom_tensor * out, bool * fused);
+/* Two or three one-column products of the same activations by weights, each with the nodes
+ * lc_mul_mat_fused would fuse into it, that follow each other in 'nodes' (the next n compute nodes
+ * from a product on: a layer's q, k and v with their rotations and cache stores), in one launch;
+ * sets '*used' to the nodes covered, or 0 (nothing queued) when the pattern or the memory does not
+ * allow it. A result that a later product of the launch wholly overwrites is not written. */
+enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used);
 
 #endif
