@@ -37,6 +37,8 @@
  *    while the previous one drains. On by default.
  *  - LOOM_CUDA_PROFILE=1: per-kernel-kind GPU times of each compute (queued behind gates, direct
  *    launches); =2: host times only. Logged (warning level) when the backend is freed.
+ *  - LOOM_CUDA_MV_STAGES (0-3): how one-column products stream their weights (0: into registers;
+ *    1, the default, and 2-3: through rings of shared memory, see cuda-mulmat.cu).
  *  - LOOM_CUDA_MV (0-3) and LOOM_CUDA_GEMM (0-2): kernel-shape and cuBLAS-output experiments.
  *
  * When Loom is built without CUDA these functions exist too: they report no devices and return

@@ -994,15 +994,15 @@ static void test_decode_allocated(void) {
 
 /* The decode layer on the default backend (fusion, CUDA graphs and programmatic launches on unless
  * the environment says otherwise) for a growing n_past, then on backends made with
- * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0 and LOOM_CUDA_QKV=0; then the layer as the
+ * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0, LOOM_CUDA_QKV=0 and LOOM_CUDA_MV_STAGES=0; then the layer as the
  * graph allocator places it. */
 static void test_decode(void) {
     const int64_t steps[] = {0, 1, 2, 9, 30};
     for (int w = 0; w < 2; w++)
         for (int64_t T = 1; T <= 4; T += 3)
             for (int s = 0; s < 5; s++) test_decode_layer(w ? LOOM_TYPE_F16 : LOOM_TYPE_F32, T, steps[s], "default");
-    const char * vars[4] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL", "LOOM_CUDA_QKV"};
-    for (int k = 0; k < 4; k++) {
+    const char * vars[5] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL", "LOOM_CUDA_QKV", "LOOM_CUDA_MV_STAGES"};
+    for (int k = 0; k < 5; k++) {
         loom_backend_t be = backend_with(vars[k], "0");
         if (!be) continue;
         loom_backend_t keep = g_be;

@@ -173,6 +173,8 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
     lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);
     const char * mv = getenv("LOOM_CUDA_MV");
     lc_mul_mat_set_mv_mode(mv && atoi(mv) >= 0 && atoi(mv) <= 3 && *mv ? atoi(mv) : 2);
+    const char * stages = getenv("LOOM_CUDA_MV_STAGES");
+    lc_mul_mat_set_mv_stages(stages && *stages >= '0' && *stages <= '3' && !stages[1] ? *stages - '0' : 1);
     /* cuBLAS's workspace set up front: nothing it needs is allocated while a product is queued */
     if (cudaMalloc((void **)&be->cublas_ws, LC_CUBLAS_WORKSPACE) != cudaSuccess ||
         cublasSetWorkspace(be->cublas, be->cublas_ws, LC_CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {

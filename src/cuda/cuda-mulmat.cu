@@ -21,6 +21,15 @@ static int g_mv_mode = 2;
 
 void lc_mul_mat_set_mv_mode(int mode) { g_mv_mode = mode; }
 
+/* LOOM_CUDA_MV_STAGES: one-column products stream their weights straight into registers (0) or
+ * through a per-thread ring of shared memory (cp.async), so more loads are in flight without
+ * holding registers: 1 (the default) six stages of two 16-byte loads per row, three stages of
+ * two for tall matrices (SwiGLU); 2 three stages of four (two for tall); 3 six stages of two
+ * (one for tall). H200, 7B F16 tg128: 0 192-193, 2 196, 3 198-199 t/s (bench/cuda-notes.md). */
+static int g_mv_stages = 1;
+
+void lc_mul_mat_set_mv_stages(int on) { g_mv_stages = on; }
+
 /* ================================================================ matrix-vector kernels */
 
 /* What the node after a matrix-vector product computes from its result, fused into the product's
@@ -203,12 +212,89 @@ __device__ __forceinline__ void lc_mv_load(uint4 (*x)[ROWS], const char * const 
         for (int r = 0; r < ROWS; r++) x[u][r] = lc_ld_stream((const uint4 *)a[r] + v + 32 * u);
 }
 
+/* Asynchronous 16-byte copies global -> shared (cp.async, sm_80 on; bypassing L1), and their
+ * groups: a thread waits for its own copies only, so no block barrier is needed. */
+__device__ __forceinline__ void lc_cp_async16(uint4 * smem, const uint4 * g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g) : "memory");
+#else
+    *smem = *g;
+#endif
+}
+
+__device__ __forceinline__ void lc_cp_async_commit(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N> __device__ __forceinline__ void lc_cp_async_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+/* Stage 'j' of this thread's weight vectors (UNROLL per row, from vector 'v') into ring slot 's'. */
+template <int ROWS, int UNROLL, int NT>
+__device__ __forceinline__ void lc_mv_issue(uint4 * my, int s, const char * const * a, int64_t v) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) lc_cp_async16(my + ((s * UNROLL + u) * ROWS + r) * NT, (const uint4 *)a[r] + v + 32 * u);
+    lc_cp_async_commit();
+}
+
+/* The full stages of a warp's rows (32 * UNROLL vectors per row each) through a ring of STAGES
+ * slots in shared memory: STAGES - 1 stages in flight while one is summed, so each thread has
+ * (STAGES - 1) * ROWS * UNROLL 16-byte loads outstanding without holding them in registers.
+ * Constant weights start before the wait for the previous kernel. Returns the first vector
+ * (of this lane) left for the caller. */
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
+__device__ __forceinline__ int64_t lc_mv_staged(const struct lc_mv_args & p, const char * const * a, const char * b, int64_t nvec,
+                                                int lane, bool & waited, float (*acc)[NC]) {
+    const int NT = 32 * WARPS, V = lc_mv_vec<T>::n;
+    __shared__ uint4 ring[STAGES * UNROLL * ROWS * NT];
+    uint4 * my = ring + threadIdx.x;
+    const int64_t nstage = nvec / (32 * UNROLL);
+    if (!waited && !p.a_const) {
+        lc_pdl_wait();
+        waited = true;
+    }
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nstage) lc_mv_issue<ROWS, UNROLL, NT>(my, s, a, lane + 32 * UNROLL * (int64_t)s);
+        else lc_cp_async_commit(); /* an empty group keeps the count */
+    }
+    if (!waited) {
+        lc_pdl_wait();
+        waited = true;
+    }
+    for (int64_t j = 0; j < nstage; j++) {
+        lc_cp_async_wait<STAGES - 2>(); /* stage j has landed */
+        const int s = (int)(j % STAGES);
+        uint4 x[UNROLL][ROWS];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) x[u][r] = my[((s * UNROLL + u) * ROWS + r) * NT];
+        const int64_t jn = j + STAGES - 1; /* into the slot stage j - 1 used */
+        if (jn < nstage) lc_mv_issue<ROWS, UNROLL, NT>(my, (int)(jn % STAGES), a, lane + 32 * UNROLL * jn);
+        else lc_cp_async_commit();
+        const int64_t v = lane + 32 * UNROLL * j;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
+    }
+    lc_cp_async_wait<0>();
+    return lane + 32 * UNROLL * nstage;
+}
+
 /* Each warp computes ROWS consecutive rows of the result (WARPS warps per block; SwiGLU: ROWS/2
  * rows of each matrix); every thread keeps ROWS * UNROLL independent 16-byte weight loads in
  * flight. Rows past M are clamped (read again, never written). Launched programmatically (lc_launch), a kernel with constant weights
  * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
  * fills while that one drains. */
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
 __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
     lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
@@ -237,6 +323,7 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
         if (p.vec) {
             const int64_t nvec = p.K / V;
             int64_t v = lane;
+            if (STAGES > 0) v = lc_mv_staged<T, NC, ROWS, UNROLL, WARPS, (STAGES > 1 ? STAGES : 2)>(p, a, b, nvec, lane, waited, acc);
             if (!waited && v + 32 * (UNROLL - 1) < nvec) { /* the first step, around the wait */
                 uint4 x[UNROLL][ROWS];
                 if (p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
@@ -319,9 +406,9 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
     }
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
 __global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS>(p);
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES>(p);
 }
 
 /* Several one-column products of the same activations, one per blockIdx.z (each with its own
@@ -332,12 +419,12 @@ struct lc_mv_multi {
     struct lc_mv_args s[LC_MV_MAX_SEG];
 };
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
 __global__ void __launch_bounds__(32 * WARPS) lc_matvec_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS>(m.s[blockIdx.z]);
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES>(m.s[blockIdx.z]);
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
 static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     int64_t blocks = 0;
     for (int i = 0; i < n; i++) {
@@ -345,16 +432,41 @@ static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc
         blocks = b > blocks ? b : blocks;
     }
     void * args[] = {(void *)&m};
-    lc_launch(be, (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS>, dim3((unsigned)blocks, 1, (unsigned)n),
+    lc_launch(be, (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES>, dim3((unsigned)blocks, 1, (unsigned)n),
               dim3(32 * WARPS, 1, 1), args);
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0>
 static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_args & p) {
     const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     void * args[] = {(void *)&p};
-    lc_launch(be, (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS>, grid, dim3(32 * WARPS, 1, 1), args);
+    lc_launch(be, (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES>, grid, dim3(32 * WARPS, 1, 1), args);
+}
+
+/* One column, two rows per warp (four for tall matrices): straight into registers or staged
+ * through shared memory in one of the measured ring shapes (LOOM_CUDA_MV_STAGES). */
+template <typename T>
+static void lc_matvec_one_col(const struct lc_backend * be, const struct lc_mv_args & p) {
+    const bool tall = p.M >= 8192;
+    switch (g_mv_stages) {
+    case 0:
+        if (tall) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
+        else lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
+        break;
+    case 2:
+        if (tall) lc_matvec_launch<T, 1, 4, 2, 4, 3>(be, p);
+        else lc_matvec_launch<T, 1, 2, 4, 4, 3>(be, p);
+        break;
+    case 3:
+        if (tall) lc_matvec_launch<T, 1, 4, 1, 4, 6>(be, p);
+        else lc_matvec_launch<T, 1, 2, 2, 4, 6>(be, p);
+        break;
+    default:
+        if (tall) lc_matvec_launch<T, 1, 4, 2, 4, 3>(be, p);
+        else lc_matvec_launch<T, 1, 2, 2, 4, 6>(be, p);
+        break;
+    }
 }
 
 /* Kernel shapes measured on an H200 (bench/cuda-notes.md): one row per warp for one or two
@@ -364,10 +476,7 @@ template <typename T>
 static void lc_matvec_dispatch(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     if (p.a2 || p.epi.kind == LC_EPI_ROPE) { /* SwiGLU (gate and up) or rotation pairs: two rows per warp */
         switch (ncols) {
-        case 1:
-            if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
-            else lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
-            break;
+        case 1: lc_matvec_one_col<T>(be, p); break;
         case 2: lc_matvec_launch<T, 2, 2, 4, 4>(be, p); break;
         case 3: lc_matvec_launch<T, 3, 2, 4, 4>(be, p); break;
         default: lc_matvec_launch<T, 4, 2, 4, 4>(be, p); break;
@@ -376,7 +485,7 @@ static void lc_matvec_dispatch(const struct lc_backend * be, const struct lc_mv_
     }
     switch (ncols) {
     case 1:
-        if (p.M >= 8192) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
+        if (g_mv_stages || p.M >= 8192) lc_matvec_one_col<T>(be, p);
         else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(be, p);
         else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
         else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
@@ -850,9 +959,19 @@ enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * c
     }
     /* rotation pairs need two rows per warp: every segment takes that shape */
     const int type = nodes[0]->src[0]->type;
-    if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4>(be, m, nseg);
-    else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4>(be, m, nseg);
-    else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4>(be, m, nseg);
+    if (g_mv_stages == 1 || g_mv_stages == 3) {
+        if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 2, 4, 6>(be, m, nseg);
+        else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 2, 4, 6>(be, m, nseg);
+        else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 2, 4, 6>(be, m, nseg);
+    } else if (g_mv_stages) {
+        if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4, 3>(be, m, nseg);
+        else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4, 3>(be, m, nseg);
+        else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4, 3>(be, m, nseg);
+    } else {
+        if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4, 0>(be, m, nseg);
+        else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4, 0>(be, m, nseg);
+        else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4, 0>(be, m, nseg);
+    }
     *used = at;
     return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
 }

@@ -14,6 +14,8 @@ bool lc_mul_mat_supported(const struct loom_tensor * op);
 void lc_mul_mat_set_gemm_mode(int mode);
 /* LOOM_CUDA_MV: which one-column matrix-vector kernel shape (see cuda-mulmat.cu). */
 void lc_mul_mat_set_mv_mode(int mode);
+/* LOOM_CUDA_MV_STAGES: 0 turns off the shared-memory staging of one-column products. */
+void lc_mul_mat_set_mv_stages(int on);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
