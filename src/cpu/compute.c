@@ -2,10 +2,16 @@
  * OpenMP parallel region per graph with a barrier after each node. */
 #include "cpu/cpu-impl.h"
 
+#include <limits.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
     [LOOM_OP_DUP] = &cpu_op_copy,
@@ -25,22 +31,45 @@ static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
     [LOOM_OP_SET_ROWS] = &cpu_op_set_rows,
 };
 
+/* Waiters spin this many pauses (some tens of microseconds, longer than a node's imbalance on an
+ * idle machine), then sleep until the last thread arrives: on a machine whose cores are busy with
+ * other work, a spinning or yielding waiter would take the core from the thread it waits for. */
+#define CPU_BARRIER_SPINS 2000
+
+static void barrier_sleep(struct cpu_barrier_state * b, unsigned phase) {
+#ifdef __linux__
+    atomic_fetch_add(&b->sleepers, 1);
+    /* the kernel sleeps only while 'phase' still holds the old value, so a release between the
+     * check and the sleep is not missed; the releaser sees 'sleepers' and wakes */
+    if (atomic_load(&b->phase) == phase) syscall(SYS_futex, (unsigned *)&b->phase, FUTEX_WAIT_PRIVATE, phase, NULL, NULL, 0);
+    atomic_fetch_sub(&b->sleepers, 1);
+#else
+    (void)b;
+    (void)phase;
+    sched_yield();
+#endif
+}
+
 void cpu_barrier(const struct cpu_params * p) {
     if (p->nth <= 1) return;
     struct cpu_barrier_state * b = p->barrier;
     unsigned phase = atomic_load(&b->phase);
     if (atomic_fetch_add(&b->arrived, 1) == p->nth - 1) {
         atomic_store(&b->arrived, 0);
+        atomic_store(&b->next, 0);
         atomic_fetch_add(&b->phase, 1); /* releases everything written before the barrier */
+#ifdef __linux__
+        if (atomic_load(&b->sleepers) > 0) syscall(SYS_futex, (unsigned *)&b->phase, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#endif
         return;
     }
     for (int spins = 0; atomic_load(&b->phase) == phase; spins++) {
-        if (spins < 2000) {
+        if (spins < CPU_BARRIER_SPINS) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
         } else {
-            sched_yield();
+            barrier_sleep(b, phase);
         }
     }
 }
@@ -150,7 +179,7 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
         return LOOM_ERR_OOM;
     }
 
-    struct cpu_barrier_state barrier = {0, 0};
+    struct cpu_barrier_state barrier = {0, 0, 0, 0};
 #pragma omp parallel num_threads(n_threads)
     {
         struct cpu_params p = {.ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .vec = vec, .barrier = &barrier};

@@ -6,16 +6,19 @@
 #include "loom-cpu.h"
 #include "cpu/vec.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
-/* What one thread of the team sees while computing one node. */
-/* The team's barrier: spins briefly, then yields the core (a partner thread that is not running
- * -- a machine shared with other work -- gets it back at once instead of after a time slice). */
+/* The team's barrier: spins briefly, then sleeps until the last thread arrives (on a machine
+ * shared with other work, a waiter that kept the core would delay the thread it waits for). */
 struct cpu_barrier_state {
     _Atomic int arrived;
-    _Atomic unsigned phase;
+    _Atomic unsigned phase;    /* 32 bits: waiters past their spin sleep on it (futex) */
+    _Atomic int sleepers;      /* threads asleep or about to sleep on 'phase' */
+    _Atomic int64_t next;      /* the next item cpu_claim hands out; 0 again after every barrier */
 };
 
+/* What one thread of the team sees while computing one node. */
 struct cpu_params {
     int ith;                    /* this thread, 0 .. nth-1 */
     struct cpu_barrier_state * barrier;
@@ -58,6 +61,11 @@ static inline void cpu_split(int64_t n, const struct cpu_params * p, int64_t * i
     *i0 = a < n ? a : n;
     *i1 = b < n ? b : n;
 }
+
+/* Claims the next 'n' items of the node's work shared out on demand (threads that run faster
+ * take more): returns the first, which is at or past the node's item count when all are taken.
+ * Only for teams of more than one thread; every node starts again from item 0. */
+static inline int64_t cpu_claim(const struct cpu_params * p, int64_t n) { return atomic_fetch_add(&p->barrier->next, n); }
 
 /* The coordinates (i1, i2, i3) of row 'r' (counted over dimensions 1..3) of 't'. */
 static inline void cpu_row_coords(const struct loom_tensor * t, int64_t r, int64_t * i1, int64_t * i2, int64_t * i3) {

@@ -25,6 +25,7 @@ enum {
     MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices) */
     MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
+    MM_DOT_CLAIM_BYTES = 131072, /* weight bytes a thread claims at a time on the dot path */
 };
 
 enum mm_path { MM_DOT, MM_GEMM, MM_GEMM_BF16 };
@@ -233,6 +234,45 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
 
 /* ---------------------------------------------------------------- the node */
 
+/* How a node's work is cut: units of 'unit' weight rows, of one batch and one part of the columns. */
+struct mm_units {
+    int64_t m_units;   /* row units per batch */
+    int64_t per_batch; /* units per batch (column parts x row units) */
+    int64_t n_chunk;   /* columns per part */
+};
+
+/* Computes work units [u0, u1). */
+static void mm_units_run(const struct cpu_params * p, struct loom_tensor * dst, const struct mm_plan * pl, const struct mm_units * w,
+                         int64_t u0, int64_t u1) {
+    const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
+    while (u0 < u1) {
+        /* a run of row units of one batch and column part */
+        const int64_t batch = u0 / w->per_batch, part = (u0 % w->per_batch) / w->m_units, mu = u0 % w->m_units;
+        const int64_t run = u1 - u0 < w->m_units - mu ? u1 - u0 : w->m_units - mu;
+        const int64_t m0 = mu * pl->unit, m1 = (mu + run) * pl->unit < pl->M ? (mu + run) * pl->unit : pl->M;
+        const int64_t n0 = part * w->n_chunk, n1 = n0 + w->n_chunk < pl->N ? n0 + w->n_chunk : pl->N;
+        const int64_t i2 = batch % pl->nb2, i3 = batch / pl->nb2;
+        struct mm_batch bt = {
+            .w = cpu_elem(a, 0, 0, i2 / pl->r2, i3 / pl->r3),
+            .c = cpu_elem(dst, 0, 0, i2, i3),
+            .ldc = dst->nb[1],
+        };
+        if (pl->convert_b) {
+            bt.b = p->shared + (size_t)batch * pl->N * pl->b_row;
+            bt.ldb = pl->b_row;
+        } else {
+            bt.b = cpu_elem(b, 0, 0, i2, i3);
+            bt.ldb = b->nb[1];
+        }
+        if (pl->path == MM_DOT) {
+            mm_block_dot(p, a, pl, &bt, m0, m1, n0, n1);
+        } else {
+            mm_block_gemm(p, a, pl, &bt, m0, m1, n0, n1);
+        }
+        u0 += run;
+    }
+}
+
 static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
     struct mm_plan pl;
@@ -262,34 +302,32 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);
     n_parts = (pl.N + n_chunk - 1) / n_chunk;
     const int64_t per_batch = n_parts * m_units;
-    int64_t u0, u1;
-    cpu_split(batches * per_batch, p, &u0, &u1);
-    while (u0 < u1) {
-        /* a run of row units of one batch and column part */
-        const int64_t batch = u0 / per_batch, part = (u0 % per_batch) / m_units, mu = u0 % m_units;
-        const int64_t run = u1 - u0 < m_units - mu ? u1 - u0 : m_units - mu;
-        const int64_t m0 = mu * pl.unit, m1 = (mu + run) * pl.unit < pl.M ? (mu + run) * pl.unit : pl.M;
-        const int64_t n0 = part * n_chunk, n1 = n0 + n_chunk < pl.N ? n0 + n_chunk : pl.N;
-        const int64_t i2 = batch % pl.nb2, i3 = batch / pl.nb2;
-        struct mm_batch bt = {
-            .w = cpu_elem(a, 0, 0, i2 / pl.r2, i3 / pl.r3),
-            .c = cpu_elem(dst, 0, 0, i2, i3),
-            .ldc = dst->nb[1],
-        };
-        if (pl.convert_b) {
-            bt.b = p->shared + (size_t)batch * pl.N * pl.b_row;
-            bt.ldb = pl.b_row;
-        } else {
-            bt.b = cpu_elem(b, 0, 0, i2, i3);
-            bt.ldb = b->nb[1];
+    const struct mm_units w = {.m_units = m_units, .per_batch = per_batch, .n_chunk = n_chunk};
+    const int64_t total = batches * per_batch;
+    if (pl.path == MM_DOT && p->nth > 1) {
+        /* streaming weights: each thread first streams a contiguous share of four fifths of the
+         * units, then the rest is handed out on demand, so a thread that gets less bandwidth takes
+         * fewer rows instead of keeping the others waiting at the barrier (long shares first:
+         * every break in a stream costs a prefetcher ramp and the prefetches past its end) */
+        const int64_t head = total * 4 / 5, tail = total - head;
+        int64_t u0, u1;
+        cpu_split(head, p, &u0, &u1);
+        mm_units_run(p, dst, &pl, &w, u0, u1);
+        const int64_t row_bytes = pl.K * (int64_t)loom_type_size(a->type);
+        int64_t claim = MM_DOT_CLAIM_BYTES / (row_bytes * pl.unit);
+        const int64_t fair = tail / (4 * p->nth); /* at least four claims per thread */
+        if (claim > fair) claim = fair;
+        if (claim < 1) claim = 1;
+        for (;;) {
+            const int64_t c0 = head + cpu_claim(p, claim);
+            if (c0 >= total) break;
+            mm_units_run(p, dst, &pl, &w, c0, c0 + claim < total ? c0 + claim : total);
         }
-        if (pl.path == MM_DOT) {
-            mm_block_dot(p, a, &pl, &bt, m0, m1, n0, n1);
-        } else {
-            mm_block_gemm(p, a, &pl, &bt, m0, m1, n0, n1);
-        }
-        u0 += run;
+        return;
     }
+    int64_t u0, u1;
+    cpu_split(total, p, &u0, &u1);
+    mm_units_run(p, dst, &pl, &w, u0, u1);
 }
 
 const struct cpu_op_impl cpu_op_mul_mat = {
