@@ -26,6 +26,7 @@ enum {
     MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
     MM_DOT_CLAIM_BYTES = 131072, /* weight bytes a thread claims at a time on the dot path */
+    MM_DOT_CLAIM_MIN_BYTES = 524288, /* smaller products split statically (a claim costs more than it balances) */
 };
 
 enum mm_path { MM_DOT, MM_GEMM, MM_GEMM_BF16 };
@@ -304,7 +305,8 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const int64_t per_batch = n_parts * m_units;
     const struct mm_units w = {.m_units = m_units, .per_batch = per_batch, .n_chunk = n_chunk};
     const int64_t total = batches * per_batch;
-    if (pl.path == MM_DOT && p->nth > 1) {
+    const int64_t row_bytes = pl.K * (int64_t)loom_type_size(a->type);
+    if (pl.path == MM_DOT && p->nth > 1 && row_bytes * pl.M * batches >= MM_DOT_CLAIM_MIN_BYTES) {
         /* streaming weights: each thread first streams a contiguous share of four fifths of the
          * units, then the rest is handed out on demand, so a thread that gets less bandwidth takes
          * fewer rows instead of keeping the others waiting at the barrier (long shares first:
@@ -313,7 +315,6 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
         int64_t u0, u1;
         cpu_split(head, p, &u0, &u1);
         mm_units_run(p, dst, &pl, &w, u0, u1);
-        const int64_t row_bytes = pl.K * (int64_t)loom_type_size(a->type);
         int64_t claim = MM_DOT_CLAIM_BYTES / (row_bytes * pl.unit);
         const int64_t fair = tail / (4 * p->nth); /* at least four claims per thread */
         if (claim > fair) claim = fair;
