@@ -44,10 +44,19 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
     uint32_t n_ctx = loom_gguf_get_u32(g, "llama.context_length", 2048);
     uint32_t n_head_kv = loom_gguf_get_u32(g, "llama.attention.head_count_kv", (uint32_t)hp->n_head);
     uint32_t n_rot = loom_gguf_get_u32(g, "llama.rope.dimension_count", (uint32_t)(hp->n_embd / hp->n_head));
-    if (n_ctx == 0 || n_ctx > (1u << 24) || n_head_kv == 0 || n_head_kv > (1u << 20) || n_rot > (1u << 20)) {
-        loom_log(LOOM_LOG_ERROR, "metadata out of range: llama.context_length %u, llama.attention.head_count_kv %u, "
-                                 "llama.rope.dimension_count %u", n_ctx, n_head_kv, n_rot);
-        return LOOM_ERR_FORMAT;
+    const struct {
+        const char * key;
+        uint32_t value, max;
+    } ranges[] = {
+        {"llama.context_length", n_ctx, 1u << 24},
+        {"llama.attention.head_count_kv", n_head_kv, 1u << 20},
+        {"llama.rope.dimension_count", n_rot, 1u << 20},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        if (ranges[i].value == 0 || ranges[i].value > ranges[i].max) {
+            loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range [1, %u]", ranges[i].key, ranges[i].value, ranges[i].max);
+            return LOOM_ERR_FORMAT;
+        }
     }
     hp->n_ctx_train = (int32_t)n_ctx;
     hp->n_head_kv = (int32_t)n_head_kv;
