@@ -63,6 +63,9 @@ typedef void (*loom_log_callback)(enum loom_log_level level, const char * text, 
 /* Sets where library messages go. NULL restores the default (stderr, INFO and above; DEBUG when
  * the environment variable LOOM_DEBUG is set). Not thread-safe against concurrent logging. */
 void loom_log_set(loom_log_callback cb, void * user_data);
+/* The callback and user data in use (NULL: the default), so that a caller can divert messages
+ * for a while and then put them back with loom_log_set. */
+void loom_log_get(loom_log_callback * cb, void ** user_data);
 
 /* Logs a printf-style message through the current callback. */
 void loom_log(enum loom_log_level level, const char * fmt, ...)

@@ -39,6 +39,11 @@ void loom_log_set(loom_log_callback cb, void * user_data) {
     g_log_user = cb ? user_data : NULL;
 }
 
+void loom_log_get(loom_log_callback * cb, void ** user_data) {
+    *cb = g_log_cb == log_default ? NULL : g_log_cb;
+    *user_data = g_log_user;
+}
+
 void loom_log(enum loom_log_level level, const char * fmt, ...) {
     char buf[2048];
     va_list ap;
