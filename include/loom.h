@@ -428,6 +428,8 @@ int64_t loom_time_us(void);   /* monotonic microseconds */
  * unset or empty, and false with a logged warning (naming the variable and the range) when it is
  * set to anything else. */
 bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out);
+/* True when environment variable 'var' is set to anything but "" or "0" (switches like LOOM_DEBUG). */
+bool loom_env_flag(const char * var);
 /* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
  * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
  * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE

@@ -25,6 +25,9 @@ const char * cli_option_text(void);
 /* Flushes stdout; on a write error (a full disk, a closed pipe) prints
  * "loom CMD: cannot write the output: REASON" and returns false. */
 bool cli_stdout_ok(const char * cmd);
+/* 'n' threads, or the number of CPUs this process may run on when 'n' is larger (with a warning
+ * naming 'cmd'): more threads than CPUs only wait for each other at every node. */
+long long cli_cap_threads(const char * cmd, long long n);
 /* The registry's device names, comma-separated (for error messages). */
 const char * cli_device_list(void);
 /* After option parsing: true when no argument is left; else prints "unexpected argument". */

@@ -198,7 +198,7 @@ int loom_cmd_bench(int argc, char ** argv) {
     if (!parse(argc, argv, &o, &help)) return 1;
     if (help) {
         usage(stdout);
-        return 0;
+        return cli_stdout_ok("bench") ? 0 : 1;
     }
     cli_log_setup(LOOM_LOG_WARN);
     bool any = false;
@@ -236,7 +236,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                     struct loom_llama_context_params cp = loom_llama_context_default_params();
                     cp.n_ctx = (int32_t)max_tok;
                     cp.n_batch = (int32_t)o.batches[bi];
-                    cp.n_threads = (int32_t)o.threads[ti];
+                    cp.n_threads = (int32_t)cli_cap_threads("bench", o.threads[ti]);
                     cp.cache_type = LOOM_TYPE_F16;
                     struct loom_llama_context * lctx = NULL;
                     if (loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {

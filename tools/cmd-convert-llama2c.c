@@ -25,7 +25,7 @@ int loom_cmd_convert_llama2c(int argc, char ** argv) {
         case 'm': model = optarg; break;
         case 'k': tok = optarg; break;
         case 'o': out = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': usage(stdout); return cli_stdout_ok("convert-llama2c") ? 0 : 1;
         case ':': fprintf(stderr, "loom convert-llama2c: option '%s' needs a value\n", cli_option_text()); return 1;
         default: fprintf(stderr, "loom convert-llama2c: unknown option '%s'\n", cli_option_text()); return 1;
         }

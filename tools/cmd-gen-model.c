@@ -65,7 +65,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
             dims[c - O_DIM] = v;
             break;
         case 'o': out = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': usage(stdout); return cli_stdout_ok("gen-model") ? 0 : 1;
         case ':': fprintf(stderr, "loom gen-model: option '%s' needs a value\n", cli_option_text()); return 1;
         default: fprintf(stderr, "loom gen-model: unknown option '%s'\n", cli_option_text()); return 1;
         }

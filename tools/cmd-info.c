@@ -313,7 +313,7 @@ int loom_cmd_info(int argc, char ** argv) {
     if (parse_args(argc, argv, &o, &help) != 0) return 1;
     if (help) {
         usage(stdout);
-        return 0;
+        return cli_stdout_ok("info") ? 0 : 1;
     }
     struct loom_gguf * g = NULL;
     char err[1024];

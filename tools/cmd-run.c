@@ -96,7 +96,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_TOPP: ok = cli_parse_float("run", "--top-p", optarg, 0, 1, &o->top_p); break;
         case OPT_MINP: ok = cli_parse_float("run", "--min-p", optarg, 0, 1, &o->min_p); break;
         case OPT_RPEN: ok = cli_parse_float("run", "--repeat-penalty", optarg, 1e-6, 1e6, &o->repeat_penalty); break;
-        case OPT_RLAST: ok = cli_parse_int("run", "--repeat-last-n", optarg, 0, 1 << 24, &o->repeat_last_n); break;
+        case OPT_RLAST: ok = cli_parse_int("run", "--repeat-last-n", optarg, 0, 1 << 20, &o->repeat_last_n); break;
         case 's':
             if (!strcmp(optarg, "-1")) o->seed = LOOM_DEFAULT_SEED; /* the field's "random seed" */
             else ok = cli_parse_u64("run", "--seed", optarg, &o->seed);
@@ -235,7 +235,7 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
 int loom_cmd_run(int argc, char ** argv) {
     struct run_opts o;
     int pr = parse(argc, argv, &o);
-    if (pr) return pr == 2 ? 0 : 1;
+    if (pr) return pr == 2 && cli_stdout_ok("run") ? 0 : 1;
     cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_INFO);
     struct run_state s = {0};
     int64_t t_start = loom_time_us();
@@ -260,7 +260,7 @@ int loom_cmd_run(int argc, char ** argv) {
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
-    cp.n_threads = (int32_t)o.n_threads;
+    cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
     cp.cache_type = o.cache_type;
     if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
     if (o.verbose_prompt) {

@@ -46,7 +46,7 @@ int loom_cmd_test_ops(int argc, char ** argv) {
             opt.verbose = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return 0;
+            return cli_stdout_ok("test-ops") ? 0 : 1;
         } else {
             fprintf(stderr, "loom test-ops: unknown option '%s'\n", a);
             usage(stderr);

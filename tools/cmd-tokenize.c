@@ -34,7 +34,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
         case 'B': no_bos = true; break;
         case 'S': special = true; break;
         case 'I': ids_only = true; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': usage(stdout); return cli_stdout_ok("tokenize") ? 0 : 1;
         case ':': fprintf(stderr, "loom tokenize: option '%s' needs a value\n", cli_option_text()); return 1;
         default: fprintf(stderr, "loom tokenize: unknown option '%s'\n", cli_option_text()); return 1;
         }

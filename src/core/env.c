@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out) {
     const char * s = getenv(var);
@@ -16,4 +17,9 @@ bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long h
     }
     *out = v;
     return true;
+}
+
+bool loom_env_flag(const char * var) {
+    const char * s = getenv(var);
+    return s && s[0] && strcmp(s, "0") != 0;
 }

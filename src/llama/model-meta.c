@@ -41,6 +41,13 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
     if (st == LOOM_OK) st = req_u32(g, "llama.attention.head_count", &hp->n_head);
     if (st == LOOM_OK) st = req_u32(g, "llama.feed_forward_length", &hp->n_ff);
     if (st != LOOM_OK) return st;
+    /* each layer has nine weight tensors: a block count the file cannot hold is refused before
+     * anything is sized by it */
+    if ((int64_t)hp->n_layer * 9 > loom_gguf_n_tensors(g)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.block_count' = %d: the file has only %lld tensors (nine per layer)", hp->n_layer,
+                 (long long)loom_gguf_n_tensors(g));
+        return LOOM_ERR_FORMAT;
+    }
     uint32_t n_ctx = loom_gguf_get_u32(g, "llama.context_length", 2048);
     uint32_t n_head_kv = loom_gguf_get_u32(g, "llama.attention.head_count_kv", (uint32_t)hp->n_head);
     uint32_t n_rot = loom_gguf_get_u32(g, "llama.rope.dimension_count", (uint32_t)(hp->n_embd / hp->n_head));

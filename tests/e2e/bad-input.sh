@@ -49,4 +49,11 @@ expect_fail "info on a FIFO" timeout 20 "$bin" info "$tmp/fifo.gguf"
 expect_fail "leading space in a number" "$bin" run -m "$model" -n ' 5'
 expect_fail "help for an unknown command" "$bin" help nosuch
 expect_fail "output to a full device" bash -c "exec '$bin' test-ops -o SCALE >/dev/full"
+expect_fail "subcommand help to a full device" bash -c "exec '$bin' run -h >/dev/full"
+expect_fail "repeat-last-n past the sampler's limit" "$bin" run -m "$model" -p hi --repeat-last-n 2000000
+# a block count the file cannot hold (201326597 layers): refused at once, nothing sized by it
+cp "$model" "$tmp/layers.gguf"
+at=$(grep -obUa 'llama.block_count' "$tmp/layers.gguf" | head -1 | cut -d: -f1)
+printf '\x05\x00\x00\x0c' | dd of="$tmp/layers.gguf" bs=1 seek=$((at + 17 + 4)) conv=notrunc status=none
+expect_fail "huge block count" timeout 20 "$bin" run -m "$tmp/layers.gguf" -p hi
 [ $fails -eq 0 ] && echo "all bad inputs rejected cleanly" || exit 1
