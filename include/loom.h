@@ -428,8 +428,14 @@ int64_t loom_time_us(void);   /* monotonic microseconds */
  * unset or empty, and false with a logged warning (naming the variable and the range) when it is
  * set to anything else. */
 bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out);
-/* True when environment variable 'var' is set to anything but "" or "0" (switches like LOOM_DEBUG). */
-bool loom_env_flag(const char * var);
+/* CPUs this process may run on (its affinity mask; else the processors online), at least 1. */
+int loom_n_cpus(void);
+/* Threads the CPU kernels use unless told: LOOM_N_THREADS (1..1024; anything else is ignored with a
+ * warning), else loom_n_cpus(). */
+int loom_default_n_threads(void);
+/* A switch from environment variable 'var': 'dflt' when it is unset or empty, else false for "0"
+ * and true for anything else (LOOM_DEBUG, the LOOM_CUDA_* switches). */
+bool loom_env_flag(const char * var, bool dflt);
 /* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
  * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
  * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE

@@ -1,5 +1,4 @@
 /* cli-util.c -- strict argument parsing and small helpers shared by the subcommands. */
-#define _GNU_SOURCE
 #include "cli-util.h"
 
 #include "loom.h"
@@ -11,9 +10,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
 
 bool cli_parse_int(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out) {
@@ -116,7 +113,7 @@ static void cli_log(enum loom_log_level level, const char * text, void * user) {
 }
 
 void cli_log_setup(enum loom_log_level min_level) {
-    g_min_level = loom_env_flag("LOOM_DEBUG") ? LOOM_LOG_DEBUG : min_level;
+    g_min_level = loom_env_flag("LOOM_DEBUG", false) ? LOOM_LOG_DEBUG : min_level;
     loom_log_set(cli_log, NULL);
 }
 
@@ -167,12 +164,8 @@ const char * cli_device_list(void) {
 }
 
 long long cli_cap_threads(const char * cmd, long long n) {
-    long long avail = sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef CPU_COUNT
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) avail = CPU_COUNT(&set);
-#endif
-    if (avail < 1 || n <= avail) return n;
+    const long long avail = loom_n_cpus();
+    if (n <= avail) return n;
     loom_log(LOOM_LOG_WARN, "%s: -t %lld is more than the %lld CPUs this process may use: using %lld", cmd, n, avail, avail);
     return avail;
 }

@@ -53,8 +53,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         {"output", required_argument, 0, 'o'},  {"progress", no_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
-    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {n_cpu > 0 ? n_cpu : 1},
+    *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {loom_n_cpus()},
                              .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5,
                              .output = OUT_MD, .progress = isatty(STDERR_FILENO)};
     opterr = 0;

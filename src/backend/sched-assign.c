@@ -65,20 +65,7 @@ static bool supports(loom_backend_sched_t s, int b, const struct loom_tensor * n
     return (*m >> (16 + b)) & 1u;
 }
 
-static void table_insert(loom_backend_sched_t s, struct loom_tensor * t) {
-    const size_t mask = s->hs.size - 1;
-    uint64_t x = (uint64_t)(uintptr_t)t;
-    x ^= x >> 29;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 32;
-    for (size_t i = (size_t)x & mask;; i = (i + 1) & mask) {
-        if (s->hs.keys[i] == t) return;
-        if (!s->hs.keys[i]) {
-            s->hs.keys[i] = t;
-            return;
-        }
-    }
-}
+static void table_insert(loom_backend_sched_t s, struct loom_tensor * t) { s->hs.keys[sched_probe(s, t)] = t; }
 
 static bool is_weight(const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);

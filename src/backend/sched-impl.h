@@ -99,20 +99,25 @@ int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer
 bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t);
 /* Forgets the answers sched_is_external keeps; call where the allocator's buffers may have changed. */
 static inline void sched_owns_reset(loom_backend_sched_t s) { s->n_owns = 0; }
-/* The hash slot of 't' in s->hs (open addressing, linear probing, at most half full), or
- * SIZE_MAX when 't' is not in the graph. Inline: the passes look tensors up many times a plan. */
-static inline size_t sched_slot(loom_backend_sched_t s, const struct loom_tensor * t) {
-    if (!s->hs.size) return SIZE_MAX;
+/* The slot of s->hs (open addressing, linear probing, at most half full, s->hs.size > 0) that
+ * holds 't', or the empty one where it would go. */
+static inline size_t sched_probe(loom_backend_sched_t s, const struct loom_tensor * t) {
     const size_t mask = s->hs.size - 1;
     uint64_t x = (uint64_t)(uintptr_t)t;
     x ^= x >> 29;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 32;
-    for (size_t i = (size_t)x & mask;; i = (i + 1) & mask) {
-        const struct loom_tensor * k = s->hs.keys[i];
-        if (k == t) return i;
-        if (!k) return SIZE_MAX;
-    }
+    size_t i = (size_t)x & mask;
+    while (s->hs.keys[i] && s->hs.keys[i] != t) i = (i + 1) & mask;
+    return i;
+}
+
+/* The hash slot of 't' in s->hs, or SIZE_MAX when 't' is not in the graph. Inline: the passes
+ * look tensors up many times a plan. */
+static inline size_t sched_slot(loom_backend_sched_t s, const struct loom_tensor * t) {
+    if (!s->hs.size) return SIZE_MAX;
+    const size_t i = sched_probe(s, t);
+    return s->hs.keys[i] ? i : SIZE_MAX;
 }
 
 /* Pointer to the backend id of 't' in the plan, or NULL when 't' is not in the graph. */

@@ -19,7 +19,8 @@ bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long h
     return true;
 }
 
-bool loom_env_flag(const char * var) {
+bool loom_env_flag(const char * var, bool dflt) {
     const char * s = getenv(var);
-    return s && s[0] && strcmp(s, "0") != 0;
+    if (!s || !s[0]) return dflt;
+    return strcmp(s, "0") != 0;
 }

@@ -25,7 +25,7 @@ const char * loom_status_str(enum loom_status s) {
 static void log_default(enum loom_log_level level, const char * text, void * user_data) {
     (void)user_data;
     static int debug = -1;
-    if (debug < 0) debug = loom_env_flag("LOOM_DEBUG");
+    if (debug < 0) debug = loom_env_flag("LOOM_DEBUG", false);
     if (level == LOOM_LOG_DEBUG && !debug) return;
     static const char * const prefix[LOOM_LOG_LEVEL_COUNT] = {"debug: ", "", "warning: ", "error: "};
     fprintf(stderr, "%s%s\n", prefix[level], text);

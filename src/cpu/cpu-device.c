@@ -169,13 +169,6 @@ static const struct loom_backend_i cpu_backend_iface = {
     .graph_compute = cpu_backend_graph_compute,
 };
 
-static int default_threads(void) {
-    const char * env = getenv("LOOM_N_THREADS");
-    if (env && atoi(env) > 0) return atoi(env);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static loom_backend_t cpu_init_backend(loom_backend_dev_t dev, const char * params) {
     (void)params;
     loom_backend_t b = calloc(1, sizeof *b);
@@ -185,7 +178,7 @@ static loom_backend_t cpu_init_backend(loom_backend_dev_t dev, const char * para
         free(c);
         return NULL;
     }
-    c->n_threads = default_threads();
+    c->n_threads = loom_default_n_threads();
     b->iface = cpu_backend_iface;
     b->device = dev;
     b->context = c;

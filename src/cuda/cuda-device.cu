@@ -138,12 +138,6 @@ static const struct loom_backend_i be_iface = {
 static bool is_cuda_backend(loom_backend_t backend) { return backend && backend->iface.get_name == be_name; }
 
 /* An on/off environment variable: "0" is off, any other value on, unset 'dflt'. */
-static bool env_flag(const char * name, bool dflt) {
-    const char * v = getenv(name);
-    if (!v || !*v) return dflt;
-    return strcmp(v, "0") != 0;
-}
-
 static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * params) {
     (void)params;
     struct lc_device * d = dev_of(dev);
@@ -165,10 +159,10 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
         return NULL;
     }
     *be->err_host = 0;
-    be->graphs = env_flag("LOOM_CUDA_GRAPHS", true);
-    be->fuse = env_flag("LOOM_CUDA_FUSE", true);
-    be->multi = env_flag("LOOM_CUDA_QKV", true);
-    be->pdl = env_flag("LOOM_CUDA_PDL", true);
+    be->graphs = loom_env_flag("LOOM_CUDA_GRAPHS", true);
+    be->fuse = loom_env_flag("LOOM_CUDA_FUSE", true);
+    be->multi = loom_env_flag("LOOM_CUDA_QKV", true);
+    be->pdl = loom_env_flag("LOOM_CUDA_PDL", true);
     const char * gemm = getenv("LOOM_CUDA_GEMM");
     lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);
     const char * mv = getenv("LOOM_CUDA_MV");

@@ -436,6 +436,14 @@ static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc
               dim3(32 * WARPS, 1, 1), args);
 }
 
+/* lc_matvec_launch_multi for the weights' element type 'type' (F32, F16 or BF16), one column. */
+template <int ROWS, int UNROLL, int WARPS, int STAGES>
+static void lc_matvec_launch_multi_typed(const struct lc_backend * be, const struct lc_mv_multi & m, int n, int type) {
+    if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
+    else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
+    else lc_matvec_launch_multi<__nv_bfloat16, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
+}
+
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0>
 static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_args & p) {
     const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
@@ -959,42 +967,20 @@ enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * c
     }
     /* rotation pairs need two rows per warp: every segment takes that shape */
     const int type = nodes[0]->src[0]->type;
-    if (g_mv_stages == 1 || g_mv_stages == 3) {
-        if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 2, 4, 6>(be, m, nseg);
-        else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 2, 4, 6>(be, m, nseg);
-        else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 2, 4, 6>(be, m, nseg);
-    } else if (g_mv_stages) {
-        if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4, 3>(be, m, nseg);
-        else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4, 3>(be, m, nseg);
-        else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4, 3>(be, m, nseg);
-    } else {
-        if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, 2, 4, 4, 0>(be, m, nseg);
-        else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, 2, 4, 4, 0>(be, m, nseg);
-        else lc_matvec_launch_multi<__nv_bfloat16, 1, 2, 4, 4, 0>(be, m, nseg);
-    }
+    /* the small-matrix shape of lc_matvec_one_col for the chosen staging */
+    if (g_mv_stages == 1 || g_mv_stages == 3) lc_matvec_launch_multi_typed<2, 2, 4, 6>(be, m, nseg, type);
+    else if (g_mv_stages) lc_matvec_launch_multi_typed<2, 4, 4, 3>(be, m, nseg, type);
+    else lc_matvec_launch_multi_typed<2, 4, 4, 0>(be, m, nseg, type);
     *used = at;
     return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
 }
 
 enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,
                                   int * fused) {
-    *fused = 0;
-    if (!lc_mm_plan_for(mm).matvec) return LOOM_OK;
     struct lc_tensor a, b, d;
-    if (lc_tensor_of(be, mm->src[0], false, &a) != LOOM_OK || lc_tensor_of(be, mm->src[1], false, &b) != LOOM_OK ||
-        lc_tensor_of(be, mm, true, &d) != LOOM_OK) {
-        return LOOM_OK; /* the unfused path reports it */
-    }
-    if (!lc_is_contiguous(&d)) return LOOM_OK;
     struct lc_mv_epi epi;
-    bool with_copy = false;
-    if (rope_epilogue_for(be, mm, next, next2, &a, &b, &d, &epi, &with_copy)) {
-        *fused = with_copy ? 2 : 1;
-    } else if (epilogue_for(be, mm, next, &a, &b, &d, &epi)) {
-        *fused = 1;
-    } else {
-        return LOOM_OK;
-    }
+    /* nothing fuses (or a tensor is not on this device: the unfused path reports it) */
+    if (!matvec_plan(be, mm, next, next2, &a, &b, &d, &epi, fused) || *fused == 0) return LOOM_OK;
     return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL);
 }
 

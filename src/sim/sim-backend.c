@@ -218,13 +218,6 @@ enum loom_status loom_sim_event_synchronize(loom_backend_dev_t dev, loom_backend
 
 /* ---------------------------------------------------------------- backend */
 
-static int default_threads(void) {
-    const char * env = getenv("LOOM_N_THREADS");
-    if (env && atoi(env) > 0) return atoi(env);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 loom_backend_t loom_sim_backend_init(loom_backend_dev_t dev, const char * params) {
     (void)params;
     struct sim_device * sd = sim_dev(dev);
@@ -237,7 +230,7 @@ loom_backend_t loom_sim_backend_init(loom_backend_dev_t dev, const char * params
         return NULL;
     }
     ctx->sd = sd;
-    ctx->n_threads = sd->params.n_threads > 0 ? sd->params.n_threads : default_threads();
+    ctx->n_threads = sd->params.n_threads > 0 ? sd->params.n_threads : loom_default_n_threads();
     b->iface = (struct loom_backend_i){
         .get_name = sim_backend_name,
         .free = sim_backend_free,
