@@ -166,6 +166,6 @@ const char * cli_device_list(void) {
 long long cli_cap_threads(const char * cmd, long long n) {
     const long long avail = loom_n_cpus();
     if (n <= avail) return n;
-    loom_log(LOOM_LOG_WARN, "%s: -t %lld is more than the %lld CPUs this process may use: using %lld", cmd, n, avail, avail);
+    loom_log(LOOM_LOG_WARN, "%s: -t %lld is more than the CPUs this process may use (%lld): using %lld", cmd, n, avail, avail);
     return avail;
 }

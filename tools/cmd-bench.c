@@ -246,7 +246,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                     }
                     for (int ti2 = 0; ti2 < o.n_prompts + o.n_gens; ti2++) {
                         struct bench_result r = {.model_path = o.models[mi], .size = loom_model_size(model),
-                                                 .n_params = loom_model_n_params(model), .n_threads = o.threads[ti],
+                                                 .n_params = loom_model_n_params(model), .n_threads = cp.n_threads,
                                                  .n_gpu_layers = o.ngls[gi], .n_batch = o.batches[bi]};
                         snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
                         r.backend = loom_model_backend_name(model);

@@ -43,7 +43,7 @@ static void usage(FILE * f) {
             "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"
             "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
-            "  -s, --seed N              random seed (default: from the clock; the seed used is printed)\n"
+            "  -s, --seed N              random seed (default or -1: from the clock; the seed used is printed)\n"
             "      --cache-type TYPE     KV cache type: f32 (default) or f16\n"
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
