@@ -31,6 +31,9 @@
  *    layer's q, k and v with their rotations and cache stores) in one launch; a result that a
  *    later product of that launch wholly overwrites (memory the allocator reused) is not written.
  *    On by default.
+ *  - LOOM_CUDA_TAIL (with fusion): the RMS norm (and MUL by its weight) of a one-column product's
+ *    residual sum, and the softmax of attention scores, computed by the product kernel's last
+ *    block to finish instead of a kernel of their own. On by default.
  *  - LOOM_CUDA_GRAPHS: token-generation splits (no cuBLAS products) are captured into CUDA graphs
  *    in chunks and updated in place from one compute to the next. On by default.
  *  - LOOM_CUDA_PDL: kernels are launched with programmatic dependent launch, so each starts

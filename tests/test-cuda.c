@@ -828,7 +828,8 @@ static void positions_fixup(const struct loom_tensor * t, uint8_t * mem) {
     }
 }
 
-/* The decode layer's result and its two cache stores, built in 'ctx' (n_head 4, head_dim 16). */
+/* The decode layer's result (normalised as the next layer's input) and its two cache stores, built
+ * in 'ctx' (n_head 4, head_dim 16). */
 struct decode_layer {
     struct loom_tensor *out, *k_store, *v_store;
 };
@@ -839,6 +840,7 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
     struct loom_tensor * attn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
     struct loom_tensor * ffn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
+    struct loom_tensor * out_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d); /* the next layer's input norm */
     struct loom_tensor * wq = loom_new_tensor_2d(ctx, wt, d, d);
     struct loom_tensor * wk = loom_new_tensor_2d(ctx, wt, d, n_kv_embd);
     struct loom_tensor * wv = loom_new_tensor_2d(ctx, wt, d, n_kv_embd);
@@ -854,7 +856,7 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     loom_set_name(kc, "cache_k");
     loom_set_name(vc, "cache_v");
     /* weights: the matrix-vector kernels may read them before the previous kernel is done */
-    struct loom_tensor * weights[] = {attn_norm, ffn_norm, wq, wk, wv, wo, wg, wu, wd};
+    struct loom_tensor * weights[] = {attn_norm, ffn_norm, out_norm, wq, wk, wv, wo, wg, wu, wd};
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) weights[i]->flags |= LOOM_TENSOR_FLAG_WEIGHT;
     const size_t es = 2;
 
@@ -876,7 +878,7 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     struct loom_tensor * x1 = loom_add(ctx, x, loom_mul_mat(ctx, wo, attn));
     struct loom_tensor * cur2 = loom_mul(ctx, loom_rms_norm(ctx, x1, 1e-5f), ffn_norm);
     struct loom_tensor * glu = loom_mul(ctx, loom_silu(ctx, loom_mul_mat(ctx, wg, cur2)), loom_mul_mat(ctx, wu, cur2));
-    L.out = loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu));
+    L.out = loom_mul(ctx, loom_rms_norm(ctx, loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu)), 1e-5f), out_norm);
     return L;
 }
 
@@ -983,7 +985,14 @@ static void test_decode_allocated(void) {
         capture_begin();
         if (prof) loom_backend_free(prof);
         capture_end();
-        if (ok) CHECK(strstr(g_log, "SET_ROWS+MUL_MAT") != NULL, "allocated decode layer: q, k and v not in one launch:\n%s", g_log);
+        if (ok) {
+            CHECK(strstr(g_log, "SET_ROWS+MUL_MAT") != NULL, "allocated decode layer: q, k and v not in one launch:\n%s", g_log);
+            /* the tails: the scores' softmax, and both residual sums' norms (wo and the down product) */
+            CHECK(strstr(g_log, "activations+SOFT_MAX ") != NULL, "allocated decode layer: softmax not in the scores' launch:\n%s", g_log);
+            CHECK(strstr(g_log, "  SOFT_MAX ") == NULL, "allocated decode layer: a softmax launched alone:\n%s", g_log);
+            CHECK(strstr(g_log, "weights+ADD+RMS_NORM+MUL ") != NULL && strstr(g_log, "weights+ADD ") == NULL,
+                  "allocated decode layer: norms not in the residual products' launches:\n%s", g_log);
+        }
         if (one) loom_backend_free(one);
         free(want.mem);
         free(got.mem);
@@ -992,23 +1001,72 @@ static void test_decode_allocated(void) {
     }
 }
 
+/* Nodes a matrix-vector launch's last block computes from the whole result (tails, cuda-mulmat.cu)
+ * on 'be': the norm and MUL of a product's residual sum, for rows kept in registers (64) and rows
+ * read twice (4096); the masked softmax of attention scores per head, rows of up to 1024 entries in
+ * registers (40) and longer ones (1500) in three passes. Checked against the reference like every
+ * case; with 'profile' the launches' labels must show each tail fused. */
+static void test_tails_on(loom_backend_t be, const char * what, bool profile) {
+    loom_backend_t keep = g_be;
+    g_be = be;
+    for (int w = 0; w < 2; w++) {
+        const enum loom_type wt = w ? LOOM_TYPE_F16 : LOOM_TYPE_F32;
+        for (int64_t M = 64; M <= 4096; M *= 64) {
+            struct loom_context * ctx = tc_begin();
+            struct loom_tensor * W = loom_new_tensor_2d(ctx, wt, 48, M);
+            struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 48, 1);
+            struct loom_tensor * r = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, M, 1);
+            struct loom_tensor * gw = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, M);
+            W->flags |= LOOM_TENSOR_FLAG_WEIGHT;
+            gw->flags |= LOOM_TENSOR_FLAG_WEIGHT;
+            struct loom_tensor * out = loom_mul(ctx, loom_rms_norm(ctx, loom_add(ctx, loom_mul_mat(ctx, W, x), r), 1e-5f), gw);
+            tc_run(ctx, out, "norm tail: %s product M %lld + residual, rms_norm, mul (%s)", loom_type_name(wt), (long long)M, what);
+        }
+        for (int64_t n_kv = 40; n_kv <= 1500; n_kv += 1460) {
+            struct loom_context * ctx = tc_begin();
+            struct loom_tensor * K = loom_new_tensor_3d(ctx, wt, 16, n_kv, 2);
+            struct loom_tensor * Q = loom_new_tensor_3d(ctx, LOOM_TYPE_F32, 16, 1, 4);
+            struct loom_tensor * mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, 1);
+            loom_set_name(mask, "tail_mask");
+            struct loom_tensor * sm = loom_soft_max_ext(ctx, loom_mul_mat(ctx, K, Q), mask, 0.25f);
+            tc_run(ctx, sm, "softmax tail: %s scores of %lld cells, 4 heads (%s)", loom_type_name(wt), (long long)n_kv, what);
+        }
+    }
+    g_be = keep;
+    if (profile) {
+        capture_begin();
+        loom_backend_free(be);
+        capture_end();
+        const bool fused = strstr(g_log, "activations+SOFT_MAX ") && strstr(g_log, "weights+ADD+RMS_NORM+MUL ");
+        const bool alone = strstr(g_log, "  SOFT_MAX ") || strstr(g_log, "  RMS_NORM") || strstr(g_log, "weights+ADD ");
+        CHECK(fused && !alone, "tails (%s): not every case fused:\n%s", what, g_log);
+    }
+}
+
+static void test_tails(void) {
+    test_tails_on(g_be, "default", false);
+    loom_backend_t be = backend_with("LOOM_CUDA_PROFILE", "1");
+    if (be) test_tails_on(be, "profiled", true);
+}
+
 /* The decode layer on the default backend (fusion, CUDA graphs and programmatic launches on unless
  * the environment says otherwise) for a growing n_past, then on backends made with
- * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0, LOOM_CUDA_QKV=0 and LOOM_CUDA_MV_STAGES=0; then the layer as the
- * graph allocator places it. */
+ * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0, LOOM_CUDA_QKV=0, LOOM_CUDA_MV_STAGES=0 and
+ * LOOM_CUDA_TAIL=0; then the layer as the graph allocator places it. */
 static void test_decode(void) {
     const int64_t steps[] = {0, 1, 2, 9, 30};
     for (int w = 0; w < 2; w++)
         for (int64_t T = 1; T <= 4; T += 3)
             for (int s = 0; s < 5; s++) test_decode_layer(w ? LOOM_TYPE_F16 : LOOM_TYPE_F32, T, steps[s], "default");
-    const char * vars[5] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL", "LOOM_CUDA_QKV", "LOOM_CUDA_MV_STAGES"};
-    for (int k = 0; k < 5; k++) {
-        loom_backend_t be = backend_with(vars[k], "0");
+    const char * vars[6] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE", "LOOM_CUDA_PDL", "LOOM_CUDA_QKV", "LOOM_CUDA_MV_STAGES", "LOOM_CUDA_TAIL"};
+    for (int k = 0; k < 6; k++) {
+        const char * val = "0";
+        loom_backend_t be = backend_with(vars[k], val);
         if (!be) continue;
         loom_backend_t keep = g_be;
         g_be = be;
         char what[64];
-        snprintf(what, sizeof what, "%s=0", vars[k]);
+        snprintf(what, sizeof what, "%s=%s", vars[k], val);
         for (int s = 0; s < 3; s++) test_decode_layer(LOOM_TYPE_F16, s == 2 ? 4 : 1, steps[s + 2], what);
         g_be = keep;
         loom_backend_free(be);
@@ -1311,6 +1369,7 @@ int main(int argc, char ** argv) {
     test_graph(LOOM_TYPE_F32);
     test_graph(LOOM_TYPE_F16);
     test_graph(LOOM_TYPE_BF16);
+    test_tails();
     test_decode();
     fprintf(stderr, "%d op cases, %.1f s\n", g_cases, (loom_time_us() - t0) / 1e6);
     loom_backend_free(g_be);

@@ -64,6 +64,7 @@ struct lc_graph_chunk {
 
 #define LC_GRAPH_CHUNKS 32
 #define LC_CUBLAS_WORKSPACE ((size_t)32 << 20) /* bytes: what NVIDIA advises for Hopper */
+#define LC_TAIL_COUNTERS 4096 /* arrival counters of kernels whose last block computes a fused node (cuda-mulmat.cu) */
 
 /* What the last cuBLAS product left in scratch: 'src' converted to 'type' at scratch + 'off'
  * (cuda-mulmat.cu); reused by the next product of the same source in the same compute. */
@@ -87,9 +88,11 @@ struct lc_backend {
     int * err_dev;                   /* device flag row kernels raise (LC_ERR_GET_ROWS, LC_ERR_SET_ROWS) */
     int * err_host;                  /* pinned copy read at synchronize */
     bool err_pending;                /* a copy of err_dev into err_host is queued */
+    unsigned * tail_count;           /* LC_TAIL_COUNTERS device counters, zero between launches (cuda-mulmat.cu) */
     bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
     bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
     bool multi;                      /* with fuse: a layer's q, k and v products in one launch (LOOM_CUDA_QKV) */
+    bool tail;                       /* with fuse: a softmax or norm of a product's result computed by its last block (LOOM_CUDA_TAIL) */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
     bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */

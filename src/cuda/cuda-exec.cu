@@ -57,22 +57,16 @@ static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor 
     }
 }
 
-/* Queues 'node' with the compute nodes after it (next, next2; either may be NULL) in one kernel
- * when the node's kernel can compute them; '*fused' = how many of them it covers. */
-static enum loom_status try_fuse(struct lc_backend * be, struct loom_tensor * node, struct loom_tensor * next, struct loom_tensor * next2,
-                                 int * fused) {
-    *fused = 0;
+/* Queues 'node' with the compute nodes after it (next: the first of them, NULL when none) in one
+ * kernel when the node's kernel can compute them; '*fused' = whether it covers 'next'. */
+static enum loom_status try_fuse(struct lc_backend * be, struct loom_tensor * node, struct loom_tensor * next, bool * fused) {
+    *fused = false;
     if (!next) return LOOM_OK;
-    bool f = false;
-    enum loom_status st = LOOM_OK;
     switch (node->op) {
-    case LOOM_OP_MUL_MAT: return lc_mul_mat_fused(be, node, next, next2, fused);
-    case LOOM_OP_RMS_NORM: st = lc_rms_norm_fused(be, node, next, &f); break;
-    case LOOM_OP_ROPE: st = lc_rope_fused(be, node, next, &f); break;
-    default: break;
+    case LOOM_OP_RMS_NORM: return lc_rms_norm_fused(be, node, next, fused);
+    case LOOM_OP_ROPE: return lc_rope_fused(be, node, next, fused);
+    default: return LOOM_OK;
     }
-    *fused = f ? 1 : 0;
-    return st;
 }
 
 /* A converted activation in scratch is stale once anything writes where it came from. */
@@ -139,29 +133,33 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     enum loom_status st = LOOM_OK;
     be->memcpy_queued = false;
     if (be->fuse && j < g->n_nodes) {
-        const int j2 = next_compute(g, j), j3 = j2 < g->n_nodes ? next_compute(g, j2) : g->n_nodes;
-        bool f = false;
-        if (node->op == LOOM_OP_MUL_MAT && j3 < g->n_nodes) { /* SwiGLU: four nodes */
-            st = lc_mul_mat_glu(be, node, g->nodes[j], g->nodes[j2], g->nodes[j3], &f);
-            if (f) last = j3;
+        /* the node and the compute nodes after it: list[k] is g->nodes[idx[k]] */
+        struct loom_tensor * list[8];
+        int idx[8], n = 0;
+        for (int k = i; k < g->n_nodes && n < 8; k = next_compute(g, k)) {
+            idx[n] = k;
+            list[n++] = g->nodes[k];
         }
-        if (st == LOOM_OK && !f && be->multi && node->op == LOOM_OP_MUL_MAT && j2 < g->n_nodes) { /* q, k, v: up to seven nodes */
-            struct loom_tensor * list[8];
-            int idx[8], n = 0;
-            for (int k = i; k < g->n_nodes && n < 8; k = next_compute(g, k)) {
-                idx[n] = k;
-                list[n++] = g->nodes[k];
+        int k = 0; /* nodes after 'node' covered */
+        if (node->op == LOOM_OP_MUL_MAT) {
+            bool f = false;
+            if (n > 3) { /* SwiGLU: four nodes */
+                st = lc_mul_mat_glu(be, node, list[1], list[2], list[3], &f);
+                if (f) k = 3;
             }
-            int k = 0;
-            st = lc_mul_mat_multi(be, list, n, &k);
-            f = k > 0;
-            if (f) last = idx[k - 1];
+            if (st == LOOM_OK && !f && be->multi && n > 2) { /* q, k, v: up to seven nodes */
+                int used_nodes = 0;
+                st = lc_mul_mat_multi(be, list, n, &used_nodes);
+                if (used_nodes > 0) k = used_nodes - 1;
+                f = used_nodes > 0;
+            }
+            if (st == LOOM_OK && !f) st = lc_mul_mat_fused(be, list, n, &k);
+        } else {
+            bool f = false;
+            st = try_fuse(be, node, list[1], &f);
+            if (f) k = 1;
         }
-        if (st == LOOM_OK && !f) {
-            int k = 0;
-            st = try_fuse(be, node, g->nodes[j], j2 < g->n_nodes ? g->nodes[j2] : NULL, &k);
-            last = k == 2 ? j2 : k == 1 ? j : i;
-        }
+        last = idx[k];
         if (last != i) fused = g->nodes[last];
     }
     if (st == LOOM_OK && !fused) st = compute_node(be, node);

@@ -3,6 +3,8 @@
  * accumulation; F16/BF16 weights meet activations converted to their type (tensor cores). */
 #include "cuda-mulmat.cuh"
 #include "cuda-cpy.cuh"
+#include "cuda-norm.cuh"
+#include "cuda-softmax.cuh"
 
 #include <string.h>
 
@@ -62,6 +64,31 @@ struct lc_mv_glu {
     int64_t out_nb[4];
 };
 
+/* A node computed from the product's result by the last block to finish (arrivals counted in
+ * 'count', which that block resets): the RMS norm of the result (or of the epilogue's) with the
+ * MUL by its weight (the residual -> the next layer's input; one column, one batch), computed
+ * when the whole grid is done, so it may write anywhere the nodes one by one would; or the
+ * softmax of each batch's row (KQ -> SOFT_MAX, one column), computed by the last block of that
+ * batch while other batches may still run, so its result must lie apart from their operands. */
+enum { LC_TAIL_NONE = 0, LC_TAIL_SOFT_MAX, LC_TAIL_RMS_NORM };
+
+struct lc_mv_tail {
+    int kind;
+    unsigned * count;                /* arrival counters: one per batch (SOFT_MAX) or one */
+    const char * x;                  /* the rows' source: the product's result or the epilogue's */
+    int64_t x_nb[4];                 /* bytes */
+    const char * m;                  /* SOFT_MAX: the mask (NULL: none) */
+    int64_t m_nb[4], m_ne2, m_ne3;
+    int m_type;
+    const char * w;                  /* RMS_NORM: the MUL's weight row */
+    int64_t w_nb0;
+    char * y;                        /* SOFT_MAX / RMS_NORM result */
+    int64_t y_nb[4];
+    char * z;                        /* RMS_NORM: the MUL's result */
+    int64_t z_nb0;
+    float f;                         /* SOFT_MAX scale, RMS_NORM epsilon */
+};
+
 struct lc_mv_args {
     const char * a;                  /* [K, M, ne2a, ne3a] rows dense */
     const char * a2;                 /* SwiGLU: the up matrix (a's shape and strides); NULL otherwise */
@@ -79,6 +106,7 @@ struct lc_mv_args {
     int skip_d, skip_e;
     struct lc_mv_epi epi;
     struct lc_mv_glu glu;
+    struct lc_mv_tail tail;
 };
 
 /* The fused node's element (row, j, i2, i3), given the product's value 'v' there. */
@@ -246,15 +274,14 @@ __device__ __forceinline__ void lc_mv_issue(uint4 * my, int s, const char * cons
 }
 
 /* The full stages of a warp's rows (32 * UNROLL vectors per row each) through a ring of STAGES
- * slots in shared memory: STAGES - 1 stages in flight while one is summed, so each thread has
+ * slots in shared memory ('ring': STAGES * UNROLL * ROWS * 32 * WARPS vectors): STAGES - 1 stages in flight while one is summed, so each thread has
  * (STAGES - 1) * ROWS * UNROLL 16-byte loads outstanding without holding them in registers.
  * Constant weights start before the wait for the previous kernel. Returns the first vector
  * (of this lane) left for the caller. */
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
-__device__ __forceinline__ int64_t lc_mv_staged(const struct lc_mv_args & p, const char * const * a, const char * b, int64_t nvec,
-                                                int lane, bool & waited, float (*acc)[NC]) {
+__device__ __forceinline__ int64_t lc_mv_staged(const struct lc_mv_args & p, uint4 * ring, const char * const * a, const char * b,
+                                                int64_t nvec, int lane, bool & waited, float (*acc)[NC]) {
     const int NT = 32 * WARPS, V = lc_mv_vec<T>::n;
-    __shared__ uint4 ring[STAGES * UNROLL * ROWS * NT];
     uint4 * my = ring + threadIdx.x;
     const int64_t nstage = nvec / (32 * UNROLL);
     if (!waited && !p.a_const) {
@@ -289,20 +316,64 @@ __device__ __forceinline__ int64_t lc_mv_staged(const struct lc_mv_args & p, con
     return lane + 32 * UNROLL * nstage;
 }
 
+/* After a block has written its rows of batch 'bt': count its arrival; the last block to arrive
+ * computes the tail (comment of lc_mv_tail). Every thread of the block calls it; 'shared' is
+ * LC_MV_TAIL_SHARED bytes of shared memory. */
+#define LC_MV_TAIL_SHARED 256 /* bytes of shared memory the tail uses: 32 floats for reductions, a flag */
+__device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, int64_t bt, float * shared) {
+    const struct lc_mv_tail & t = p.tail;
+    unsigned & last = *(unsigned *)(shared + 32);
+    __syncthreads(); /* every warp of the block has written (and is done with the staging ring) */
+    if (threadIdx.x == 0) {
+        __threadfence(); /* the block's writes are visible before its arrival */
+        unsigned * c = t.count + bt;
+        const unsigned want = t.kind == LC_TAIL_SOFT_MAX ? gridDim.x : gridDim.x * gridDim.y;
+        last = atomicAdd(c, 1u) == want - 1;
+        if (last) *c = 0; /* every other block has arrived: ready for the next launch */
+        __threadfence();
+    }
+    __syncthreads();
+    const bool is_last = last;
+    __syncthreads(); /* the flag is read before the ring is used again (a next batch) */
+    if (!is_last) return;
+    if (t.kind == LC_TAIL_RMS_NORM) {
+        lc_rms_norm_row(t.x, t.x_nb[0], t.y, t.y_nb[0], t.w, t.w_nb0, t.z, t.z_nb0, p.M, t.f, shared);
+        __syncthreads();
+        return;
+    }
+    /* SOFT_MAX: the batch's row (one column), by the whole block */
+    const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
+    struct lc_sm_row row;
+    row.x = t.x + i2 * t.x_nb[2] + i3 * t.x_nb[3];
+    row.x_nb0 = t.x_nb[0];
+    row.m = t.m ? t.m + (i2 % t.m_ne2) * t.m_nb[2] + (i3 % t.m_ne3) * t.m_nb[3] : NULL;
+    row.m_nb0 = t.m_nb[0];
+    row.m_type = t.m_type;
+    row.y = t.y + i2 * t.y_nb[2] + i3 * t.y_nb[3];
+    row.y_nb0 = t.y_nb[0];
+    row.n = p.M;
+    row.scale = t.f;
+    if (!lc_soft_max_row_vec<2>(row, shared)) lc_soft_max_row<8, false>(row, threadIdx.x, blockDim.x, shared);
+    __syncthreads();
+}
+
 /* Each warp computes ROWS consecutive rows of the result (WARPS warps per block; SwiGLU: ROWS/2
  * rows of each matrix); every thread keeps ROWS * UNROLL independent 16-byte weight loads in
  * flight. Rows past M are clamped (read again, never written). Launched programmatically (lc_launch), a kernel with constant weights
  * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
  * fills while that one drains. */
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, bool TAIL = false>
 __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
     lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
     const bool dual = p.a2 != NULL; /* ROWS even: rows row0 .. row0 + HALF - 1 of a, then the same of a2 */
     const int HALF = ROWS > 1 ? ROWS / 2 : 1;
     const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * (dual ? HALF : ROWS);
-    if (row0 >= p.M) return;
+    if (row0 >= p.M && !TAIL) return; /* with a tail every warp reaches its barriers (rows clamped, never written) */
     const int V = lc_mv_vec<T>::n;
+    /* the staging ring; after the products, the tail's scratch (LC_MV_TAIL_SHARED bytes) */
+    const int RING_STAGES = STAGES > 1 ? STAGES : 2, RING = STAGES > 0 ? RING_STAGES * UNROLL * ROWS * 32 * WARPS : 0;
+    __shared__ uint4 ring[RING > LC_MV_TAIL_SHARED / 16 ? RING : TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     bool waited = false;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
@@ -323,7 +394,7 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
         if (p.vec) {
             const int64_t nvec = p.K / V;
             int64_t v = lane;
-            if (STAGES > 0) v = lc_mv_staged<T, NC, ROWS, UNROLL, WARPS, (STAGES > 1 ? STAGES : 2)>(p, a, b, nvec, lane, waited, acc);
+            if (STAGES > 0) v = lc_mv_staged<T, NC, ROWS, UNROLL, WARPS, RING_STAGES>(p, ring, a, b, nvec, lane, waited, acc);
             if (!waited && v + 32 * (UNROLL - 1) < nvec) { /* the first step, around the wait */
                 uint4 x[UNROLL][ROWS];
                 if (p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
@@ -403,12 +474,15 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
                 }
             }
         }
+        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)ring);
     }
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
-__global__ void __launch_bounds__(32 * WARPS) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES>(p);
+/* With a tail, at most 128 registers (four blocks per SM): the tail's loads, all in flight at
+ * once, would otherwise take more. */
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, bool TAIL>
+__global__ void __launch_bounds__(32 * WARPS, TAIL ? 4 : 1) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES, TAIL>(p);
 }
 
 /* Several one-column products of the same activations, one per blockIdx.z (each with its own
@@ -444,12 +518,12 @@ static void lc_matvec_launch_multi_typed(const struct lc_backend * be, const str
     else lc_matvec_launch_multi<__nv_bfloat16, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0, bool TAIL = false>
 static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_args & p) {
     const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     void * args[] = {(void *)&p};
-    lc_launch(be, (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES>, grid, dim3(32 * WARPS, 1, 1), args);
+    lc_launch(be, (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, TAIL>, grid, dim3(32 * WARPS, 1, 1), args);
 }
 
 /* One column, two rows per warp (four for tall matrices): straight into registers or staged
@@ -457,6 +531,10 @@ static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_ar
 template <typename T>
 static void lc_matvec_one_col(const struct lc_backend * be, const struct lc_mv_args & p) {
     const bool tall = p.M >= 8192;
+    if (p.tail.kind != LC_TAIL_NONE) { /* one shape: the tall one's registers would not leave room for the tail's */
+        lc_matvec_launch<T, 1, 2, 2, 4, 6, true>(be, p);
+        return;
+    }
     switch (g_mv_stages) {
     case 0:
         if (tall) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
@@ -493,7 +571,7 @@ static void lc_matvec_dispatch(const struct lc_backend * be, const struct lc_mv_
     }
     switch (ncols) {
     case 1:
-        if (g_mv_stages || p.M >= 8192) lc_matvec_one_col<T>(be, p);
+        if (g_mv_stages || p.M >= 8192 || p.tail.kind != LC_TAIL_NONE) lc_matvec_one_col<T>(be, p);
         else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(be, p);
         else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
         else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
@@ -513,6 +591,7 @@ static bool aligned16(int64_t v) { return v % 16 == 0; }
 static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d, const struct lc_mv_epi * epi,
                            bool a_const, const char * a2, const struct lc_mv_glu * glu, struct lc_mv_args & p) {
     p.epi = *epi;
+    memset(&p.tail, 0, sizeof p.tail);
     p.skip_d = p.skip_e = 0;
     p.a2 = a2;
     if (glu) p.glu = *glu;
@@ -547,9 +626,10 @@ static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * 
 
 static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
                                   const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
-                                  const struct lc_mv_glu * glu) {
+                                  const struct lc_mv_glu * glu, const struct lc_mv_tail * tail = NULL) {
     struct lc_mv_args p;
     lc_matvec_args(a, b, d, epi, a_const, a2, glu, p);
+    if (tail) p.tail = *tail;
     const int ncols = (int)b->ne[1];
     if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(be, p, ncols);
     else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(be, p, ncols);
@@ -975,13 +1055,92 @@ enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * c
     return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
 }
 
-enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,
-                                  int * fused) {
+/* The softmax 'sm' of the product's result d (a, b: its operands) as the launch's tail, or false
+ * (also when the softmax's result overlaps what other batches' blocks may still read). */
+static bool soft_max_tail_for(struct lc_backend * be, const struct loom_tensor * mm, const struct loom_tensor * sm,
+                              const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d, struct lc_mv_tail * t) {
+    if (sm->op != LOOM_OP_SOFT_MAX || sm->src[0] != mm || !lc_soft_max_supported(sm)) return false;
+    if (mm->ne[1] != 1 || mm->ne[2] * mm->ne[3] > LC_TAIL_COUNTERS) return false;
+    struct lc_tensor y, m;
+    if (lc_tensor_of(be, sm, true, &y) != LOOM_OK) return false;
+    if (sm->src[1] && lc_tensor_of(be, sm->src[1], false, &m) != LOOM_OK) return false;
+    /* each row is read whole before it is written: the result may replace the product in place */
+    if (lc_overlap_of(&y, d) == LC_PARTIAL) return false;
+    if (sm->src[1] && (lc_overlap_of(&y, &m) != LC_DISJOINT || lc_overlap_of(&m, d) != LC_DISJOINT)) return false;
+    if (lc_overlap_of(&y, a) != LC_DISJOINT || lc_overlap_of(&y, b) != LC_DISJOINT) return false;
+    t->kind = LC_TAIL_SOFT_MAX;
+    t->count = be->tail_count;
+    t->x = d->data;
+    copy_strides(t->x_nb, d);
+    t->m = sm->src[1] ? m.data : NULL;
+    if (sm->src[1]) {
+        copy_strides(t->m_nb, &m);
+        t->m_ne2 = m.ne[2];
+        t->m_ne3 = m.ne[3];
+        t->m_type = m.type;
+    }
+    t->y = y.data;
+    copy_strides(t->y_nb, &y);
+    t->f = loom_get_op_param_f32(sm, 0);
+    return true;
+}
+
+/* RMS_NORM 'norm' of 'src' (the product's result or its epilogue's, one column) and MUL 'mul' of
+ * the norm by an F32 weight row, as the launch's tail, or false. */
+static bool rms_norm_tail_for(struct lc_backend * be, const struct loom_tensor * src, const struct loom_tensor * norm,
+                              const struct loom_tensor * mul, struct lc_mv_tail * t) {
+    if (!mul || norm->op != LOOM_OP_RMS_NORM || norm->src[0] != src || !lc_rms_norm_supported(norm) || norm->ne[1] != 1 ||
+        norm->ne[2] != 1 || norm->ne[3] != 1) {
+        return false;
+    }
+    if (mul->op != LOOM_OP_MUL || mul->src[0] != norm || mul->src[1] == norm || mul->type != LOOM_TYPE_F32 ||
+        !loom_are_same_shape(mul, norm)) {
+        return false;
+    }
+    const struct loom_tensor * wt = mul->src[1];
+    if (wt->type != LOOM_TYPE_F32 || !loom_are_same_shape(wt, norm)) return false;
+    struct lc_tensor x, y, w, z;
+    if (lc_tensor_of(be, src, false, &x) != LOOM_OK || lc_tensor_of(be, norm, true, &y) != LOOM_OK ||
+        lc_tensor_of(be, wt, false, &w) != LOOM_OK || lc_tensor_of(be, mul, true, &z) != LOOM_OK) {
+        return false;
+    }
+    /* as lc_rms_norm_fused: each element read and written by one thread; the weight read by all */
+    if (lc_overlap_of(&y, &x) == LC_PARTIAL || lc_overlap_of(&z, &x) == LC_PARTIAL || lc_overlap_of(&z, &y) == LC_PARTIAL ||
+        lc_overlap_of(&z, &w) != LC_DISJOINT || lc_overlap_of(&y, &w) != LC_DISJOINT) {
+        return false;
+    }
+    t->kind = LC_TAIL_RMS_NORM;
+    t->count = be->tail_count;
+    t->x = x.data;
+    copy_strides(t->x_nb, &x);
+    t->w = w.data;
+    t->w_nb0 = w.nb[0];
+    t->y = y.data;
+    copy_strides(t->y_nb, &y);
+    t->z = z.data;
+    t->z_nb0 = z.nb[0];
+    t->f = loom_get_op_param_f32(norm, 0);
+    return true;
+}
+
+enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * fused) {
     struct lc_tensor a, b, d;
     struct lc_mv_epi epi;
+    struct loom_tensor * mm = nodes[0];
     /* nothing fuses (or a tensor is not on this device: the unfused path reports it) */
-    if (!matvec_plan(be, mm, next, next2, &a, &b, &d, &epi, fused) || *fused == 0) return LOOM_OK;
-    return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL);
+    if (!matvec_plan(be, mm, n > 1 ? nodes[1] : NULL, n > 2 ? nodes[2] : NULL, &a, &b, &d, &epi, fused)) return LOOM_OK;
+    struct lc_mv_tail tail;
+    memset(&tail, 0, sizeof tail);
+    const int at = 1 + *fused; /* the first node after the epilogue's */
+    if (be->tail && at < n && epi.kind != LC_EPI_ROPE && epi.kind != LC_EPI_COPY) {
+        if (*fused == 0 && soft_max_tail_for(be, mm, nodes[at], &a, &b, &d, &tail)) {
+            *fused += 1;
+        } else if (rms_norm_tail_for(be, nodes[at - 1], nodes[at], at + 1 < n ? nodes[at + 1] : NULL, &tail)) {
+            *fused += 2;
+        }
+    }
+    if (*fused == 0) return LOOM_OK;
+    return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL, tail.kind != LC_TAIL_NONE ? &tail : NULL);
 }
 
 enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,

@@ -24,15 +24,19 @@ size_t lc_mul_mat_scratch(const struct loom_tensor * op);
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst);
 /* True when 'op' takes the matrix-vector kernels (no cuBLAS, no scratch). */
 bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
-/* When 'mm' takes the matrix-vector kernels and 'next' is ADD or MUL of its result and another
- * F32 tensor of its shape, SILU of its result, a copy of a permutation of its result (CPY, DUP,
- * CONT: the V cache store, the merge of the attention heads), or a normal-mode ROPE of its result
- * viewed as [head_dim, n_head, N] (then also 'next2' when it copies the rotated result: the K
- * cache store), and the memory allows it, queues them in one kernel (every result still written)
- * and sets '*fused' to the number of nodes after 'mm' it covers (1 or 2); otherwise queues
- * nothing ('next2' may be NULL). */
-enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * mm, struct loom_tensor * next, struct loom_tensor * next2,
-                                  int * fused);
+/* nodes[0] is a product and nodes[1 .. n-1] the compute nodes after it. When the product takes
+ * the matrix-vector kernels and the nodes after it are, in order:
+ *  - an epilogue: ADD or MUL of its result and another F32 tensor of its shape, SILU of its result,
+ *    a copy of a permutation of its result (CPY, DUP, CONT, SET_ROWS: the V cache store, the merge
+ *    of the attention heads), or a normal-mode ROPE of its result viewed as [head_dim, n_head, N]
+ *    (then also the copy of the rotated result that follows: the K cache store);
+ *  - then (one column, no rotation or copy) a tail that the launch's last block computes from the
+ *    whole result: SOFT_MAX of the product's result (the attention scores), or RMS_NORM of the
+ *    result or of the ADD/MUL/SILU epilogue's with the MUL by a weight row that follows it (the
+ *    next layer's normalised input; LOOM_CUDA_TAIL=0 turns tails off),
+ * and the memory allows it, queues them in one kernel (every result still written) and sets
+ * '*fused' to the number of nodes after the product it covers; otherwise queues nothing. */
+enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * fused);
 /* SwiGLU of four consecutive nodes -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x),
  * out = MUL(act, up) -- in one matrix-vector launch that reads x once for both matrices (all
  * four results written); sets '*fused' when it applies, otherwise queues nothing. */

@@ -2,10 +2,8 @@
  * with the MUL by a weight vector that follows it in LLaMA-style graphs. */
 #include "cuda-norm.cuh"
 
-#define LC_RMS_CACHED 16 /* elements each thread keeps in registers; longer rows are read twice */
-
 /* y = x / rms(x); with 'has_mul' also z = y * w (w broadcast over rows, w->ne[0] == ne0). At most
- * LC_RMS_THREADS threads: the cached row must fit the registers of a full block. */
+ * LC_RMS_THREADS threads. */
 #define LC_RMS_THREADS 512
 __global__ void __launch_bounds__(LC_RMS_THREADS) lc_rms_norm_kernel(struct lc_tensor a, struct lc_tensor d, float eps, struct lc_tensor w, struct lc_tensor z,
                                    int has_mul) {
@@ -13,11 +11,7 @@ __global__ void __launch_bounds__(LC_RMS_THREADS) lc_rms_norm_kernel(struct lc_t
     lc_pdl_wait();
     __shared__ float shared[32];
     const int64_t nrows = d.ne[1] * d.ne[2] * d.ne[3];
-    const int64_t n = a.ne[0];
-    const bool cached = n <= (int64_t)LC_RMS_CACHED * blockDim.x;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
-        const char * x = a.data + lc_row_offset(a, r);
-        char * y = d.data + lc_row_offset(d, r);
         const char * wr = NULL;
         char * zr = NULL;
         if (has_mul) {
@@ -25,40 +19,8 @@ __global__ void __launch_bounds__(LC_RMS_THREADS) lc_rms_norm_kernel(struct lc_t
             wr = w.data + (i1 % w.ne[1]) * w.nb[1] + (i2 % w.ne[2]) * w.nb[2] + (i3 % w.ne[3]) * w.nb[3];
             zr = z.data + lc_row_offset(z, r);
         }
-        if (cached) { /* one read of the row, the weights loaded alongside it */
-            float v[LC_RMS_CACHED], g[LC_RMS_CACHED];
-            float s = 0.0f;
-#pragma unroll
-            for (int k = 0; k < LC_RMS_CACHED; k++) {
-                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-                v[k] = i < n ? *(const float *)(x + i * a.nb[0]) : 0.0f;
-                g[k] = has_mul && i < n ? *(const float *)(wr + i * w.nb[0]) : 0.0f;
-                s += v[k] * v[k];
-            }
-            s = lc_block_sum(s, shared);
-            const float scale = rsqrtf(s / (float)n + eps);
-#pragma unroll
-            for (int k = 0; k < LC_RMS_CACHED; k++) {
-                const int64_t i = threadIdx.x + (int64_t)k * blockDim.x;
-                if (i >= n) continue;
-                const float t = v[k] * scale;
-                *(float *)(y + i * d.nb[0]) = t;
-                if (has_mul) *(float *)(zr + i * z.nb[0]) = t * g[k];
-            }
-            continue;
-        }
-        float s = 0.0f;
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const float v = *(const float *)(x + i * a.nb[0]);
-            s += v * v;
-        }
-        s = lc_block_sum(s, shared);
-        const float scale = rsqrtf(s / (float)n + eps);
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const float t = *(const float *)(x + i * a.nb[0]) * scale;
-            *(float *)(y + i * d.nb[0]) = t;
-            if (has_mul) *(float *)(zr + i * z.nb[0]) = t * *(const float *)(wr + i * w.nb[0]);
-        }
+        lc_rms_norm_row(a.data + lc_row_offset(a, r), a.nb[0], d.data + lc_row_offset(d, r), d.nb[0], wr, w.nb[0], zr, z.nb[0], a.ne[0], eps,
+                        shared);
     }
 }
 
