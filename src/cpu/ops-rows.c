@@ -74,6 +74,15 @@ static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * d
         uint8_t * d = cpu_elem(dst, j0, id, 0, 0);
         if (dense) {
             cpu_convert(p->vec, LOOM_TYPE_F32, s, dst->type, d, j1 - j0);
+        } else if (b->nb[0] == sizeof(float) && loom_type_size(dst->type) == 2) {
+            /* a dense source into strided F16/BF16 (the transposed V cache): converted with the
+             * SIMD kernels a piece at a time, then scattered */
+            uint16_t tmp[256];
+            for (int64_t j = 0; j < j1 - j0; j += 256) {
+                const int64_t m = j1 - j0 - j < 256 ? j1 - j0 - j : 256;
+                cpu_convert(p->vec, LOOM_TYPE_F32, s + j * 4, dst->type, tmp, m);
+                for (int64_t q = 0; q < m; q++) memcpy(d + (j + q) * (int64_t)dst->nb[0], &tmp[q], 2);
+            }
         } else {
             for (int64_t j = 0; j < j1 - j0; j++) {
                 float v;
