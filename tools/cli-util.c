@@ -130,9 +130,15 @@ int cli_getopt(int argc, char ** argv, const char * shortopts, const struct opti
     if (c == -1) return c;
     const char * elem = optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
     g_opt_text = elem;
-    if (c == '?' || c == ':' || idx < 0) return c;
+    const bool short_opt = elem[0] == '-' && elem[1] && elem[1] != '-' && !elem[2];
     while (*elem == '-') elem++;
-    size_t len = strcspn(elem, "=");
+    const size_t len = strcspn(elem, "=");
+    if (c == ':' && !short_opt) { /* a value missing: only for an option spelled out in full */
+        bool exact = false;
+        for (int i = 0; longopts[i].name && !exact; i++) exact = strlen(longopts[i].name) == len && !strncmp(longopts[i].name, elem, len);
+        if (!exact) c = '?';
+    }
+    if (c == '?' || c == ':' || idx < 0) return c;
     if (strlen(longopts[idx].name) != len || strncmp(longopts[idx].name, elem, len) != 0) {
         optopt = 0;
         return '?'; /* an abbreviation: refused, so that options mean exactly what they say */

@@ -307,7 +307,7 @@ int loom_cmd_run(int argc, char ** argv) {
         n_gen++;
         if (o.n_predict >= 0 && n_gen >= o.n_predict) break;
         if (loom_llama_n_past(s.lctx) >= n_ctx) {
-            fprintf(stderr, "\n(context full: %d tokens)\n", n_ctx);
+            fprintf(stderr, "\n(context full: %d token%s)\n", n_ctx, n_ctx == 1 ? "" : "s");
             break;
         }
         t0 = loom_time_us();

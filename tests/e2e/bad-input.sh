@@ -34,6 +34,8 @@ expect_fail "missing prompt file" "$bin" run -m "$model" -f "$tmp/none.txt"
 expect_fail "unknown device" "$bin" run -m "$model" -ngl 1 --device nosuch -p hi
 expect_fail "unknown command" "$bin" frobnicate
 expect_fail "abbreviated option" "$bin" run -m "$model" --te 0 -p hi
+expect_fail "abbreviated option as the last argument" "$bin" run -m "$model" -p hi --cache
+grep -q "unknown option '--cache'" "$tmp/err" || { echo "FAIL: abbreviated last option named as needing a value: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail "unknown device without -ngl" "$bin" run -m "$model" --device nosuch -p hi
 expect_fail "CPU as offload device" "$bin" run -m "$model" --device CPU -ngl 1 -p hi
 expect_fail "stray argument" "$bin" run -m "$model" -p hi extra
