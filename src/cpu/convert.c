@@ -22,6 +22,23 @@ static void from_f32(const struct cpu_vec * vec, const float * src, enum loom_ty
     }
 }
 
+void cpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type type, void * dst, size_t stride, int64_t n) {
+    const size_t es = loom_type_size(type);
+    uint8_t * d = dst;
+    if (stride == es) {
+        from_f32(vec, src, type, dst, n);
+    } else if (es == 2) { /* converted a piece at a time with the SIMD kernels, then scattered */
+        uint16_t tmp[256];
+        for (int64_t i = 0; i < n; i += 256) {
+            const int64_t m = n - i < 256 ? n - i : 256;
+            from_f32(vec, src + i, type, tmp, m);
+            for (int64_t q = 0; q < m; q++) memcpy(d + (i + q) * (int64_t)stride, &tmp[q], 2);
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * (int64_t)stride, &src[i], 4);
+    }
+}
+
 void cpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type, void * dst,
                  int64_t n) {
     if (src_type == dst_type) {

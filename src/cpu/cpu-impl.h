@@ -111,6 +111,10 @@ static inline void cpu_store_f32(enum loom_type type, void * p, float v) {
  * in 'dst' (SIMD when the elements are dense). */
 void cpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n);
 
+/* Converts 'n' contiguous F32 values to 'type' (F32, F16 or BF16) at 'dst' with byte stride
+ * 'stride' (SIMD conversion, also for strided F16/BF16 destinations such as a transposed cache). */
+void cpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type type, void * dst, size_t stride, int64_t n);
+
 /* Converts 'n' contiguous elements between float types (either may be F32, F16 or BF16). */
 void cpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type,
                  void * dst, int64_t n);

@@ -55,7 +55,7 @@ static bool set_rows_supports(const struct loom_tensor * dst) {
 static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const struct loom_tensor * b = dst->src[0], * ids = dst->src[1];
     const int64_t ne0 = dst->ne[0];
-    const bool dense = dst->nb[0] == loom_type_size(dst->type) && b->nb[0] == sizeof(float);
+    const bool dense = b->nb[0] == sizeof(float); /* source rows; the destination may have any stride */
     int64_t e0, e1;
     cpu_split(ne0 * b->ne[1], p, &e0, &e1);
     for (int64_t e = e0; e < e1;) {
@@ -73,16 +73,7 @@ static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * d
         const uint8_t * s = cpu_elem(b, j0, i, 0, 0);
         uint8_t * d = cpu_elem(dst, j0, id, 0, 0);
         if (dense) {
-            cpu_convert(p->vec, LOOM_TYPE_F32, s, dst->type, d, j1 - j0);
-        } else if (b->nb[0] == sizeof(float) && loom_type_size(dst->type) == 2) {
-            /* a dense source into strided F16/BF16 (the transposed V cache): converted with the
-             * SIMD kernels a piece at a time, then scattered */
-            uint16_t tmp[256];
-            for (int64_t j = 0; j < j1 - j0; j += 256) {
-                const int64_t m = j1 - j0 - j < 256 ? j1 - j0 - j : 256;
-                cpu_convert(p->vec, LOOM_TYPE_F32, s + j * 4, dst->type, tmp, m);
-                for (int64_t q = 0; q < m; q++) memcpy(d + (j + q) * (int64_t)dst->nb[0], &tmp[q], 2);
-            }
+            cpu_from_f32(p->vec, (const float *)s, dst->type, d, dst->nb[0], j1 - j0);
         } else {
             for (int64_t j = 0; j < j1 - j0; j++) {
                 float v;

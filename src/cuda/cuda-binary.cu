@@ -37,9 +37,7 @@ bool lc_binary_supported(const struct loom_tensor * op) {
 
 enum loom_status lc_binary(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, b, d;
-    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &b);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    enum loom_status st = lc_operands_of(be, dst, &a, &b, &d);
     if (st != LOOM_OK) return st;
     /* the common case, all contiguous and the same shape: one flat row */
     bool same = true;

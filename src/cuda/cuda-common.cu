@@ -88,6 +88,15 @@ enum loom_status lc_tensor_of(const struct lc_backend * be, const struct loom_te
     return LOOM_OK;
 }
 
+enum loom_status lc_operands_of(const struct lc_backend * be, const struct loom_tensor * dst, struct lc_tensor * s0, struct lc_tensor * s1,
+                                struct lc_tensor * d) {
+    enum loom_status st = lc_tensor_of(be, dst->src[0], false, s0);
+    if (st == LOOM_OK && dst->src[1]) st = lc_tensor_of(be, dst->src[1], false, s1);
+    if (st == LOOM_OK && !dst->src[1]) *s1 = *s0;
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, d);
+    return st;
+}
+
 struct lc_rows_launch lc_rows_launch_for(int64_t ne0, int64_t nrows) {
     struct lc_rows_launch l;
     unsigned bx = 32;

@@ -159,6 +159,10 @@ bool lc_is_weight(const struct loom_tensor * t);
  * (and write it when 'write'). Errors: LOOM_ERR_INVALID_ARG (no data), LOOM_ERR_UNSUPPORTED (a
  * buffer this device cannot reach, a misaligned address). */
 enum loom_status lc_tensor_of(const struct lc_backend * be, const struct loom_tensor * t, bool write, struct lc_tensor * out);
+/* The views of node 'dst' (written) and of its sources 0 and 1 (read): lc_tensor_of for each; when
+ * the node has no second source, '*s1' is set to '*s0' (present but unused). */
+enum loom_status lc_operands_of(const struct lc_backend * be, const struct loom_tensor * dst, struct lc_tensor * s0, struct lc_tensor * s1,
+                                struct lc_tensor * d);
 /* A contiguous descriptor of shape 'ne' and 'type' at device address 'data'. */
 struct lc_tensor lc_tensor_contiguous(void * data, int type, const int64_t * ne);
 static inline int64_t lc_nelements(const struct lc_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }

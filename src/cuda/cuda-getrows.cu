@@ -31,9 +31,7 @@ bool lc_get_rows_supported(const struct loom_tensor * op) {
 
 enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, ids, d;
-    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &ids);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    enum loom_status st = lc_operands_of(be, dst, &a, &ids, &d);
     if (st != LOOM_OK) return st;
     struct lc_rows_launch l = lc_rows_launch_for(d.ne[0], lc_nrows(&d));
     int * err = be->err_dev;
@@ -66,9 +64,7 @@ bool lc_set_rows_supported(const struct loom_tensor * op) {
 
 enum loom_status lc_set_rows(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor b, ids, d;
-    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &b);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &ids);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    enum loom_status st = lc_operands_of(be, dst, &b, &ids, &d);
     if (st != LOOM_OK) return st;
     struct lc_rows_launch l = lc_rows_launch_for(b.ne[0], b.ne[1]);
     int * err = be->err_dev;

@@ -843,9 +843,7 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op) { return lc_mm_plan_for
 
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, b, d;
-    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &b);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    enum loom_status st = lc_operands_of(be, dst, &a, &b, &d);
     if (st != LOOM_OK) return st;
     struct lc_mm_plan p = lc_mm_plan_for(dst);
     if (p.matvec) {

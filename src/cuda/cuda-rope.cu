@@ -77,9 +77,7 @@ static enum loom_status launch(struct lc_backend * be, struct loom_tensor * dst,
 
 enum loom_status lc_rope(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, pos, d;
-    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst->src[1], false, &pos);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    enum loom_status st = lc_operands_of(be, dst, &a, &pos, &d);
     if (st != LOOM_OK) return st;
     struct lc_scatter none;
     memset(&none, 0, sizeof none);

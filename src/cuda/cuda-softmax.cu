@@ -43,11 +43,8 @@ bool lc_soft_max_supported(const struct loom_tensor * op) {
 
 enum loom_status lc_soft_max(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor a, m, d;
-    enum loom_status st = lc_tensor_of(be, dst->src[0], false, &a);
-    if (st == LOOM_OK && dst->src[1]) st = lc_tensor_of(be, dst->src[1], false, &m);
-    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);
+    enum loom_status st = lc_operands_of(be, dst, &a, &m, &d); /* no mask: 'm' is 'a', unused */
     if (st != LOOM_OK) return st;
-    if (!dst->src[1]) m = a; /* unused */
     const int64_t nrows = lc_nrows(&d);
     const bool warp = d.ne[0] <= 1024; /* one warp per row: its reductions need no barrier */
     const unsigned threads = warp ? 32 : d.ne[0] <= 2048 ? 256 : 1024;
