@@ -77,7 +77,8 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         if (dims[i]) *fields[i] = (int32_t)dims[i];
     }
     if (!dims[4] && dims[3] && !have_preset) p.n_head_kv = p.n_head;
-    if (optind < argc || !out) {
+    if (!cli_no_more_args("gen-model", argc, argv)) return 1;
+    if (!out) {
         fprintf(stderr, "loom gen-model: need -o OUT.gguf (see -h)\n");
         return 1;
     }

@@ -52,6 +52,11 @@ static struct loom_tensor * weight(struct loom_model * m, const struct loom_gguf
         *status = LOOM_ERR_UNSUPPORTED;
         return NULL;
     }
+    if (!ne1 && type != LOOM_TYPE_F32) { /* the norms' weights multiply F32 activations */
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' has type %s; Loom needs norm weights in f32", name, loom_type_name(type));
+        *status = LOOM_ERR_UNSUPPORTED;
+        return NULL;
+    }
     struct loom_tensor * t = ne1 ? loom_new_tensor_2d(ctx, type, ne0, ne1) : loom_new_tensor_1d(ctx, type, ne0);
     loom_set_name(t, name);
     loom_set_weight(t);

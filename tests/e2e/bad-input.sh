@@ -40,6 +40,8 @@ expect_fail "unknown device without -ngl" "$bin" run -m "$model" --device nosuch
 expect_fail "CPU as offload device" "$bin" run -m "$model" --device CPU -ngl 1 -p hi
 expect_fail "stray argument" "$bin" run -m "$model" -p hi extra
 expect_fail "prompt file is a directory" "$bin" run -m "$model" -f "$tmp"
+expect_fail "gen-model stray argument" "$bin" gen-model --preset 260k -o "$tmp/never.gguf" extra
+grep -q "unexpected argument 'extra'" "$tmp/err" || { echo "FAIL: gen-model stray argument: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail "tokenize stray argument" "$bin" tokenize -m "$model" -p hi extra
 expect_fail "tokenize abbreviation" "$bin" tokenize -m "$model" -p hi -n 3
 expect_fail "bench nothing to measure" "$bin" bench -m "$model" -p 0 -n 0
@@ -58,4 +60,10 @@ cp "$model" "$tmp/layers.gguf"
 at=$(grep -obUa 'llama.block_count' "$tmp/layers.gguf" | head -1 | cut -d: -f1)
 printf '\x05\x00\x00\x0c' | dd of="$tmp/layers.gguf" bs=1 seek=$((at + 17 + 4)) conv=notrunc status=none
 expect_fail "huge block count" timeout 20 "$bin" run -m "$tmp/layers.gguf" -p hi
+# a norm weight stored as F16 (the tensor info's type field after the name, n_dims and one dimension)
+cp "$model" "$tmp/norm16.gguf"
+at=$(grep -obUa 'output_norm.weight' "$tmp/norm16.gguf" | head -1 | cut -d: -f1)
+printf '\x01' | dd of="$tmp/norm16.gguf" bs=1 seek=$((at + 18 + 4 + 8)) conv=notrunc status=none
+expect_fail "F16 norm weight" timeout 20 "$bin" run -m "$tmp/norm16.gguf" -p hi -n 4
+expect_fail "F16 norm weight (bench)" timeout 20 "$bin" bench -m "$tmp/norm16.gguf" -p 8 -n 2 -r 1
 [ $fails -eq 0 ] && echo "all bad inputs rejected cleanly" || exit 1
