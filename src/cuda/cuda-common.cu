@@ -190,9 +190,9 @@ bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy
     return true;
 }
 
-void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args) {
+void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args, size_t smem) {
     if (!(be->pdl && be->pdl_prev)) {
-        (void)cudaLaunchKernel(func, grid, block, args, 0, be->stream);
+        (void)cudaLaunchKernel(func, grid, block, args, smem, be->stream);
         return;
     }
     cudaLaunchAttribute attr = {};
@@ -201,6 +201,7 @@ void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = be->stream;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;

@@ -65,6 +65,19 @@ struct lc_graph_chunk {
 #define LC_GRAPH_CHUNKS 32
 #define LC_CUBLAS_WORKSPACE ((size_t)32 << 20) /* bytes: what NVIDIA advises for Hopper */
 #define LC_TAIL_COUNTERS 4096 /* arrival counters of kernels whose last block computes a fused node (cuda-mulmat.cu) */
+#define LC_PRE_MAX_K 65536    /* the longest row a pre-norm takes (cuda-mulmat.cu), F32 elements */
+#define LC_PRE_MAX_PARTS 8192 /* the most partial sums of squares a pre-norm takes */
+
+/* What the last launch left for a pre-norm of the products after it (cuda-mulmat.cu): u = h * g in
+ * be->pre_u and nparts sums of h^2 in be->pre_parts, for the norm of 'h' (device address, K
+ * elements) with the weight row 'g'. */
+struct lc_pre_handoff {
+    bool valid;
+    const char * h;
+    const char * g;
+    int64_t K;
+    int nparts;
+};
 
 /* What the last cuBLAS product left in scratch: 'src' converted to 'type' at scratch + 'off'
  * (cuda-mulmat.cu); reused by the next product of the same source in the same compute. */
@@ -93,6 +106,11 @@ struct lc_backend {
     bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
     bool multi;                      /* with fuse: a layer's q, k and v products in one launch (LOOM_CUDA_QKV) */
     bool tail;                       /* with fuse: a softmax or norm of a product's result computed by its last block (LOOM_CUDA_TAIL) */
+    bool prenorm;                    /* with fuse: a norm and its MUL computed inside the products that read them (LOOM_CUDA_PRENORM) */
+    float * pre_u;                   /* LC_PRE_MAX_K device floats: a pre-norm's activations */
+    float * pre_parts;               /* LC_PRE_MAX_PARTS device floats: its partial sums of squares */
+    struct lc_pre_handoff pre_next;  /* set by the launch group being queued */
+    struct lc_pre_handoff pre_avail; /* left by the launch group queued before it */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
     bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
@@ -312,8 +330,8 @@ __device__ __forceinline__ void lc_pdl_wait(void) {
 /* Launches kernel 'func' with its arguments 'args' (pointers to each, in order) on the backend's
  * stream -- programmatically when PDL is on and the last work queued is one of our kernels, so it
  * may start while that one drains: every kernel launched this way calls lc_pdl_wait() before it
- * touches memory. A launch error is left for LC_CHECK_LAUNCH. */
-void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args);
+ * touches memory. 'smem': bytes of dynamic shared memory. A launch error is left for LC_CHECK_LAUNCH. */
+void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args, size_t smem = 0);
 
 /* ---------------------------------------------------------------- launch shapes */
 

@@ -36,6 +36,8 @@ static void be_free(loom_backend_t backend) {
     if (be->scratch) cudaFree(be->scratch);
     if (be->err_dev) cudaFree(be->err_dev);
     if (be->tail_count) cudaFree(be->tail_count);
+    if (be->pre_u) cudaFree(be->pre_u);
+    if (be->pre_parts) cudaFree(be->pre_parts);
     if (be->err_host) cudaFreeHost(be->err_host);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be);
@@ -153,6 +155,8 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
               LC_CHECK(cudaMemset(be->err_dev, 0, sizeof(int))) == LOOM_OK &&
               LC_CHECK(cudaMalloc((void **)&be->tail_count, LC_TAIL_COUNTERS * sizeof(unsigned))) == LOOM_OK &&
               LC_CHECK(cudaMemset(be->tail_count, 0, LC_TAIL_COUNTERS * sizeof(unsigned))) == LOOM_OK &&
+              LC_CHECK(cudaMalloc((void **)&be->pre_u, LC_PRE_MAX_K * sizeof(float))) == LOOM_OK &&
+              LC_CHECK(cudaMalloc((void **)&be->pre_parts, LC_PRE_MAX_PARTS * sizeof(float))) == LOOM_OK &&
               LC_CHECK(cudaHostAlloc((void **)&be->err_host, sizeof(int), cudaHostAllocDefault)) == LOOM_OK &&
               LC_CHECK(cudaDeviceSynchronize()) == LOOM_OK;
     if (!ok) {
@@ -166,6 +170,7 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
     be->fuse = loom_env_flag("LOOM_CUDA_FUSE", true);
     be->multi = loom_env_flag("LOOM_CUDA_QKV", true);
     be->tail = loom_env_flag("LOOM_CUDA_TAIL", true);
+    be->prenorm = loom_env_flag("LOOM_CUDA_PRENORM", true);
     be->pdl = loom_env_flag("LOOM_CUDA_PDL", true);
     const char * gemm = getenv("LOOM_CUDA_GEMM");
     lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);

@@ -106,9 +106,10 @@ static void profile_group(struct lc_backend * be, const struct loom_cgraph * g, 
         size_t n = strlen(label);
         snprintf(label + n, sizeof label - n, "+%s", loom_op_name(t->op));
         bytes += (double)loom_nbytes(t);
-        if (t->op == LOOM_OP_MUL_MAT) { /* SwiGLU's second product */
-            flop *= 2;
-            bytes += (double)loom_nbytes(t->src[0]);
+        if (t->op == LOOM_OP_MUL_MAT) { /* SwiGLU's second product, q/k/v, a product after its pre-norm */
+            const struct loom_tensor *a = t->src[0], *b = t->src[1];
+            flop += 2.0 * (double)a->ne[0] * (double)a->ne[1] * (double)b->ne[1] * (double)b->ne[2] * (double)b->ne[3];
+            bytes += (double)loom_nbytes(a);
         }
     }
     lc_profile_group(be, label, flop, bytes);
@@ -130,39 +131,41 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     const int j = next_compute(g, i);
     struct loom_tensor * fused = NULL;
     int last = i;
+    bool queued = false; /* by a fusion */
     enum loom_status st = LOOM_OK;
     be->memcpy_queued = false;
+    /* what the group before left for a pre-norm; only this group may use it */
+    be->pre_avail = be->pre_next;
+    be->pre_next.valid = false;
     if (be->fuse && j < g->n_nodes) {
         /* the node and the compute nodes after it: list[k] is g->nodes[idx[k]] */
-        struct loom_tensor * list[8];
-        int idx[8], n = 0;
-        for (int k = i; k < g->n_nodes && n < 8; k = next_compute(g, k)) {
+        struct loom_tensor * list[12];
+        int idx[12], n = 0;
+        for (int k = i; k < g->n_nodes && n < 12; k = next_compute(g, k)) {
             idx[n] = k;
             list[n++] = g->nodes[k];
         }
         int k = 0; /* nodes after 'node' covered */
-        if (node->op == LOOM_OP_MUL_MAT) {
-            bool f = false;
-            if (n > 3) { /* SwiGLU: four nodes */
-                st = lc_mul_mat_glu(be, node, list[1], list[2], list[3], &f);
-                if (f) k = 3;
+        if (node->op == LOOM_OP_MUL_MAT || node->op == LOOM_OP_RMS_NORM) {
+            int used_nodes = 0;
+            st = lc_mul_mat_group(be, list, n, &used_nodes);
+            if (used_nodes > 0) {
+                k = used_nodes - 1;
+                queued = true;
             }
-            if (st == LOOM_OK && !f && be->multi && n > 2) { /* q, k, v: up to seven nodes */
-                int used_nodes = 0;
-                st = lc_mul_mat_multi(be, list, n, &used_nodes);
-                if (used_nodes > 0) k = used_nodes - 1;
-                f = used_nodes > 0;
-            }
-            if (st == LOOM_OK && !f) st = lc_mul_mat_fused(be, list, n, &k);
-        } else {
+        }
+        if (st == LOOM_OK && !queued && node->op != LOOM_OP_MUL_MAT) {
             bool f = false;
             st = try_fuse(be, node, list[1], &f);
-            if (f) k = 1;
+            if (f) {
+                k = 1;
+                queued = true;
+            }
         }
         last = idx[k];
         if (last != i) fused = g->nodes[last];
     }
-    if (st == LOOM_OK && !fused) st = compute_node(be, node);
+    if (st == LOOM_OK && !queued) st = compute_node(be, node);
     *used = last - i + 1;
     if (st != LOOM_OK) {
         loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s%s%s) failed: %s", be->dev->name, i, node->name, loom_op_name(node->op),
@@ -256,6 +259,7 @@ static enum loom_status graphs_failed(struct lc_backend * be, struct loom_cgraph
     loom_log(LOOM_LOG_WARN, "%s: CUDA graphs turned off (%s); launching kernels directly", be->dev->name, why);
     be->graphs = false;
     lc_graphs_free(be);
+    be->pre_next.valid = false; /* left by a group of the capture that did not run */
     return run_direct(be, g, from, n_groups);
 }
 
@@ -419,6 +423,7 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
     if (st != LOOM_OK) return st;
     be->replay_gathers = gathers;
     be->conv.src = NULL; /* scratch from another compute may be stale */
+    be->pre_next.valid = false;
     be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
     if (be->prof) lc_profile_begin(be, blas);
     if (be->graphs && !blas && n_compute >= LC_GRAPH_MIN_NODES && !lc_profile_times_kernels(be->prof)) {

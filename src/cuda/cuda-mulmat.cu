@@ -64,13 +64,15 @@ struct lc_mv_glu {
     int64_t out_nb[4];
 };
 
-/* A node computed from the product's result by the last block to finish (arrivals counted in
+/* RMS_PART (no arrival count, no last block): each row's result (the epilogue's) times the weight
+ * row into u, and each block's sum of its rows' squares, for the pre-norm of the products after.
+ * Otherwise a node computed from the product's result by the last block to finish (arrivals counted in
  * 'count', which that block resets): the RMS norm of the result (or of the epilogue's) with the
  * MUL by its weight (the residual -> the next layer's input; one column, one batch), computed
  * when the whole grid is done, so it may write anywhere the nodes one by one would; or the
  * softmax of each batch's row (KQ -> SOFT_MAX, one column), computed by the last block of that
  * batch while other batches may still run, so its result must lie apart from their operands. */
-enum { LC_TAIL_NONE = 0, LC_TAIL_SOFT_MAX, LC_TAIL_RMS_NORM };
+enum { LC_TAIL_NONE = 0, LC_TAIL_SOFT_MAX, LC_TAIL_RMS_NORM, LC_TAIL_RMS_PART };
 
 struct lc_mv_tail {
     int kind;
@@ -80,7 +82,9 @@ struct lc_mv_tail {
     const char * m;                  /* SOFT_MAX: the mask (NULL: none) */
     int64_t m_nb[4], m_ne2, m_ne3;
     int m_type;
-    const char * w;                  /* RMS_NORM: the MUL's weight row */
+    const char * w;                  /* RMS_NORM, RMS_PART: the MUL's weight row */
+    float * u;                       /* RMS_PART: the result times w, [M] (a pre-norm's activations) */
+    float * parts;                   /* RMS_PART: per block, the sum of the squared results of its rows */
     int64_t w_nb0;
     char * y;                        /* SOFT_MAX / RMS_NORM result */
     int64_t y_nb[4];
@@ -88,6 +92,27 @@ struct lc_mv_tail {
     int64_t z_nb0;
     float f;                         /* SOFT_MAX scale, RMS_NORM epsilon */
 };
+
+/* The RMS norm of a layer's input h and the MUL by the norm's weight row g, finished inside the
+ * products that read them ("pre-norm"): the kernel before them (the residual's product, tail
+ * LC_TAIL_RMS_PART) wrote u = h * g and each of its blocks the sum of h^2 over its rows; the
+ * products stream u as their activations (b = u: the same inner loop as without a norm), each warp
+ * sums the partial sums after the wait for that kernel (in one fixed order, so every warp gets the
+ * same scale) and scales its results by 1/sqrt(mean(h^2) + eps). No kernel and no last block computes
+ * the norm before the products can start. The blocks of the launch's first product also write the
+ * norm's result y = h * scale and the MUL's z = u * scale, a slice each. */
+struct lc_mv_pre {
+    const float * parts;             /* the sums of h^2, [nparts] */
+    int nparts;                      /* at most LC_PRE_ASYNC_PARTS: copied into shared memory while the products run */
+    const char * h;                  /* F32 [K], dense */
+    char * y;                        /* the norm's result, F32 [K] dense; NULL: not written (a later result of the launch covers it) */
+    char * z;                        /* the MUL's result; NULL: not written */
+    float eps;
+    int write;                       /* this product's blocks write y and z */
+};
+
+/* What a matrix-vector kernel computes besides the products (template argument X). */
+enum { LC_MV_PLAIN = 0, LC_MV_TAIL, LC_MV_PRE };
 
 struct lc_mv_args {
     const char * a;                  /* [K, M, ne2a, ne3a] rows dense */
@@ -107,23 +132,28 @@ struct lc_mv_args {
     struct lc_mv_epi epi;
     struct lc_mv_glu glu;
     struct lc_mv_tail tail;
+    struct lc_mv_pre pre;            /* with X == LC_MV_PRE */
 };
 
-/* The fused node's element (row, j, i2, i3), given the product's value 'v' there. */
-__device__ __forceinline__ void lc_mv_epilogue(const struct lc_mv_args & p, int64_t row, int64_t j, int64_t i2, int64_t i3, float v) {
+/* The fused node's element (row, j, i2, i3), given the product's value 'v' there; returns the
+ * value written (v for a copy; v when skip_e leaves the element unwritten). */
+__device__ __forceinline__ float lc_mv_epilogue(const struct lc_mv_args & p, int64_t row, int64_t j, int64_t i2, int64_t i3, float v) {
     const struct lc_mv_epi & e = p.epi;
     if (e.kind == LC_EPI_COPY) {
         lc_scatter_store(e.sc, row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3, v);
-        return;
+        return v;
     }
-    if (p.skip_e) return;
+    if (p.skip_e) return v;
     float * out = (float *)(e.e + row * e.e_nb[0] + j * e.e_nb[1] + i2 * e.e_nb[2] + i3 * e.e_nb[3]);
+    float r;
     if (e.kind == LC_EPI_SILU) {
-        *out = lc_silu(v);
-        return;
+        r = lc_silu(v);
+    } else {
+        const float x = *(const float *)(e.o + row * e.o_nb[0] + j * e.o_nb[1] + i2 * e.o_nb[2] + i3 * e.o_nb[3]);
+        r = e.kind == LC_EPI_ADD ? v + x : v * x; /* both commute exactly: the operands' order does not matter */
     }
-    const float x = *(const float *)(e.o + row * e.o_nb[0] + j * e.o_nb[1] + i2 * e.o_nb[2] + i3 * e.o_nb[3]);
-    *out = e.kind == LC_EPI_ADD ? v + x : v * x; /* both commute exactly: the operands' order does not matter */
+    *out = r;
+    return r;
 }
 
 
@@ -273,30 +303,62 @@ __device__ __forceinline__ void lc_mv_issue(uint4 * my, int s, const char * cons
     lc_cp_async_commit();
 }
 
+/* PRE: the partial sums a warp copies into its own LC_PRE_ASYNC_PARTS floats of (dynamic) shared
+ * memory (lane l: float4 l, l + 32, ...), so that the scale needs no wait for memory at the end. */
+#define LC_PRE_ASYNC_PARTS 512
+#define LC_PRE_SMEM(warps) ((warps) * LC_PRE_ASYNC_PARTS * sizeof(float))
+
+/* The dynamic shared memory a matrix-vector kernel of shape X takes, allowed for it on this device
+ * (a kernel's static and dynamic shared memory above 48 KiB need the attribute). */
+static size_t lc_mv_smem(const void * func, int x, int warps) {
+    if (x != LC_MV_PRE) return 0;
+    (void)cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LC_PRE_SMEM(warps));
+    return LC_PRE_SMEM(warps);
+}
+
+/* PRE: 1/sqrt(mean(h^2) + eps) from the partial sums 'parts' (global or this warp's shared copy),
+ * summed in one fixed order, so every warp gets the same scale. */
+__device__ __forceinline__ float lc_mv_pre_scale(const struct lc_mv_args & p, const float * parts) {
+    float s = 0.0f;
+    for (int i = threadIdx.x % 32; i < p.pre.nparts; i += 32) s += parts[i];
+    return rsqrtf(lc_warp_sum(s) / (float)p.K + p.pre.eps);
+}
+
+/* The wait for the previous kernel (whose results this one reads). PRE: then the scale, or with
+ * 'sm' (this warp's LC_PRE_ASYNC_PARTS floats of shared memory) the partial sums' copy into it,
+ * started in a cp.async group of its own (scale = -1: read once this thread's copies are done). */
+template <bool PRE>
+__device__ __forceinline__ void lc_mv_wait(const struct lc_mv_args & p, bool & waited, float & scale, float * sm = NULL) {
+    lc_pdl_wait();
+    waited = true;
+    if (!PRE) return;
+    if (!sm) {
+        scale = lc_mv_pre_scale(p, p.pre.parts);
+        return;
+    }
+    for (int i = threadIdx.x % 32; 4 * i < p.pre.nparts; i += 32) lc_cp_async16((uint4 *)sm + i, (const uint4 *)p.pre.parts + i);
+    lc_cp_async_commit();
+    scale = -1.0f;
+}
+
 /* The full stages of a warp's rows (32 * UNROLL vectors per row each) through a ring of STAGES
  * slots in shared memory ('ring': STAGES * UNROLL * ROWS * 32 * WARPS vectors): STAGES - 1 stages in flight while one is summed, so each thread has
  * (STAGES - 1) * ROWS * UNROLL 16-byte loads outstanding without holding them in registers.
  * Constant weights start before the wait for the previous kernel. Returns the first vector
  * (of this lane) left for the caller. */
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, bool PRE>
 __device__ __forceinline__ int64_t lc_mv_staged(const struct lc_mv_args & p, uint4 * ring, const char * const * a, const char * b,
-                                                int64_t nvec, int lane, bool & waited, float (*acc)[NC]) {
+                                                int64_t nvec, int lane, bool & waited, float (*acc)[NC], float & scale, float * pre_sm) {
     const int NT = 32 * WARPS, V = lc_mv_vec<T>::n;
     uint4 * my = ring + threadIdx.x;
     const int64_t nstage = nvec / (32 * UNROLL);
-    if (!waited && !p.a_const) {
-        lc_pdl_wait();
-        waited = true;
-    }
+    if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale, pre_sm);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < nstage) lc_mv_issue<ROWS, UNROLL, NT>(my, s, a, lane + 32 * UNROLL * (int64_t)s);
         else lc_cp_async_commit(); /* an empty group keeps the count */
     }
-    if (!waited) {
-        lc_pdl_wait();
-        waited = true;
-    }
+    if (!waited) lc_mv_wait<PRE>(p, waited, scale, pre_sm);
     for (int64_t j = 0; j < nstage; j++) {
         lc_cp_async_wait<STAGES - 2>(); /* stage j has landed */
         const int s = (int)(j % STAGES);
@@ -320,10 +382,23 @@ __device__ __forceinline__ int64_t lc_mv_staged(const struct lc_mv_args & p, uin
  * computes the tail (comment of lc_mv_tail). Every thread of the block calls it; 'shared' is
  * LC_MV_TAIL_SHARED bytes of shared memory. */
 #define LC_MV_TAIL_SHARED 256 /* bytes of shared memory the tail uses: 32 floats for reductions, a flag */
-__device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, int64_t bt, float * shared) {
+#define LC_TAIL_ROWS 2          /* the kernel shape of products with a tail: rows per warp, */
+#define LC_TAIL_WARPS 4         /* warps per block */
+__device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, int64_t bt, float * shared, float hsq) {
     const struct lc_mv_tail & t = p.tail;
     unsigned & last = *(unsigned *)(shared + 32);
     __syncthreads(); /* every warp of the block has written (and is done with the staging ring) */
+    if (t.kind == LC_TAIL_RMS_PART) { /* the block's sum of squares, its warps in order */
+        if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = hsq;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float s = 0.0f;
+            for (int w = 0; w < (int)(blockDim.x / 32); w++) s += shared[w];
+            t.parts[blockIdx.x] = s;
+        }
+        __syncthreads();
+        return;
+    }
     if (threadIdx.x == 0) {
         __threadfence(); /* the block's writes are visible before its arrival */
         unsigned * c = t.count + bt;
@@ -357,13 +432,29 @@ __device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, i
     __syncthreads();
 }
 
+/* PRE: block blockIdx.x's slice of the norm's result y = h * scale and the MUL's z = u * scale, by
+ * its first warp ('u': the activations the products read). The first (at most 128) blocks of the
+ * product (M rows, 'rows_per_block' each) share the K elements: blocks of the first wave, whose
+ * loads at the end overlap the later blocks' products. */
+__device__ __forceinline__ void lc_mv_pre_store(const struct lc_mv_args & p, const char * u, float scale, int64_t rows_per_block, int lane) {
+    const int64_t nblk = (p.M + rows_per_block - 1) / rows_per_block, nw = nblk < 128 ? nblk : 128, chunk = (p.K + nw - 1) / nw;
+    if (blockIdx.x >= nw) return;
+    const int64_t lo = (int64_t)blockIdx.x * chunk, hi = lo + chunk < p.K ? lo + chunk : p.K;
+    for (int64_t k = lo + lane; k < hi; k += 32) {
+        if (p.pre.y) ((float *)p.pre.y)[k] = ((const float *)p.pre.h)[k] * scale;
+        if (p.pre.z) ((float *)p.pre.z)[k] = ((const float *)u)[k] * scale;
+    }
+}
+
 /* Each warp computes ROWS consecutive rows of the result (WARPS warps per block; SwiGLU: ROWS/2
  * rows of each matrix); every thread keeps ROWS * UNROLL independent 16-byte weight loads in
  * flight. Rows past M are clamped (read again, never written). Launched programmatically (lc_launch), a kernel with constant weights
  * issues its first weight loads before waiting for the previous kernel, so the DRAM pipeline
  * fills while that one drains. */
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, bool TAIL = false>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, int X = LC_MV_PLAIN>
 __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
+    constexpr bool TAIL = X == LC_MV_TAIL, PRE = X == LC_MV_PRE;
+    static_assert(!PRE || NC == 1, "the pre-norm reads one column");
     lc_pdl_trigger();
     const int lane = threadIdx.x % 32;
     const bool dual = p.a2 != NULL; /* ROWS even: rows row0 .. row0 + HALF - 1 of a, then the same of a2 */
@@ -374,6 +465,8 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
     /* the staging ring; after the products, the tail's scratch (LC_MV_TAIL_SHARED bytes) */
     const int RING_STAGES = STAGES > 1 ? STAGES : 2, RING = STAGES > 0 ? RING_STAGES * UNROLL * ROWS * 32 * WARPS : 0;
     __shared__ uint4 ring[RING > LC_MV_TAIL_SHARED / 16 ? RING : TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
+    extern __shared__ float4 lc_mv_dyn[]; /* PRE: each warp's copy of the partial sums (LC_PRE_SMEM bytes per block) */
+    float * pre_sm = PRE && p.pre.nparts <= LC_PRE_ASYNC_PARTS ? (float *)(lc_mv_dyn + (threadIdx.x / 32) * (LC_PRE_ASYNC_PARTS / 4)) : NULL;
     bool waited = false;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
@@ -390,25 +483,22 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
         for (int r = 0; r < ROWS; r++)
 #pragma unroll
             for (int j = 0; j < NC; j++) acc[r][j] = 0.0f;
+        float scale = 1.0f; /* PRE: 1/rms(h), known once the previous kernel is done */
         int64_t k_tail = 0;
         if (p.vec) {
             const int64_t nvec = p.K / V;
             int64_t v = lane;
-            if (STAGES > 0) v = lc_mv_staged<T, NC, ROWS, UNROLL, WARPS, RING_STAGES>(p, ring, a, b, nvec, lane, waited, acc);
+            if (STAGES > 0) v = lc_mv_staged<T, NC, ROWS, UNROLL, WARPS, RING_STAGES, PRE>(p, ring, a, b, nvec, lane, waited, acc, scale, pre_sm);
             if (!waited && v + 32 * (UNROLL - 1) < nvec) { /* the first step, around the wait */
                 uint4 x[UNROLL][ROWS];
                 if (p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
-                lc_pdl_wait();
-                waited = true;
+                lc_mv_wait<PRE>(p, waited, scale);
                 if (!p.a_const) lc_mv_load<ROWS, UNROLL>(x, a, v);
 #pragma unroll
                 for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, NC, ROWS>(x[u], b, p.b_nb1, (v + 32 * u) * V, acc);
                 v += 32 * UNROLL;
             }
-            if (!waited) {
-                lc_pdl_wait();
-                waited = true;
-            }
+            if (!waited) lc_mv_wait<PRE>(p, waited, scale);
             for (; v + 32 * (UNROLL - 1) < nvec; v += 32 * UNROLL) {
                 uint4 x[UNROLL][ROWS];
                 lc_mv_load<ROWS, UNROLL>(x, a, v);
@@ -423,10 +513,7 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
             }
             k_tail = nvec * V;
         }
-        if (!waited) {
-            lc_pdl_wait();
-            waited = true;
-        }
+        if (!waited) lc_mv_wait<PRE>(p, waited, scale);
         for (int64_t k = k_tail + lane; k < p.K; k += 32) {
 #pragma unroll
             for (int j = 0; j < NC; j++) {
@@ -439,6 +526,16 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
         for (int r = 0; r < ROWS; r++)
 #pragma unroll
             for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
+        if (PRE) {
+            if (scale < 0.0f) { /* every lane's copies are done (lc_mv_staged's last wait); the warp's barrier shows them to all */
+                __syncwarp();
+                scale = lc_mv_pre_scale(p, pre_sm);
+            }
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
+            if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, b, scale, (int64_t)WARPS * (dual ? HALF : ROWS), lane);
+        }
+        float hsq = 0.0f; /* RMS_PART: the sum of this warp's rows' squared results */
         if (lane == 0 && p.epi.kind == LC_EPI_ROPE) {
 #pragma unroll
             for (int r = 0; r + 1 < ROWS; r += 2) {
@@ -470,19 +567,24 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
 #pragma unroll
                 for (int j = 0; j < NC; j++) {
                     if (!p.skip_d) *(float *)(d + j * p.d_nb1) = acc[r][j];
-                    if (p.epi.kind != LC_EPI_NONE) lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
+                    float h = acc[r][j];
+                    if (p.epi.kind != LC_EPI_NONE) h = lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
+                    if (TAIL && p.tail.kind == LC_TAIL_RMS_PART) {
+                        hsq += h * h;
+                        p.tail.u[row0 + r] = h * *(const float *)(p.tail.w + (row0 + r) * p.tail.w_nb0);
+                    }
                 }
             }
         }
-        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)ring);
+        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)ring, hsq);
     }
 }
 
 /* With a tail, at most 128 registers (four blocks per SM): the tail's loads, all in flight at
  * once, would otherwise take more. */
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, bool TAIL>
-__global__ void __launch_bounds__(32 * WARPS, TAIL ? 4 : 1) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES, TAIL>(p);
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
+__global__ void __launch_bounds__(32 * WARPS, X == LC_MV_TAIL ? 4 : 1) lc_matvec_kernel(const __grid_constant__ struct lc_mv_args p) {
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES, X>(p);
 }
 
 /* Several one-column products of the same activations, one per blockIdx.z (each with its own
@@ -493,12 +595,12 @@ struct lc_mv_multi {
     struct lc_mv_args s[LC_MV_MAX_SEG];
 };
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
 __global__ void __launch_bounds__(32 * WARPS) lc_matvec_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
-    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES>(m.s[blockIdx.z]);
+    lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES, X>(m.s[blockIdx.z]);
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
 static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     int64_t blocks = 0;
     for (int i = 0; i < n; i++) {
@@ -506,24 +608,25 @@ static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc
         blocks = b > blocks ? b : blocks;
     }
     void * args[] = {(void *)&m};
-    lc_launch(be, (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES>, dim3((unsigned)blocks, 1, (unsigned)n),
-              dim3(32 * WARPS, 1, 1), args);
+    const void * f = (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, X>;
+    lc_launch(be, f, dim3((unsigned)blocks, 1, (unsigned)n), dim3(32 * WARPS, 1, 1), args, lc_mv_smem(f, X, WARPS));
 }
 
 /* lc_matvec_launch_multi for the weights' element type 'type' (F32, F16 or BF16), one column. */
-template <int ROWS, int UNROLL, int WARPS, int STAGES>
+template <int ROWS, int UNROLL, int WARPS, int STAGES, int X = LC_MV_PLAIN>
 static void lc_matvec_launch_multi_typed(const struct lc_backend * be, const struct lc_mv_multi & m, int n, int type) {
-    if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
-    else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
-    else lc_matvec_launch_multi<__nv_bfloat16, 1, ROWS, UNROLL, WARPS, STAGES>(be, m, n);
+    if (type == LOOM_TYPE_F32) lc_matvec_launch_multi<float, 1, ROWS, UNROLL, WARPS, STAGES, X>(be, m, n);
+    else if (type == LOOM_TYPE_F16) lc_matvec_launch_multi<__half, 1, ROWS, UNROLL, WARPS, STAGES, X>(be, m, n);
+    else lc_matvec_launch_multi<__nv_bfloat16, 1, ROWS, UNROLL, WARPS, STAGES, X>(be, m, n);
 }
 
-template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0, bool TAIL = false>
+template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0, int X = LC_MV_PLAIN>
 static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_args & p) {
     const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     void * args[] = {(void *)&p};
-    lc_launch(be, (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, TAIL>, grid, dim3(32 * WARPS, 1, 1), args);
+    const void * f = (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, X>;
+    lc_launch(be, f, grid, dim3(32 * WARPS, 1, 1), args, lc_mv_smem(f, X, WARPS));
 }
 
 /* One column, two rows per warp (four for tall matrices): straight into registers or staged
@@ -532,7 +635,12 @@ template <typename T>
 static void lc_matvec_one_col(const struct lc_backend * be, const struct lc_mv_args & p) {
     const bool tall = p.M >= 8192;
     if (p.tail.kind != LC_TAIL_NONE) { /* one shape: the tall one's registers would not leave room for the tail's */
-        lc_matvec_launch<T, 1, 2, 2, 4, 6, true>(be, p);
+        lc_matvec_launch<T, 1, LC_TAIL_ROWS, 2, LC_TAIL_WARPS, 6, LC_MV_TAIL>(be, p);
+        return;
+    }
+    if (p.pre.parts) { /* the default staging's shapes (pre_norm_pattern requires it) */
+        if (tall) lc_matvec_launch<T, 1, 4, 2, 4, 3, LC_MV_PRE>(be, p);
+        else lc_matvec_launch<T, 1, 2, 2, 4, 6, LC_MV_PRE>(be, p);
         return;
     }
     switch (g_mv_stages) {
@@ -571,7 +679,7 @@ static void lc_matvec_dispatch(const struct lc_backend * be, const struct lc_mv_
     }
     switch (ncols) {
     case 1:
-        if (g_mv_stages || p.M >= 8192 || p.tail.kind != LC_TAIL_NONE) lc_matvec_one_col<T>(be, p);
+        if (g_mv_stages || p.M >= 8192 || p.tail.kind != LC_TAIL_NONE || p.pre.parts) lc_matvec_one_col<T>(be, p);
         else if (g_mv_mode == 1) lc_matvec_launch<T, 1, 1, 8, 4>(be, p);
         else if (g_mv_mode == 2) lc_matvec_launch<T, 1, 2, 4, 4>(be, p);
         else if (g_mv_mode == 3) lc_matvec_launch<T, 1, 4, 2, 4>(be, p);
@@ -592,6 +700,7 @@ static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * 
                            bool a_const, const char * a2, const struct lc_mv_glu * glu, struct lc_mv_args & p) {
     p.epi = *epi;
     memset(&p.tail, 0, sizeof p.tail);
+    memset(&p.pre, 0, sizeof p.pre);
     p.skip_d = p.skip_e = 0;
     p.a2 = a2;
     if (glu) p.glu = *glu;
@@ -624,12 +733,32 @@ static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * 
     p.vec = vec;
 }
 
+/* A pre-norm (lc_mv_pre) as planned for a launch: the norm's source h and weight row g (read),
+ * the norm's and the MUL's results y and z (written). */
+struct lc_pre_plan {
+    const struct loom_tensor * mul;  /* the MUL node (the products' activations) */
+    struct lc_tensor h, g, y, z;
+    const float * u;                 /* the activations the products read: h * g, dense */
+    struct lc_mv_pre pre;
+};
+
+/* Makes product 'p' (planned with the MUL's result as its activations) read u instead; 'first':
+ * its blocks write y and z. */
+static void pre_norm_apply(const struct lc_pre_plan * pl, bool first, struct lc_mv_args & p) {
+    p.pre = pl->pre;
+    p.pre.write = first;
+    p.b = (const char *)pl->u;
+    p.b_nb1 = p.b_nb2 = p.b_nb3 = pl->h.ne[0] * (int64_t)sizeof(float);
+    p.vec = p.vec && aligned16((int64_t)(uintptr_t)pl->u);
+}
+
 static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
                                   const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
-                                  const struct lc_mv_glu * glu, const struct lc_mv_tail * tail = NULL) {
+                                  const struct lc_mv_glu * glu, const struct lc_mv_tail * tail = NULL, const struct lc_pre_plan * pre = NULL) {
     struct lc_mv_args p;
     lc_matvec_args(a, b, d, epi, a_const, a2, glu, p);
     if (tail) p.tail = *tail;
+    if (pre) pre_norm_apply(pre, true, p);
     const int ncols = (int)b->ne[1];
     if (a->type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(be, p, ncols);
     else if (a->type == LOOM_TYPE_F16) lc_matvec_dispatch<__half>(be, p, ncols);
@@ -985,7 +1114,128 @@ static bool covered_by(const struct lc_tensor * inner, const struct lc_tensor * 
     return olo <= ilo && ihi <= ohi;
 }
 
-enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used) {
+/* The RMS_NORM 'norm' of one F32 column and the MUL 'mul' of its result by an F32 weight row, when
+ * the product 'mm' after them reads the MUL's result: the pattern of a pre-norm, its tensors in
+ * 'pl', or false (also under LOOM_CUDA_PRENORM=0 and for staging shapes other than the default). */
+static bool pre_norm_pattern(const struct lc_backend * be, const struct loom_tensor * norm, const struct loom_tensor * mul,
+                             const struct loom_tensor * mm, struct lc_pre_plan * pl) {
+    if (!be->prenorm || g_mv_stages != 1) return false;
+    if (norm->op != LOOM_OP_RMS_NORM || !lc_rms_norm_supported(norm) || loom_nelements(norm) != norm->ne[0] ||
+        norm->ne[0] > LC_PRE_MAX_K) {
+        return false;
+    }
+    if (mul->op != LOOM_OP_MUL || mul->src[0] != norm || mul->src[1] == norm || mul->type != LOOM_TYPE_F32 ||
+        !loom_are_same_shape(mul, norm)) {
+        return false;
+    }
+    const struct loom_tensor * wt = mul->src[1];
+    if (wt->type != LOOM_TYPE_F32 || !loom_are_same_shape(wt, norm)) return false;
+    if (mm->op != LOOM_OP_MUL_MAT || mm->src[1] != mul || !lc_mm_plan_for(mm).matvec) return false;
+    if (lc_tensor_of(be, norm->src[0], false, &pl->h) != LOOM_OK || lc_tensor_of(be, wt, false, &pl->g) != LOOM_OK ||
+        lc_tensor_of(be, norm, true, &pl->y) != LOOM_OK || lc_tensor_of(be, mul, true, &pl->z) != LOOM_OK) {
+        return false;
+    }
+    if (!lc_is_contiguous(&pl->h) || !lc_is_contiguous(&pl->g) || !lc_is_contiguous(&pl->y) || !lc_is_contiguous(&pl->z)) return false;
+    /* y and z are written while blocks read h; z may replace y element for element */
+    if (lc_overlap_of(&pl->y, &pl->h) != LC_DISJOINT || lc_overlap_of(&pl->z, &pl->h) != LC_DISJOINT ||
+        lc_overlap_of(&pl->y, &pl->z) == LC_PARTIAL) {
+        return false;
+    }
+    pl->mul = mul;
+    pl->u = NULL;
+    memset(&pl->pre, 0, sizeof pl->pre);
+    pl->pre.h = pl->h.data;
+    pl->pre.y = pl->y.data;
+    pl->pre.z = pl->z.data;
+    pl->pre.eps = loom_get_op_param_f32(norm, 0);
+    return true;
+}
+
+/* The pre-norm of the launch from 'norm' on (norm, mul, the first product mm), when the launch
+ * queued before it left u and the partial sums for this norm (be->pre_avail), or false. */
+static bool pre_norm_plan(const struct lc_backend * be, const struct loom_tensor * norm, const struct loom_tensor * mul,
+                          const struct loom_tensor * mm, struct lc_pre_plan * pl) {
+    const struct lc_pre_handoff * ho = &be->pre_avail;
+    if (!ho->valid || !pre_norm_pattern(be, norm, mul, mm, pl)) return false;
+    if (ho->h != pl->h.data || ho->g != pl->g.data || ho->K != pl->h.ne[0]) return false;
+    pl->u = be->pre_u;
+    pl->pre.parts = be->pre_parts;
+    pl->pre.nparts = ho->nparts;
+    return true;
+}
+
+/* The tail that prepares the pre-norm of the products after this launch: 'src' (the product's
+ * result or its epilogue's, M rows of one column) is the source of RMS_NORM 'norm', whose MUL
+ * 'mul' the product 'mm' reads. Sets the tail and what the launch leaves for the next one. */
+static bool rms_part_tail_for(struct lc_backend * be, const struct loom_tensor * src, const struct loom_tensor * norm,
+                              const struct loom_tensor * mul, const struct loom_tensor * mm, struct lc_mv_tail * t,
+                              struct lc_pre_handoff * ho) {
+    struct lc_pre_plan pl;
+    if (norm->src[0] != src || !pre_norm_pattern(be, norm, mul, mm, &pl)) return false;
+    /* the next launch could not take it (pre_norm_fits): a norm tail serves better */
+    struct lc_tensor next;
+    if (lc_tensor_of(be, mm, true, &next) != LOOM_OK || lc_overlap_of(&next, &pl.h) != LC_DISJOINT) return false;
+    const int64_t M = pl.h.ne[0], nparts = (M + LC_TAIL_ROWS * LC_TAIL_WARPS - 1) / (LC_TAIL_ROWS * LC_TAIL_WARPS);
+    if (nparts > LC_PRE_MAX_PARTS) return false;
+    memset(t, 0, sizeof *t);
+    t->kind = LC_TAIL_RMS_PART;
+    t->w = pl.g.data;
+    t->w_nb0 = sizeof(float);
+    t->u = be->pre_u;
+    t->parts = be->pre_parts;
+    ho->valid = true;
+    ho->h = pl.h.data;
+    ho->g = pl.g.data;
+    ho->K = M;
+    ho->nparts = (int)nparts;
+    return true;
+}
+
+/* Whether a launch of the nodes nodes[0 .. n-1] (products and what is fused into them) may carry
+ * the pre-norm 'pl': their results apart from h, which blocks read to the end; y and z
+ * apart from the nodes' other operands, and from their results or wholly inside one (then left
+ * unwritten: the later result is what the nodes one by one leave there; clears pl->pre.y / z). */
+static bool pre_norm_fits(const struct lc_backend * be, struct lc_pre_plan * pl, struct loom_tensor * const * nodes, int n) {
+#define PRE_NO(why, t)                                                                                                         \
+    do {                                                                                                                       \
+        loom_log(LOOM_LOG_DEBUG, "pre-norm refused: %s ('%s' %s, launch from '%s')", why, (t)->name, loom_op_name((t)->op),   \
+                 nodes[0]->name);                                                                                              \
+        return false;                                                                                                          \
+    } while (0)
+    for (int k = 0; k < n; k++) {
+        struct lc_tensor out;
+        if (lc_tensor_of(be, nodes[k], true, &out) != LOOM_OK) PRE_NO("out tensor", nodes[k]);
+        if (lc_overlap_of(&out, &pl->h) != LC_DISJOINT) PRE_NO("a result over the norm's source", nodes[k]);
+        if (pl->pre.y && lc_overlap_of(&pl->y, &out) != LC_DISJOINT) {
+            if (!covered_by(&pl->y, &out)) PRE_NO("the norm's result partly under a result", nodes[k]);
+            pl->pre.y = NULL;
+        }
+        if (pl->pre.z && lc_overlap_of(&pl->z, &out) != LC_DISJOINT) {
+            if (!covered_by(&pl->z, &out)) PRE_NO("the MUL's result partly under a result", nodes[k]);
+            pl->pre.z = NULL;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        for (int j = 0; j < LOOM_MAX_SRC; j++) {
+            const struct loom_tensor * src = nodes[k]->src[j];
+            if (!src) continue;
+            bool internal = false; /* a result of the launch, or a view of one: checked above */
+            for (int i = 0; i < n; i++) internal = internal || src == nodes[i] || src->view_src == nodes[i];
+            /* a product's activations (the MUL's result) are read as h and g instead */
+            if (internal || (src == pl->mul && nodes[k]->op == LOOM_OP_MUL_MAT && j == 1)) continue;
+            struct lc_tensor in;
+            if (lc_tensor_of(be, src, false, &in) != LOOM_OK) PRE_NO("an operand not on the device", src);
+            if ((pl->pre.y && lc_overlap_of(&pl->y, &in) != LC_DISJOINT) || (pl->pre.z && lc_overlap_of(&pl->z, &in) != LC_DISJOINT)) {
+                PRE_NO("the norm's or MUL's result over an operand", src);
+            }
+        }
+    }
+    return true;
+#undef PRE_NO
+}
+
+static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, const struct lc_pre_plan * pp,
+                                         int * used) {
     *used = 0;
     struct lc_mv_multi m;
     /* per segment: results (0 the product, 1 the first fused node's, 2 the rotated copy), inputs */
@@ -1045,6 +1295,14 @@ enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * c
     }
     /* rotation pairs need two rows per warp: every segment takes that shape */
     const int type = nodes[0]->src[0]->type;
+    if (pp) { /* the segments read h and g; the first one's blocks write the norm's results */
+        struct lc_pre_plan pl = *pp;
+        if (!pre_norm_fits(be, &pl, nodes, at)) return LOOM_OK;
+        for (int sg = 0; sg < nseg; sg++) pre_norm_apply(&pl, sg == 0, m.s[sg]);
+        lc_matvec_launch_multi_typed<2, 2, 4, 6, LC_MV_PRE>(be, m, nseg, type);
+        *used = at;
+        return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
+    }
     /* the small-matrix shape of lc_matvec_one_col for the chosen staging */
     if (g_mv_stages == 1 || g_mv_stages == 3) lc_matvec_launch_multi_typed<2, 2, 4, 6>(be, m, nseg, type);
     else if (g_mv_stages) lc_matvec_launch_multi_typed<2, 4, 4, 3>(be, m, nseg, type);
@@ -1121,28 +1379,48 @@ static bool rms_norm_tail_for(struct lc_backend * be, const struct loom_tensor *
     return true;
 }
 
-enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * fused) {
+/* A product with its epilogue and tail (comment of lc_mul_mat_group) or, with a pre-norm 'pp', with
+ * its epilogue; '*used' = nodes queued (0: none, the product is the caller's). */
+static enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * const * nodes, int n, const struct lc_pre_plan * pp,
+                                         int * used) {
     struct lc_tensor a, b, d;
     struct lc_mv_epi epi;
     struct loom_tensor * mm = nodes[0];
+    int fused = 0;
+    *used = 0;
     /* nothing fuses (or a tensor is not on this device: the unfused path reports it) */
-    if (!matvec_plan(be, mm, n > 1 ? nodes[1] : NULL, n > 2 ? nodes[2] : NULL, &a, &b, &d, &epi, fused)) return LOOM_OK;
+    if (!matvec_plan(be, mm, n > 1 ? nodes[1] : NULL, n > 2 ? nodes[2] : NULL, &a, &b, &d, &epi, &fused)) return LOOM_OK;
     struct lc_mv_tail tail;
     memset(&tail, 0, sizeof tail);
-    const int at = 1 + *fused; /* the first node after the epilogue's */
-    if (be->tail && at < n && epi.kind != LC_EPI_ROPE && epi.kind != LC_EPI_COPY) {
-        if (*fused == 0 && soft_max_tail_for(be, mm, nodes[at], &a, &b, &d, &tail)) {
-            *fused += 1;
-        } else if (rms_norm_tail_for(be, nodes[at - 1], nodes[at], at + 1 < n ? nodes[at + 1] : NULL, &tail)) {
-            *fused += 2;
+    const int at = 1 + fused; /* the first node after the epilogue's */
+    struct lc_pre_handoff ho;  /* what this launch leaves for the next one's pre-norm */
+    ho.valid = false;
+    if (!pp && at < n && epi.kind != LC_EPI_ROPE && epi.kind != LC_EPI_COPY) {
+        if (be->tail && fused == 0 && soft_max_tail_for(be, mm, nodes[at], &a, &b, &d, &tail)) {
+            fused += 1;
+        } else if (at + 2 < n && rms_part_tail_for(be, nodes[at - 1], nodes[at], nodes[at + 1], nodes[at + 2], &tail, &ho)) {
+            /* the norm's nodes are the next launch's */
+        } else if (be->tail && rms_norm_tail_for(be, nodes[at - 1], nodes[at], at + 1 < n ? nodes[at + 1] : NULL, &tail)) {
+            fused += 2;
         }
     }
-    if (*fused == 0) return LOOM_OK;
-    return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL, tail.kind != LC_TAIL_NONE ? &tail : NULL);
+    struct lc_pre_plan pl;
+    if (pp) {
+        pl = *pp;
+        if (!pre_norm_fits(be, &pl, nodes, 1 + fused)) return LOOM_OK;
+    } else if (fused == 0 && tail.kind == LC_TAIL_NONE) {
+        return LOOM_OK;
+    }
+    *used = 1 + fused;
+    if (ho.valid) be->pre_next = ho;
+    return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL, tail.kind != LC_TAIL_NONE ? &tail : NULL, pp ? &pl : NULL);
 }
 
-enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,
-                                struct loom_tensor * out, bool * fused) {
+/* SwiGLU of four consecutive nodes -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x),
+ * out = MUL(act, up) -- in one matrix-vector launch that reads x once for both matrices (all
+ * four results written); sets '*fused' when it applies, otherwise queues nothing. */
+static enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,
+                                       struct loom_tensor * out, const struct lc_pre_plan * pp, bool * fused) {
     *fused = false;
     if (act->op != LOOM_OP_SILU || act->src[0] != gate || up->op != LOOM_OP_MUL_MAT || out->op != LOOM_OP_MUL) return LOOM_OK;
     if (!((out->src[0] == act && out->src[1] == up) || (out->src[0] == up && out->src[1] == act))) return LOOM_OK;
@@ -1184,8 +1462,39 @@ enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gat
     copy_strides(glu.up_nb, &du);
     copy_strides(glu.act_nb, &s);
     copy_strides(glu.out_nb, &e);
+    struct lc_pre_plan pl;
+    if (pp) {
+        pl = *pp;
+        struct loom_tensor * nodes[4] = {gate, act, up, out};
+        if (!pre_norm_fits(be, &pl, nodes, 4)) return LOOM_OK;
+    }
     struct lc_mv_epi none;
     memset(&none, 0, sizeof none);
     *fused = true;
-    return lc_matvec(be, &a, &b, &d, &none, lc_is_weight(wg) && lc_is_weight(wu), a2.data, &glu);
+    return lc_matvec(be, &a, &b, &d, &none, lc_is_weight(wg) && lc_is_weight(wu), a2.data, &glu, NULL, pp ? &pl : NULL);
+}
+
+enum loom_status lc_mul_mat_group(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used) {
+    *used = 0;
+    struct lc_pre_plan pl;
+    const struct lc_pre_plan * pp = NULL;
+    int at = 0; /* the first product */
+    if (nodes[0]->op == LOOM_OP_RMS_NORM) {
+        if (n < 3 || !pre_norm_plan(be, nodes[0], nodes[1], nodes[2], &pl)) return LOOM_OK;
+        pp = &pl;
+        at = 2;
+    }
+    struct loom_tensor * const * mm = nodes + at;
+    const int m = n - at;
+    int k = 0;
+    enum loom_status st = LOOM_OK;
+    if (m > 3) {
+        bool f = false;
+        st = lc_mul_mat_glu(be, mm[0], mm[1], mm[2], mm[3], pp, &f);
+        if (f) k = 4;
+    }
+    if (st == LOOM_OK && k == 0 && be->multi && m > 2) st = lc_mul_mat_multi(be, mm, m, pp, &k);
+    if (st == LOOM_OK && k == 0) st = lc_mul_mat_fused(be, mm, m, pp, &k);
+    if (k > 0) *used = at + k;
+    return st;
 }

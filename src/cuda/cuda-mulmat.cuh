@@ -24,29 +24,26 @@ size_t lc_mul_mat_scratch(const struct loom_tensor * op);
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst);
 /* True when 'op' takes the matrix-vector kernels (no cuBLAS, no scratch). */
 bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
-/* nodes[0] is a product and nodes[1 .. n-1] the compute nodes after it. When the product takes
- * the matrix-vector kernels and the nodes after it are, in order:
- *  - an epilogue: ADD or MUL of its result and another F32 tensor of its shape, SILU of its result,
- *    a copy of a permutation of its result (CPY, DUP, CONT, SET_ROWS: the V cache store, the merge
- *    of the attention heads), or a normal-mode ROPE of its result viewed as [head_dim, n_head, N]
- *    (then also the copy of the rotated result that follows: the K cache store);
- *  - then (one column, no rotation or copy) a tail that the launch's last block computes from the
- *    whole result: SOFT_MAX of the product's result (the attention scores), or RMS_NORM of the
- *    result or of the ADD/MUL/SILU epilogue's with the MUL by a weight row that follows it (the
- *    next layer's normalised input; LOOM_CUDA_TAIL=0 turns tails off),
- * and the memory allows it, queues them in one kernel (every result still written) and sets
- * '*fused' to the number of nodes after the product it covers; otherwise queues nothing. */
-enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * fused);
-/* SwiGLU of four consecutive nodes -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x),
- * out = MUL(act, up) -- in one matrix-vector launch that reads x once for both matrices (all
- * four results written); sets '*fused' when it applies, otherwise queues nothing. */
-enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tensor * gate, struct loom_tensor * act, struct loom_tensor * up,
-                                struct loom_tensor * out, bool * fused);
-/* Two or three one-column products of the same activations by weights, each with the nodes
- * lc_mul_mat_fused would fuse into it, that follow each other in 'nodes' (the next n compute nodes
- * from a product on: a layer's q, k and v with their rotations and cache stores), in one launch;
- * sets '*used' to the nodes covered, or 0 (nothing queued) when the pattern or the memory does not
- * allow it. A result that a later product of the launch wholly overwrites is not written. */
-enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used);
+/* nodes[0 .. n-1]: compute nodes in graph order, from a MUL_MAT, or from an RMS_NORM of one F32
+ * column followed by the MUL of its result by an F32 weight row that one-column products read (a
+ * layer's input). Queues in one matrix-vector launch, where the pattern and the memory allow it
+ * (every result still written, except one that a later result of the launch wholly overwrites):
+ *  - the norm and the MUL as the products' pre-norm: every warp normalises the activations as it
+ *    streams them (LOOM_CUDA_PRENORM=0 turns it off);
+ *  - SwiGLU -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x), out = MUL(act, up) --
+ *    reading x once for both matrices; or
+ *  - two or three one-column products of the same activations by weights (a layer's q, k and v),
+ *    each with its epilogue (LOOM_CUDA_QKV=0 turns it off); or
+ *  - one product with an epilogue: ADD or MUL of its result and another F32 tensor of its shape,
+ *    SILU of its result, a copy of a permutation of its result (CPY, DUP, CONT, SET_ROWS: the V
+ *    cache store, the merge of the attention heads), or a normal-mode ROPE of its result viewed as
+ *    [head_dim, n_head, N] (then also the copy of the rotated result that follows: the K cache
+ *    store); then, without a pre-norm (one column, no rotation or copy), a tail that the launch's
+ *    last block computes from the whole result: SOFT_MAX of the product's result (the attention
+ *    scores), or RMS_NORM of the result or of the ADD/MUL/SILU epilogue's with the MUL by a weight
+ *    row that follows it, unless products after them take it as their pre-norm (LOOM_CUDA_TAIL=0
+ *    turns tails off).
+ * Sets '*used' to the number of nodes queued: 0 when nothing applies (nothing queued). */
+enum loom_status lc_mul_mat_group(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used);
 
 #endif
