@@ -35,8 +35,9 @@
  *    residual sum, and the softmax of attention scores, computed by the product kernel's last
  *    block to finish instead of a kernel of their own. On by default.
  *  - LOOM_CUDA_PRENORM (with fusion): the RMS norm (and MUL by its weight) of a layer's input
- *    computed inside the one-column products that read it: every warp normalises the activations
- *    as it streams them, so the products need not wait for a norm. Preferred to the norm tail
+ *    finished inside the one-column products that read it: the residual's product before them
+ *    leaves the input times the weight row and its blocks' sums of squares; the products stream
+ *    that and scale their results, so they need not wait for a norm. Preferred to the norm tail
  *    where both apply. On by default.
  *  - LOOM_CUDA_GRAPHS: token-generation splits (no cuBLAS products) are captured into CUDA graphs
  *    in chunks and updated in place from one compute to the next. On by default.

@@ -1114,22 +1114,24 @@ static bool covered_by(const struct lc_tensor * inner, const struct lc_tensor * 
     return olo <= ilo && ihi <= ohi;
 }
 
+/* True when 'norm' is the RMS_NORM of one F32 column and 'mul' the MUL of its result by an F32
+ * weight row of its shape (a layer's normalised input). */
+static bool norm_mul_pattern(const struct loom_tensor * norm, const struct loom_tensor * mul) {
+    if (!mul || norm->op != LOOM_OP_RMS_NORM || !lc_rms_norm_supported(norm) || loom_nelements(norm) != norm->ne[0]) return false;
+    if (mul->op != LOOM_OP_MUL || mul->src[0] != norm || mul->src[1] == norm || mul->type != LOOM_TYPE_F32 ||
+        !loom_are_same_shape(mul, norm)) {
+        return false;
+    }
+    return mul->src[1]->type == LOOM_TYPE_F32 && loom_are_same_shape(mul->src[1], norm);
+}
+
 /* The RMS_NORM 'norm' of one F32 column and the MUL 'mul' of its result by an F32 weight row, when
  * the product 'mm' after them reads the MUL's result: the pattern of a pre-norm, its tensors in
  * 'pl', or false (also under LOOM_CUDA_PRENORM=0 and for staging shapes other than the default). */
 static bool pre_norm_pattern(const struct lc_backend * be, const struct loom_tensor * norm, const struct loom_tensor * mul,
                              const struct loom_tensor * mm, struct lc_pre_plan * pl) {
-    if (!be->prenorm || g_mv_stages != 1) return false;
-    if (norm->op != LOOM_OP_RMS_NORM || !lc_rms_norm_supported(norm) || loom_nelements(norm) != norm->ne[0] ||
-        norm->ne[0] > LC_PRE_MAX_K) {
-        return false;
-    }
-    if (mul->op != LOOM_OP_MUL || mul->src[0] != norm || mul->src[1] == norm || mul->type != LOOM_TYPE_F32 ||
-        !loom_are_same_shape(mul, norm)) {
-        return false;
-    }
+    if (!be->prenorm || g_mv_stages != 1 || !norm_mul_pattern(norm, mul) || norm->ne[0] > LC_PRE_MAX_K) return false;
     const struct loom_tensor * wt = mul->src[1];
-    if (wt->type != LOOM_TYPE_F32 || !loom_are_same_shape(wt, norm)) return false;
     if (mm->op != LOOM_OP_MUL_MAT || mm->src[1] != mul || !lc_mm_plan_for(mm).matvec) return false;
     if (lc_tensor_of(be, norm->src[0], false, &pl->h) != LOOM_OK || lc_tensor_of(be, wt, false, &pl->g) != LOOM_OK ||
         lc_tensor_of(be, norm, true, &pl->y) != LOOM_OK || lc_tensor_of(be, mul, true, &pl->z) != LOOM_OK) {
@@ -1345,16 +1347,8 @@ static bool soft_max_tail_for(struct lc_backend * be, const struct loom_tensor *
  * the norm by an F32 weight row, as the launch's tail, or false. */
 static bool rms_norm_tail_for(struct lc_backend * be, const struct loom_tensor * src, const struct loom_tensor * norm,
                               const struct loom_tensor * mul, struct lc_mv_tail * t) {
-    if (!mul || norm->op != LOOM_OP_RMS_NORM || norm->src[0] != src || !lc_rms_norm_supported(norm) || norm->ne[1] != 1 ||
-        norm->ne[2] != 1 || norm->ne[3] != 1) {
-        return false;
-    }
-    if (mul->op != LOOM_OP_MUL || mul->src[0] != norm || mul->src[1] == norm || mul->type != LOOM_TYPE_F32 ||
-        !loom_are_same_shape(mul, norm)) {
-        return false;
-    }
+    if (!norm_mul_pattern(norm, mul) || norm->src[0] != src) return false;
     const struct loom_tensor * wt = mul->src[1];
-    if (wt->type != LOOM_TYPE_F32 || !loom_are_same_shape(wt, norm)) return false;
     struct lc_tensor x, y, w, z;
     if (lc_tensor_of(be, src, false, &x) != LOOM_OK || lc_tensor_of(be, norm, true, &y) != LOOM_OK ||
         lc_tensor_of(be, wt, false, &w) != LOOM_OK || lc_tensor_of(be, mul, true, &z) != LOOM_OK) {

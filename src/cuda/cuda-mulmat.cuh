@@ -28,8 +28,9 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
  * column followed by the MUL of its result by an F32 weight row that one-column products read (a
  * layer's input). Queues in one matrix-vector launch, where the pattern and the memory allow it
  * (every result still written, except one that a later result of the launch wholly overwrites):
- *  - the norm and the MUL as the products' pre-norm: every warp normalises the activations as it
- *    streams them (LOOM_CUDA_PRENORM=0 turns it off);
+ *  - the norm and the MUL as the products' pre-norm, when the launch before left what it needs
+ *    (the residual product's tail, below): the products read the input times the weight row and
+ *    scale their results (LOOM_CUDA_PRENORM=0 turns it off);
  *  - SwiGLU -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x), out = MUL(act, up) --
  *    reading x once for both matrices; or
  *  - two or three one-column products of the same activations by weights (a layer's q, k and v),
@@ -38,11 +39,12 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
  *    SILU of its result, a copy of a permutation of its result (CPY, DUP, CONT, SET_ROWS: the V
  *    cache store, the merge of the attention heads), or a normal-mode ROPE of its result viewed as
  *    [head_dim, n_head, N] (then also the copy of the rotated result that follows: the K cache
- *    store); then, without a pre-norm (one column, no rotation or copy), a tail that the launch's
- *    last block computes from the whole result: SOFT_MAX of the product's result (the attention
- *    scores), or RMS_NORM of the result or of the ADD/MUL/SILU epilogue's with the MUL by a weight
- *    row that follows it, unless products after them take it as their pre-norm (LOOM_CUDA_TAIL=0
- *    turns tails off).
+ *    store); then, without a pre-norm (one column, no rotation or copy), a tail: the softmax of
+ *    the product's result (the attention scores) or the RMS_NORM of the result or of the
+ *    ADD/MUL/SILU epilogue's with the MUL by a weight row that follows it, computed by the launch's
+ *    last block (LOOM_CUDA_TAIL=0 turns these off) -- or, when one-column products read that MUL's
+ *    result, what their pre-norm needs: the result times the weight row and each block's sum of
+ *    squares (the norm's nodes are then the next launch's).
  * Sets '*used' to the number of nodes queued: 0 when nothing applies (nothing queued). */
 enum loom_status lc_mul_mat_group(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used);
 
