@@ -47,7 +47,8 @@ bool loom_cpu_supports_op(const struct loom_tensor * op);
  * __builtin_cpu_supports/CPUID on first use. The portable scalar path is always available:
  * LOOM_CPU_SCALAR=1 in the environment, or loom_cpu_set_scalar(true), forces it (tests run every
  * path). LOOM_CPU_ISA=avx2|avx512|scalar caps the SIMD choice (to test the AVX2 path on an
- * AVX-512 machine). Not thread-safe against a concurrent graph compute. */
+ * AVX-512 machine); another value is ignored with a warning. Not thread-safe against a
+ * concurrent graph compute. */
 void loom_cpu_set_scalar(bool scalar);
 bool loom_cpu_get_scalar(void);
 /* A short constant description of the kernels in use: "AVX512 FMA F16C BF16", "AVX2 FMA F16C",

@@ -246,7 +246,7 @@ struct loom_vocab;
 /* Hyper-parameters of a LLaMA-architecture model, read from GGUF metadata ("llama.*" keys). */
 struct loom_hparams {
     int32_t n_vocab;        /* tokens */
-    int32_t n_ctx_train;    /* llama.context_length */
+    int32_t n_ctx_train;    /* llama.context_length (2048 when absent) */
     int32_t n_embd;         /* llama.embedding_length */
     int32_t n_layer;        /* llama.block_count */
     int32_t n_head;         /* llama.attention.head_count */
@@ -255,7 +255,7 @@ struct loom_hparams {
     int32_t n_rot;          /* llama.rope.dimension_count (= n_embd / n_head when absent) */
     float rope_freq_base;   /* llama.rope.freq_base (10000 when absent) */
     float rope_freq_scale;  /* 1 / llama.rope.scale_linear (1 when absent) */
-    float rms_eps;          /* llama.attention.layer_norm_rms_epsilon */
+    float rms_eps;          /* llama.attention.layer_norm_rms_epsilon (1e-5 when absent) */
 };
 
 /* Called during loading with the fraction done in [0, 1]; return false to cancel (the load then
@@ -278,8 +278,10 @@ struct loom_model;
 /* Defaults: no offload, mmap on, mlock off. */
 struct loom_model_params loom_model_default_params(void);
 /* Loads a GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
- * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF, missing or misshapen
- * tensor), LOOM_ERR_UNSUPPORTED (architecture other than llama, tensor type Loom cannot compute),
+ * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
+ * key missing where required, out of range, or present with a value type other than an integer
+ * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
+ * LOOM_ERR_UNSUPPORTED (architecture other than llama, tensor type Loom cannot compute),
  * LOOM_ERR_OOM, LOOM_ERR_CANCELLED. */
 enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out);
 void loom_model_free(struct loom_model * model);
@@ -297,7 +299,7 @@ struct loom_llama_context_params {
     int32_t n_batch;     /* largest number of tokens per decode call */
     int32_t n_threads;   /* CPU threads (0 = all online processors) */
     bool logits_all;     /* keep logits of every position, not only the last */
-    enum loom_type cache_type;  /* KV cache element type: F32 or F16 */
+    enum loom_type cache_type;  /* KV cache element type: F32, F16 or BF16 (else LOOM_ERR_UNSUPPORTED) */
 };
 
 struct loom_llama_context;
@@ -305,7 +307,8 @@ struct loom_llama_context;
 /* Defaults: the model's training context, batches of 512, all cores, last logits only, F32 cache. */
 struct loom_llama_context_params loom_llama_context_default_params(void);
 /* Creates the KV cache (per layer, on the device that runs the layer) and the scheduler.
- * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range), LOOM_ERR_OOM. */
+ * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range), LOOM_ERR_UNSUPPORTED (a cache type
+ * other than F32, F16 or BF16), LOOM_ERR_OOM. */
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out);
 void loom_llama_context_free(struct loom_llama_context * lctx);

@@ -34,3 +34,5 @@ add_test(NAME e2e-bad-input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/bad-input
 set_tests_properties(e2e-bad-input PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 120)
 add_test(NAME e2e-offload-batch COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/offload-batch.sh $<TARGET_FILE:loom-cli> ${E2E_MODEL})
 set_tests_properties(e2e-offload-batch PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 120 RUN_SERIAL TRUE)
+add_test(NAME e2e-cache-type COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/cache-type.sh $<TARGET_FILE:loom-cli> ${E2E_MODEL})
+set_tests_properties(e2e-cache-type PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 120)

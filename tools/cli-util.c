@@ -26,13 +26,13 @@ bool cli_parse_int(const char * cmd, const char * opt, const char * arg, long lo
     return true;
 }
 
-bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_t * out) {
+bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_t hi, uint64_t * out) {
     char * end = NULL;
     errno = 0;
     unsigned long long v = arg && *arg != '-' ? strtoull(arg, &end, 10) : 0;
-    if (!arg || !*arg || *arg == '-' || isspace((unsigned char)*arg) || *end || errno) {
-        fprintf(stderr, "loom %s: invalid value '%s' for %s (expected an integer in 0..18446744073709551615)\n", cmd,
-                arg ? arg : "", opt);
+    if (!arg || !*arg || *arg == '-' || isspace((unsigned char)*arg) || *end || errno || v > hi) {
+        fprintf(stderr, "loom %s: invalid value '%s' for %s (expected an integer in 0..%llu)\n", cmd, arg ? arg : "", opt,
+                (unsigned long long)hi);
         return false;
     }
     *out = v;

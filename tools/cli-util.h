@@ -9,13 +9,15 @@
 #include <getopt.h>
 #include <stdint.h>
 
-/* Parse the whole string as a number in [lo, hi]; on failure print one line
- * "loom CMD: invalid value 'ARG' for OPTION" to stderr and return false. */
+/* Parse the whole string as a number in [lo, hi] ([0, hi] for cli_parse_u64); on failure print one
+ * line "loom CMD: invalid value 'ARG' for OPTION" to stderr and return false. */
 bool cli_parse_int(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out);
-bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_t * out);
+bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_t hi, uint64_t * out);
 bool cli_parse_float(const char * cmd, const char * opt, const char * arg, double lo, double hi, double * out);
 /* Parses a comma list of integers (e.g. "128,512") into 'out' (at most 'max'); returns the count or -1 (reported). */
 int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max);
+/* The line a subcommand's help ends with: how cli_getopt takes a long option's value. */
+#define CLI_LONG_OPTION_HELP "Long options are spelled out in full and take their value as '--opt value' or '--opt=value'.\n"
 /* getopt_long_only with two differences: long options must be spelled out in full (an
  * abbreviation returns '?', like an unknown option), and parsing stops at the first argument that
  * is not an option (the caller reports it as unexpected). */

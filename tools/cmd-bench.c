@@ -41,7 +41,8 @@ static void usage(FILE * f) {
             "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0)\n"
             "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
             "  -o, --output md|json|csv  output format (default md)\n"
-            "      --progress            progress lines on stderr (default: when stderr is a terminal)\n");
+            "      --progress            progress lines on stderr (default: when stderr is a terminal)\n"
+            "\n" CLI_LONG_OPTION_HELP);
 }
 
 static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {

@@ -58,7 +58,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
             }
             break;
         case O_TIED: p.tied = true; break;
-        case O_SEED: ok = cli_parse_u64("gen-model", "--seed", optarg, &p.seed); break;
+        case O_SEED: ok = cli_parse_u64("gen-model", "--seed", optarg, UINT64_MAX, &p.seed); break;
         case O_TOK: p.tokenizer_path = optarg; break;
         case O_DIM: case O_HID: case O_LAYERS: case O_HEADS: case O_KV: case O_VOCAB: case O_CTX:
             ok = cli_parse_int("gen-model", size_opts[c - O_DIM], optarg, 1, 1 << 24, &v);

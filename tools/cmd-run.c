@@ -43,13 +43,15 @@ static void usage(FILE * f) {
             "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"
             "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
-            "  -s, --seed N              random seed (default or -1: from the clock; the seed used is printed)\n"
-            "      --cache-type TYPE     KV cache type: f32 (default) or f16\n"
+            "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
+            "                            picks one from the clock, and the seed used is printed\n"
+            "      --cache-type TYPE     KV cache type: f32 (default), f16 or bf16\n"
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
             "      --verbose-prompt      print the prompt's tokens\n"
             "  -v, --verbose             print loading details\n"
-            "  -h, --help                this help\n");
+            "  -h, --help                this help\n"
+            "\n" CLI_LONG_OPTION_HELP);
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
@@ -98,8 +100,10 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_RPEN: ok = cli_parse_float("run", "--repeat-penalty", optarg, 1e-6, 1e6, &o->repeat_penalty); break;
         case OPT_RLAST: ok = cli_parse_int("run", "--repeat-last-n", optarg, 0, 1 << 20, &o->repeat_last_n); break;
         case 's':
-            if (!strcmp(optarg, "-1")) o->seed = LOOM_DEFAULT_SEED; /* the field's "random seed" */
-            else ok = cli_parse_u64("run", "--seed", optarg, &o->seed);
+            /* the field's "random seed"; LOOM_DEFAULT_SEED itself (UINT64_MAX) is the same request,
+             * so the largest seed that can be given is one less */
+            if (!strcmp(optarg, "-1")) o->seed = LOOM_DEFAULT_SEED;
+            else ok = cli_parse_u64("run", "--seed", optarg, LOOM_DEFAULT_SEED - 1, &o->seed);
             break;
         case OPT_NOMMAP: o->no_mmap = true; break;
         case OPT_MLOCK: o->mlock = true; break;
@@ -109,8 +113,9 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_CACHE:
             if (!strcmp(optarg, "f32")) o->cache_type = LOOM_TYPE_F32;
             else if (!strcmp(optarg, "f16")) o->cache_type = LOOM_TYPE_F16;
+            else if (!strcmp(optarg, "bf16")) o->cache_type = LOOM_TYPE_BF16;
             else {
-                fprintf(stderr, "loom run: invalid value '%s' for --cache-type (f32 or f16)\n", optarg);
+                fprintf(stderr, "loom run: invalid value '%s' for --cache-type (f32, f16 or bf16)\n", optarg);
                 ok = false;
             }
             break;
@@ -255,6 +260,10 @@ int loom_cmd_run(int argc, char ** argv) {
     mp.no_host_copy = o.no_host_copy;
     if (isatty(STDERR_FILENO)) mp.progress = progress_bar;
     if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
+    /* warned only now, so that a request refused above still gets its one line */
+    if (o.device && o.n_gpu_layers == 0) {
+        fprintf(stderr, "warning: --device %s has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n", o.device);
+    }
     double t_load = (loom_time_us() - t_start) / 1000.0;
 
     struct loom_llama_context_params cp = loom_llama_context_default_params();

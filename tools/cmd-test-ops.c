@@ -17,7 +17,7 @@ static void usage(FILE * f) {
             "              --perf timings (default 2)\n"
             "  -v          print every case\n"
             "Environment: LOOM_CPU_SCALAR=1 forces the portable CPU kernels; LOOM_CPU_ISA=avx2|avx512|scalar\n"
-            "caps the SIMD kernels chosen.\n");
+            "caps the SIMD kernels chosen (another value is ignored with a warning).\n");
 }
 
 int loom_cmd_test_ops(int argc, char ** argv) {

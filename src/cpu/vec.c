@@ -24,6 +24,11 @@ static bool has_f16c(void) {
 
 static const struct cpu_vec * detect(void) {
     const char * cap = getenv("LOOM_CPU_ISA");
+    if (cap && (!cap[0] || (strcmp(cap, "avx512") && strcmp(cap, "avx2") && strcmp(cap, "scalar")))) {
+        /* an environment variable: a typo is worth a warning, not a failure (nor the slowest kernels) */
+        if (cap[0]) loom_log(LOOM_LOG_WARN, "LOOM_CPU_ISA=%s ignored: expected avx512, avx2 or scalar", cap);
+        cap = NULL;
+    }
     bool allow512 = !cap || !strcmp(cap, "avx512");
     bool allow2 = allow512 || !strcmp(cap, "avx2");
 #if defined(__x86_64__) && defined(__GNUC__)

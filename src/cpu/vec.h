@@ -70,7 +70,8 @@ struct cpu_vec {
 };
 
 /* The kernels in use: the portable scalar table when forced (loom_cpu_set_scalar, LOOM_CPU_SCALAR=1),
- * else the best the CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar caps the choice, for tests). */
+ * else the best the CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar caps the choice, for tests; another
+ * value is ignored with a warning). */
 const struct cpu_vec * cpu_vec_get(void);
 
 /* The tables; the SIMD ones return NULL when not compiled (non-x86 build) -- the CPU check is the caller's. */

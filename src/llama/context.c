@@ -109,8 +109,8 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
         loom_log(LOOM_LOG_ERROR, "context size %d out of range", params.n_ctx);
         return LOOM_ERR_INVALID_ARG;
     }
-    if (params.cache_type != LOOM_TYPE_F32 && params.cache_type != LOOM_TYPE_F16) {
-        loom_log(LOOM_LOG_ERROR, "KV cache type %s not supported (f32 or f16)", loom_type_name(params.cache_type));
+    if (params.cache_type != LOOM_TYPE_F32 && params.cache_type != LOOM_TYPE_F16 && params.cache_type != LOOM_TYPE_BF16) {
+        loom_log(LOOM_LOG_ERROR, "KV cache type %s not supported (f32, f16 or bf16)", loom_type_name(params.cache_type));
         return LOOM_ERR_UNSUPPORTED;
     }
     struct loom_llama_context * lctx = calloc(1, sizeof *lctx);

@@ -6,15 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a required u32 key into a positive int32. */
-static enum loom_status req_u32(const struct loom_gguf * g, const char * key, int32_t * out) {
+/* Reads key 'key' strictly into '*u' (any integer type whose value fits u32) or '*f' (f32 or
+ * f64), whichever is not NULL. An absent key is an error only when 'required' (otherwise the
+ * caller's default stays in place); a present key of another type, or a value that does not fit,
+ * is always one (logged with the key, its offset and the type found), never a silent default. */
+static enum loom_status read_key(const struct loom_gguf * g, const char * key, bool required, uint32_t * u, float * f) {
+    if (!required && loom_gguf_find_key(g, key) < 0) return LOOM_OK;
     char err[256];
+    enum loom_status st = u ? loom_gguf_read_u32(g, key, u, err, sizeof err) : loom_gguf_read_f32(g, key, f, err, sizeof err);
+    if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
+    return st;
+}
+
+/* Reads a required integer key into a positive int32. */
+static enum loom_status req_u32(const struct loom_gguf * g, const char * key, int32_t * out) {
     uint32_t v = 0;
-    enum loom_status st = loom_gguf_read_u32(g, key, &v, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
+    enum loom_status st = read_key(g, key, true, &v, NULL);
+    if (st != LOOM_OK) return st;
     if (v == 0 || v > (1u << 30)) {
         loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range (1..%u)", key, v, 1u << 30);
         return LOOM_ERR_FORMAT;
@@ -48,9 +56,18 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
                  (long long)loom_gguf_n_tensors(g));
         return LOOM_ERR_FORMAT;
     }
-    uint32_t n_ctx = loom_gguf_get_u32(g, "llama.context_length", 2048);
-    uint32_t n_head_kv = loom_gguf_get_u32(g, "llama.attention.head_count_kv", (uint32_t)hp->n_head);
-    uint32_t n_rot = loom_gguf_get_u32(g, "llama.rope.dimension_count", (uint32_t)(hp->n_embd / hp->n_head));
+    /* optional keys: the defaults when absent, an error when present with another type */
+    uint32_t n_ctx = 2048, n_head_kv = (uint32_t)hp->n_head, n_rot = (uint32_t)(hp->n_embd / hp->n_head);
+    float scale = 1.0f;
+    hp->rope_freq_base = 10000.0f;
+    hp->rms_eps = 1e-5f;
+    if (st == LOOM_OK) st = read_key(g, "llama.context_length", false, &n_ctx, NULL);
+    if (st == LOOM_OK) st = read_key(g, "llama.attention.head_count_kv", false, &n_head_kv, NULL);
+    if (st == LOOM_OK) st = read_key(g, "llama.rope.dimension_count", false, &n_rot, NULL);
+    if (st == LOOM_OK) st = read_key(g, "llama.rope.freq_base", false, NULL, &hp->rope_freq_base);
+    if (st == LOOM_OK) st = read_key(g, "llama.rope.scale_linear", false, NULL, &scale);
+    if (st == LOOM_OK) st = read_key(g, "llama.attention.layer_norm_rms_epsilon", false, NULL, &hp->rms_eps);
+    if (st != LOOM_OK) return st;
     const struct {
         const char * key;
         uint32_t value, max;
@@ -80,10 +97,7 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
         loom_log(LOOM_LOG_ERROR, "rope dimension count %d is invalid for head size %d", hp->n_rot, hp->n_embd / hp->n_head);
         return LOOM_ERR_FORMAT;
     }
-    hp->rope_freq_base = loom_gguf_get_f32(g, "llama.rope.freq_base", 10000.0f);
-    float scale = loom_gguf_get_f32(g, "llama.rope.scale_linear", 1.0f);
     hp->rope_freq_scale = scale > 0 ? 1.0f / scale : 1.0f;
-    hp->rms_eps = loom_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     if (!(hp->rope_freq_base > 0 && hp->rope_freq_base < 1e12f)) {
         loom_log(LOOM_LOG_ERROR, "metadata key 'llama.rope.freq_base' = %g is out of range (0, 1e12)", (double)hp->rope_freq_base);
         return LOOM_ERR_FORMAT;

@@ -66,4 +66,44 @@ at=$(grep -obUa 'output_norm.weight' "$tmp/norm16.gguf" | head -1 | cut -d: -f1)
 printf '\x01' | dd of="$tmp/norm16.gguf" bs=1 seek=$((at + 18 + 4 + 8)) conv=notrunc status=none
 expect_fail "F16 norm weight" timeout 20 "$bin" run -m "$tmp/norm16.gguf" -p hi -n 4
 expect_fail "F16 norm weight (bench)" timeout 20 "$bin" bench -m "$tmp/norm16.gguf" -p 8 -n 2 -r 1
+# a hyper-parameter key stored with another value type (f32 = 6, u32 = 4: the same 4 value bytes), in
+# the type id after the key's name: refused with the key and the type found, never a default
+retype() { # KEY TYPE_ID TYPE_NAME
+  cp "$model" "$tmp/retyped.gguf"
+  local at
+  at=$(grep -obUa "$1" "$tmp/retyped.gguf" | head -1 | cut -d: -f1)
+  [ -n "$at" ] || { echo "skipped: $1 of type $3: the model has no such key"; return; }
+  printf "\\x0$2\\x00\\x00\\x00" | dd of="$tmp/retyped.gguf" bs=1 seek=$((at + ${#1})) conv=notrunc status=none
+  expect_fail "$1 of type $3" timeout 20 "$bin" run -m "$tmp/retyped.gguf" -p hi -n 4
+  grep -q "'$1'.*type $3" "$tmp/err" || { echo "FAIL: $1 of type $3 not named: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+}
+retype llama.context_length 6 f32
+retype llama.attention.head_count_kv 6 f32
+retype llama.rope.dimension_count 6 f32
+retype llama.rope.freq_base 4 u32
+expect_fail "seed that means random" "$bin" run -m "$model" -p hi -s 18446744073709551615
+expect_fail "seed past 64 bits" "$bin" run -m "$model" -p hi --seed=18446744073709551616
+expect_fail "KV cache type" "$bin" run -m "$model" -p hi --cache-type q8_0
+
+# bad settings that are only warned about: exit status 0, one warning line naming the setting
+expect_warning() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$? n
+  n=$(grep -c '^warning: ' "$tmp/err")
+  if [ $rc -ne 0 ] || [ "$n" -ne 1 ] || ! grep -q "^warning: .*$pattern" "$tmp/err"; then
+    echo "FAIL: $what: exit $rc, $n warning lines:"; head -5 "$tmp/err"; fails=$((fails + 1))
+  else
+    echo "ok: $what: $(grep '^warning: ' "$tmp/err")"
+  fi
+}
+expect_warning "device without -ngl" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -p hi -n 4
+expect_fail "missing model, device without -ngl (the error alone)" env LOOM_SIM_DEVICES=1 "$bin" run -m "$tmp/none.gguf" --device sim0 -p hi
+expect_warning "device with -ngl 0" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -ngl 0 -p hi -n 4
+# an unknown kernel choice keeps the best kernels (the same as no setting), with a warning
+expect_warning "unknown LOOM_CPU_ISA" "LOOM_CPU_ISA=garbage ignored: expected avx512, avx2 or scalar" \
+  env LOOM_CPU_ISA=garbage "$bin" test-ops -o SCALE
+kernels=$(grep -o 'kernels: [^)]*' "$tmp/out")
+env -u LOOM_CPU_ISA -u LOOM_CPU_SCALAR "$bin" test-ops -o SCALE 2>/dev/null | grep -q "$kernels" ||
+  { echo "FAIL: LOOM_CPU_ISA=garbage changed the kernels ($kernels)"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "all bad inputs rejected cleanly" || exit 1
