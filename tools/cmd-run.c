@@ -31,11 +31,12 @@ static void usage(FILE * f) {
             "  -p, --prompt TEXT         prompt (default: none, generation starts from BOS)\n"
             "  -f, --file FILE           read the prompt from FILE\n"
             "  -n, --n-predict N         tokens to generate (default -1: until EOS or the context is full)\n"
-            "  -c, --ctx-size N          context size in tokens (default 0: the model's training context)\n"
+            "  -c, --ctx-size N          context size in tokens (default: the model's training context, at most\n"
+            "                            4096; 0: the model's training context however large)\n"
             "  -b, --batch-size N        prompt tokens per batch (default 512)\n"
             "  -t, --threads N           CPU threads (default: all cores)\n"
             "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device (default 0)\n"
-            "      --device NAME         offload device (CUDA0, sim0, ...)\n"
+            "      --device NAME         offload device (CUDA0, sim0, ...); none: no offload, whatever -ngl says\n"
             "      --no-host-copy        offloaded weights stay in host memory the device reads in place\n"
             "      --temp T              temperature (default 0.8; 0 = greedy)\n"
             "      --top-k N             top-k sampling (default 40; 0 = off)\n"
@@ -74,9 +75,12 @@ static const struct option long_opts[] = {
 };
 
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
+/* The context of a run without -c when the model's training context is longer (tokens). */
+#define LOOM_RUN_DEFAULT_CTX 4096
+
 static int parse(int argc, char ** argv, struct run_opts * o) {
     struct loom_sampler_params sp = loom_sampler_default_params();
-    *o = (struct run_opts){.n_predict = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
+    *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
                            .seed = LOOM_DEFAULT_SEED, .cache_type = LOOM_TYPE_F32};
     opterr = 0;
@@ -127,7 +131,10 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         if (!ok) return 1;
     }
     if (!cli_no_more_args("run", argc, argv)) return 1;
-    if (o->device && !strcasecmp(o->device, "none")) o->device = NULL;
+    if (o->device && !strcasecmp(o->device, "none")) { /* the CPU alone */
+        o->device = NULL;
+        o->n_gpu_layers = 0;
+    }
     if (o->device && !loom_backend_dev_by_name(o->device)) {
         fprintf(stderr, "loom run: no device named '%s' (available: %s)\n", o->device, cli_device_list());
         return 1;
@@ -223,7 +230,10 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         return 1;
     }
     if (n_prompt < 0 || !s->tokens) return fail(s, "cannot tokenize the prompt");
+    /* unset: the training context up to LOOM_RUN_DEFAULT_CTX (a file's context length alone should
+     * not size a cache of many GiB); -c 0: the training context as it is */
     int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : hp.n_ctx_train;
+    if (o->n_ctx < 0 && n_ctx > LOOM_RUN_DEFAULT_CTX) n_ctx = LOOM_RUN_DEFAULT_CTX;
     if (n_ctx > hp.n_ctx_train) {
         fprintf(stderr, "warning: context %d is larger than the model's training context %d\n", n_ctx, hp.n_ctx_train);
     }

@@ -78,6 +78,16 @@ retype() { # KEY TYPE_ID TYPE_NAME
   grep -q "'$1'.*type $3" "$tmp/err" || { echo "FAIL: $1 of type $3 not named: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 }
 retype llama.context_length 6 f32
+# a training context of 2^24 in the file: without -c the run takes at most 4096 cells (not a cache of GiBs)
+cp "$model" "$tmp/longctx.gguf"
+at=$(grep -obUa llama.context_length "$tmp/longctx.gguf" | head -1 | cut -d: -f1)
+printf '\x04\x00\x00\x00\x00\x00\x00\x01' | dd of="$tmp/longctx.gguf" bs=1 seek=$((at + 20)) conv=notrunc status=none
+timeout 60 "$bin" run -m "$tmp/longctx.gguf" -p hi -n 4 >"$tmp/out" 2>"$tmp/err" </dev/null
+if [ $? -ne 0 ] || ! grep -q "KV cache: .*(f32, 4096 cells)" "$tmp/err"; then
+  echo "FAIL: a 2^24 training context without -c:"; grep -v '^$' "$tmp/err" | head -5; fails=$((fails + 1))
+else
+  echo "ok: a 2^24 training context without -c: $(grep 'KV cache' "$tmp/err")"
+fi
 retype llama.attention.head_count_kv 6 f32
 retype llama.rope.dimension_count 6 f32
 retype llama.rope.freq_base 4 u32
@@ -100,6 +110,13 @@ expect_warning() {
 expect_warning "device without -ngl" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -p hi -n 4
 expect_fail "missing model, device without -ngl (the error alone)" env LOOM_SIM_DEVICES=1 "$bin" run -m "$tmp/none.gguf" --device sim0 -p hi
 expect_warning "device with -ngl 0" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -ngl 0 -p hi -n 4
+# --device none: nothing offloaded, whatever -ngl says (the KV cache and the weights stay on the CPU)
+env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device none -ngl 99 -p hi -n 4 >"$tmp/out" 2>"$tmp/err" </dev/null
+if [ $? -ne 0 ] || grep -q sim0 "$tmp/err" || ! grep -q "KV cache: .* on CPU" "$tmp/err"; then
+  echo "FAIL: --device none -ngl 99 offloaded or failed:"; head -5 "$tmp/err"; fails=$((fails + 1))
+else
+  echo "ok: --device none -ngl 99: $(grep 'KV cache' "$tmp/err")"
+fi
 # an unknown kernel choice keeps the best kernels (the same as no setting), with a warning
 expect_warning "unknown LOOM_CPU_ISA" "LOOM_CPU_ISA=garbage ignored: expected avx512, avx2 or scalar" \
   env LOOM_CPU_ISA=garbage "$bin" test-ops -o SCALE
