@@ -829,7 +829,9 @@ static void positions_fixup(const struct loom_tensor * t, uint8_t * mem) {
 }
 
 /* The decode layer's result (normalised as the next layer's input) and its two cache stores, built
- * in 'ctx' (n_head 4, head_dim 16). */
+ * in 'ctx' (n_head 4, head_dim 16; caches of g_cache_type, F16 unless a case says otherwise). */
+static enum loom_type g_cache_type = LOOM_TYPE_F16;
+
 struct decode_layer {
     struct loom_tensor *out, *k_store, *v_store;
 };
@@ -851,14 +853,14 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     struct loom_tensor * pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, T);
     loom_set_name(pos, "inp_pos");
     struct loom_tensor * mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, T);
-    struct loom_tensor * kc = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, n_kv_embd, n_ctx);
-    struct loom_tensor * vc = loom_new_tensor_2d(ctx, LOOM_TYPE_F16, n_ctx, n_kv_embd);
+    struct loom_tensor * kc = loom_new_tensor_2d(ctx, g_cache_type, n_kv_embd, n_ctx);
+    struct loom_tensor * vc = loom_new_tensor_2d(ctx, g_cache_type, n_ctx, n_kv_embd);
     loom_set_name(kc, "cache_k");
     loom_set_name(vc, "cache_v");
     /* weights: the matrix-vector kernels may read them before the previous kernel is done */
     struct loom_tensor * weights[] = {attn_norm, ffn_norm, out_norm, wq, wk, wv, wo, wg, wu, wd};
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) weights[i]->flags |= LOOM_TENSOR_FLAG_WEIGHT;
-    const size_t es = 2;
+    const size_t es = loom_type_size(g_cache_type);
 
     struct decode_layer L;
     struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, 1e-5f), attn_norm);
@@ -1133,6 +1135,12 @@ static void test_decode(void) {
     for (int w = 0; w < 2; w++)
         for (int64_t T = 1; T <= 4; T += 3)
             for (int s = 0; s < 5; s++) test_decode_layer(w ? LOOM_TYPE_F16 : LOOM_TYPE_F32, T, steps[s], "default");
+    /* BF16 and F32 caches (`loom run --cache-type`) */
+    for (int c = 0; c < 2; c++) {
+        g_cache_type = c ? LOOM_TYPE_F32 : LOOM_TYPE_BF16;
+        for (int s = 2; s < 4; s++) test_decode_layer(LOOM_TYPE_F16, 1, steps[s], c ? "F32 cache" : "BF16 cache");
+    }
+    g_cache_type = LOOM_TYPE_F16;
     const char * vars[7] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE",      "LOOM_CUDA_PDL",    "LOOM_CUDA_QKV",
                             "LOOM_CUDA_MV_STAGES", "LOOM_CUDA_TAIL", "LOOM_CUDA_PRENORM"};
     for (int k = 0; k < 7; k++) {
