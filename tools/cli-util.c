@@ -121,7 +121,22 @@ static const char * g_opt_text = "";
 
 const char * cli_option_text(void) { return g_opt_text; }
 
+static const struct option * g_longopts; /* those of the last cli_getopt call */
+
+void cli_bad_option(const char * cmd) {
+    const char * name = g_opt_text;
+    while (*name == '-') name++;
+    const size_t len = strcspn(name, "=");
+    bool novalue = false;
+    for (int i = 0; name[len] == '=' && g_longopts && g_longopts[i].name && !novalue; i++) {
+        novalue = g_longopts[i].has_arg == no_argument && strlen(g_longopts[i].name) == len && !strncmp(g_longopts[i].name, name, len);
+    }
+    if (novalue) fprintf(stderr, "loom %s: option '--%.*s' takes no value (see loom %s -h)\n", cmd, (int)len, name, cmd);
+    else fprintf(stderr, "loom %s: unknown option '%s' (see loom %s -h)\n", cmd, g_opt_text, cmd);
+}
+
 int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts) {
+    g_longopts = longopts;
     char spec[128];
     /* '+': stop at the first non-option, so the parsed element is always argv[optind - 1 or 2] */
     snprintf(spec, sizeof spec, "+%s", shortopts);
@@ -152,10 +167,17 @@ bool cli_no_more_args(const char * cmd, int argc, char ** argv) {
     return false;
 }
 
-bool cli_stdout_ok(const char * cmd) {
+static int g_stdout_errno; /* why the first failed flush of standard output failed (0: none did) */
+
+void cli_flush(void) {
     errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout)) return true;
-    fprintf(stderr, "loom %s: cannot write the output: %s\n", cmd, strerror(errno ? errno : EIO));
+    if (fflush(stdout) != 0 && !g_stdout_errno) g_stdout_errno = errno;
+}
+
+bool cli_stdout_ok(const char * cmd) {
+    cli_flush();
+    if (!ferror(stdout)) return true;
+    fprintf(stderr, "loom %s: cannot write the output: %s\n", cmd, strerror(g_stdout_errno ? g_stdout_errno : EIO));
     return false;
 }
 

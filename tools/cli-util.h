@@ -24,8 +24,13 @@ int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, lon
 int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts);
 /* The command-line element of the option cli_getopt returned last (for error messages). */
 const char * cli_option_text(void);
-/* Flushes stdout; on a write error (a full disk, a closed pipe) prints
- * "loom CMD: cannot write the output: REASON" and returns false. */
+/* Prints the one-line error for the option cli_getopt refused last ('?'): a value given to an option
+ * that takes none ("--no-mmap=1"), or an unknown or abbreviated option. */
+void cli_bad_option(const char * cmd);
+/* Flushes stdout, remembering why the first failed flush failed (for cli_stdout_ok's message). */
+void cli_flush(void);
+/* Flushes stdout; when a write to it failed, now or at an earlier cli_flush (a full disk, a closed
+ * pipe), prints "loom CMD: cannot write the output: REASON" and returns false. */
 bool cli_stdout_ok(const char * cmd);
 /* 'n' threads, or the number of CPUs this process may run on when 'n' is larger (with a warning
  * naming 'cmd'): more threads than CPUs only wait for each other at every node. */

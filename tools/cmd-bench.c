@@ -81,7 +81,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case 'P': o->progress = true; break;
         case 'h': *help = true; return true;
         case ':': fprintf(stderr, "loom bench: option '%s' needs a value\n", cli_option_text()); return false;
-        default: fprintf(stderr, "loom bench: unknown option '%s'\n", cli_option_text()); return false;
+        default: cli_bad_option("bench"); return false;
         }
     }
     if (!cli_no_more_args("bench", argc, argv)) return false;
@@ -156,7 +156,7 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
                r->n_gpu_layers, r->n_batch, r->n_prompt, r->n_gen, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     }
-    fflush(stdout);
+    cli_flush();
 }
 
 /* Runs one test (pp or tg) for one configuration: warm-up, then 'reps' timed runs. */

@@ -126,7 +126,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         case ':': fprintf(stderr, "loom run: option '%s' needs a value\n", cli_option_text()); return 1;
-        default: fprintf(stderr, "loom run: unknown option '%s' (see loom run -h)\n", cli_option_text()); return 1;
+        default: cli_bad_option("run"); return 1;
         }
         if (!ok) return 1;
     }

@@ -36,6 +36,8 @@ expect_fail "unknown command" "$bin" frobnicate
 expect_fail "abbreviated option" "$bin" run -m "$model" --te 0 -p hi
 expect_fail "abbreviated option as the last argument" "$bin" run -m "$model" -p hi --cache
 grep -q "unknown option '--cache'" "$tmp/err" || { echo "FAIL: abbreviated last option named as needing a value: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+expect_fail "a value for an option that takes none" "$bin" run -m "$model" --no-mmap=1 -p hi
+grep -q "'--no-mmap' takes no value" "$tmp/err" || { echo "FAIL: --no-mmap=1 not named as taking no value: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail "unknown device without -ngl" "$bin" run -m "$model" --device nosuch -p hi
 expect_fail "CPU as offload device" "$bin" run -m "$model" --device CPU -ngl 1 -p hi
 expect_fail "stray argument" "$bin" run -m "$model" -p hi extra
@@ -54,6 +56,9 @@ expect_fail "leading space in a number" "$bin" run -m "$model" -n ' 5'
 expect_fail "help for an unknown command" "$bin" help nosuch
 expect_fail "output to a full device" bash -c "exec '$bin' test-ops -o SCALE >/dev/full"
 expect_fail "subcommand help to a full device" bash -c "exec '$bin' run -h >/dev/full"
+# bench flushes each result row: the first failed flush's reason is the one reported
+expect_fail "bench rows to a full device" bash -c "exec '$bin' bench -m '$model' -p 8 -n 4 -r 1 >/dev/full"
+grep -q "No space left" "$tmp/err" || { echo "FAIL: bench to /dev/full names another reason: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail "repeat-last-n past the sampler's limit" "$bin" run -m "$model" -p hi --repeat-last-n 2000000
 # a block count the file cannot hold (201326597 layers): refused at once, nothing sized by it
 cp "$model" "$tmp/layers.gguf"
