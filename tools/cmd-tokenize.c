@@ -11,7 +11,22 @@
 static void usage(FILE * f) {
     fprintf(f,
             "usage: loom tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special] [--ids]\n"
-            "  prints one line per token: id and piece (or only the ids as a list with --ids)\n");
+            "  prints one line per token: id and piece (or only the ids as a list with --ids); control\n"
+            "  characters and backslashes in a piece are written as C escapes (\\n, \\t, \\x01, \\\\)\n");
+}
+
+/* A token's piece (n bytes) on one line: control characters and the backslash escaped, so that a
+ * newline or tab piece cannot break the line-per-token layout; other bytes (UTF-8) as they are. */
+static void print_piece(const char * p, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        if (c == '\\') fputs("\\\\", stdout);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
 }
 
 int loom_cmd_tokenize(int argc, char ** argv) {
@@ -74,7 +89,9 @@ int loom_cmd_tokenize(int argc, char ** argv) {
         for (int32_t i = 0; i < n; i++) {
             char piece[512];
             int32_t pn = loom_token_to_piece(vocab, toks[i], piece, sizeof piece, true);
-            printf("%6d -> '%.*s'\n", toks[i], pn > 0 ? pn : 0, piece);
+            printf("%6d -> '", toks[i]);
+            print_piece(piece, pn > 0 ? pn : 0);
+            puts("'");
         }
     }
     if (rc == 0 && !cli_stdout_ok("tokenize")) rc = 1;

@@ -46,6 +46,15 @@ expect_fail "gen-model stray argument" "$bin" gen-model --preset 260k -o "$tmp/n
 grep -q "unexpected argument 'extra'" "$tmp/err" || { echo "FAIL: gen-model stray argument: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail "tokenize stray argument" "$bin" tokenize -m "$model" -p hi extra
 expect_fail "tokenize abbreviation" "$bin" tokenize -m "$model" -p hi -n 3
+# control characters in a prompt: tokenize keeps one line per token, the pieces escaped
+"$bin" tokenize -m "$model" -p "$(printf 'a\tb\001c\nd')" >"$tmp/out" 2>"$tmp/err"
+n_ids=$("$bin" tokenize -m "$model" -p "$(printf 'a\tb\001c\nd')" --ids | tr -cd ',' | wc -c)
+if [ "$(wc -l <"$tmp/out")" -ne $((n_ids + 1)) ] || ! grep -q "'\\\\t'" "$tmp/out" || ! grep -q "'\\\\x01'" "$tmp/out" ||
+  ! grep -q "'\\\\n'" "$tmp/out"; then
+  echo "FAIL: tokenize of control characters:"; cat -A "$tmp/out" | head -12; fails=$((fails + 1))
+else
+  echo "ok: tokenize of control characters: $(tr '\n' ' ' <"$tmp/out")"
+fi
 expect_fail "bench nothing to measure" "$bin" bench -m "$model" -p 0 -n 0
 expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
 expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
