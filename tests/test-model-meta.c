@@ -1,5 +1,5 @@
-/* test-model-meta.c -- the hyper-parameters read from a model's metadata: optional llama.* keys take
- * their defaults only when absent; any integer type whose value fits is accepted for an integer
+/* test-model-meta.c -- the hyper-parameters and the vocabulary's optional keys read from a model's
+ * metadata: optional llama.* and tokenizer.ggml.* keys take their defaults only when absent; any integer type whose value fits is accepted for an integer
  * key (f32 or f64 for a float key); a present key of another type, or a value that does not fit,
  * is refused with a message naming the key and the type found. Files are written with the GGUF
  * writer: the five keys every model needs, one key under test, and nine placeholder tensors (the
@@ -44,9 +44,10 @@ static enum loom_status set_key(struct loom_gguf_writer * w, const struct key_ca
     }
 }
 
-/* Writes a one-layer model's metadata (64 wide, 8 heads of 8) plus 'k' (when not NULL) and reads
- * its hyper-parameters into 'hp'; the last logged error is left in test_last_error. */
-static enum loom_status read_with(const struct key_case * k, struct loom_hparams * hp) {
+/* Writes a one-layer model's metadata (64 wide, 8 heads of 8; with 'vocab' also a five-token llama
+ * vocabulary) plus 'k' (when not NULL) and reads its hyper-parameters into 'hp' (and, with 'vocab',
+ * the vocabulary into '*vocab'); the last logged error is left in test_last_error. */
+static enum loom_status read_meta_with(const struct key_case * k, struct loom_hparams * hp, struct loom_vocab ** vocab) {
     static const float zero = 0;
     struct loom_gguf_writer * w = loom_gguf_writer_new();
     CHECK(w != NULL, "writer");
@@ -56,6 +57,11 @@ static enum loom_status read_with(const struct key_case * k, struct loom_hparams
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.block_count", 1);
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.attention.head_count", 8);
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.feed_forward_length", 172);
+    if (st == LOOM_OK && vocab) st = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (st == LOOM_OK && vocab) {
+        static const char * const tokens[5] = {"<unk>", "<s>", "</s>", "a", "b"};
+        st = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, NULL, 5);
+    }
     if (st == LOOM_OK && k) st = set_key(w, k);
     for (int i = 0; i < 9 && st == LOOM_OK; i++) {
         char name[16];
@@ -68,10 +74,12 @@ static enum loom_status read_with(const struct key_case * k, struct loom_hparams
     CHECK(st == LOOM_OK, "writing the test file: %s %s", loom_status_str(st), err);
     if (st != LOOM_OK) return st;
     test_last_error[0] = 0;
-    st = loom_model_read_meta(FILE_OUT, hp, NULL);
+    st = loom_model_read_meta(FILE_OUT, hp, vocab);
     unlink(FILE_OUT);
     return st;
 }
+
+static enum loom_status read_with(const struct key_case * k, struct loom_hparams * hp) { return read_meta_with(k, hp, NULL); }
 
 static void check_defaults(void) {
     struct loom_hparams hp;
@@ -141,10 +149,66 @@ static void check_refused(void) {
     }
 }
 
+/* The vocabulary's optional token ids (any integer type, -1 .. INT32_MAX; u32 0xFFFFFFFF is -1) and
+ * flags (bool): read when present, the defaults (1, 2, 0, add BOS) when absent, refused with the key
+ * named when of another type or out of range. */
+static void check_vocab_keys(void) {
+    struct loom_hparams hp;
+    struct loom_vocab * v = NULL;
+    CHECK(read_meta_with(NULL, &hp, &v) == LOOM_OK && v, "vocabulary without optional keys: %s", test_last_error);
+    if (v) CHECK(loom_vocab_bos(v) == 1 && loom_vocab_eos(v) == 2 && loom_vocab_unk(v) == 0 && loom_vocab_get_add_bos(v), "defaults");
+    loom_vocab_free(v);
+    static const struct {
+        struct key_case k;
+        int32_t want;  /* the id read back, or the flag (0/1) */
+    } ok_cases[] = {
+        {{"tokenizer.ggml.bos_token_id", LOOM_GGUF_TYPE_UINT8, 3}, 3},
+        {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_INT64, 4}, 4},
+        {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_UINT32, 4294967295.0}, -1},
+        {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_UINT16, 3}, 3},
+        {{"tokenizer.ggml.add_bos_token", LOOM_GGUF_TYPE_BOOL, 0}, 0},
+    };
+    for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++) {
+        const struct key_case * k = &ok_cases[i].k;
+        v = NULL;
+        const enum loom_status st = read_meta_with(k, &hp, &v);
+        CHECK(st == LOOM_OK && v, "%s of type %s: %s", k->key, loom_gguf_type_name(k->type), test_last_error);
+        if (!v) continue;
+        const int32_t got = strstr(k->key, "add_bos")     ? (int32_t)loom_vocab_get_add_bos(v)
+                            : strstr(k->key, "bos_token") ? loom_vocab_bos(v)
+                            : strstr(k->key, "eos_token") ? loom_vocab_eos(v)
+                                                          : loom_vocab_unk(v);
+        CHECK(got == ok_cases[i].want, "%s of type %s: read %d, want %d", k->key, loom_gguf_type_name(k->type), got, ok_cases[i].want);
+        loom_vocab_free(v);
+    }
+    static const struct {
+        struct key_case k;
+        const char * says;
+    } bad_cases[] = {
+        {{"tokenizer.ggml.bos_token_id", LOOM_GGUF_TYPE_STRING, 0}, "has type str"},
+        {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_FLOAT32, 2}, "has type f32"},
+        {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_INT64, -5}, "is not a token id"},
+        {{"tokenizer.ggml.add_bos_token", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
+        {{"tokenizer.ggml.add_space_prefix", LOOM_GGUF_TYPE_STRING, 0}, "has type str"},
+    };
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        const struct key_case * k = &bad_cases[i].k;
+        v = NULL;
+        const enum loom_status st = read_meta_with(k, &hp, &v);
+        char key_q[96];
+        snprintf(key_q, sizeof key_q, "'%s'", k->key);
+        const char * at = strstr(test_last_error, key_q);
+        CHECK(st == LOOM_ERR_FORMAT && !v && at && strstr(at, bad_cases[i].says), "%s of type %s: %s, '%s' (expected '%s')", k->key,
+              loom_gguf_type_name(k->type), loom_status_str(st), test_last_error, bad_cases[i].says);
+        loom_vocab_free(v);
+    }
+}
+
 int main(void) {
     loom_log_set(test_capture_log, NULL);
     check_defaults();
     check_accepted();
     check_refused();
+    check_vocab_keys();
     return test_finish("test-model-meta");
 }

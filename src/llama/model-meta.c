@@ -113,6 +113,35 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
     return LOOM_OK;
 }
 
+/* An optional token id ('*id' keeps the caller's default when the key is absent): any integer type
+ * whose value is -1 (none) .. INT32_MAX, u32 0xFFFFFFFF read as -1; another type or value refused. */
+static enum loom_status opt_token_id(const struct loom_gguf * g, const char * key, int32_t * id) {
+    if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
+    char err[256];
+    int64_t v = 0;
+    enum loom_status st = loom_gguf_read_i64(g, key, &v, err, sizeof err);
+    if (st == LOOM_OK && v == 0xFFFFFFFFll) v = -1;
+    if (st == LOOM_OK && (v < -1 || v > INT32_MAX)) {
+        snprintf(err, sizeof err, "metadata key '%s' = %lld is not a token id", key, (long long)v);
+        st = LOOM_ERR_FORMAT;
+    }
+    if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "%s", err);
+        return st;
+    }
+    *id = (int32_t)v;
+    return LOOM_OK;
+}
+
+/* An optional flag ('*b' keeps the caller's default when the key is absent): bool only. */
+static enum loom_status opt_flag(const struct loom_gguf * g, const char * key, bool * b) {
+    if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
+    char err[256];
+    enum loom_status st = loom_gguf_read_bool(g, key, b, err, sizeof err);
+    if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
+    return st;
+}
+
 enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_vocab ** out) {
     *out = NULL;
     char err[256];
@@ -172,12 +201,18 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
         vp.text_lens = lens;
         vp.scores = scores_copy;
         vp.types = types_copy;
-        vp.bos_id = (int32_t)loom_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", 1);
-        vp.eos_id = (int32_t)loom_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", 2);
-        vp.unk_id = (int32_t)loom_gguf_get_i64(g, "tokenizer.ggml.unknown_token_id", 0);
-        vp.add_bos = loom_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", true);
-        vp.add_space_prefix = loom_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", true);
-        st = loom_vocab_new(&vp, out);
+        vp.bos_id = 1;
+        vp.eos_id = 2;
+        vp.unk_id = 0;
+        vp.add_bos = true;
+        vp.add_space_prefix = true;
+        /* optional keys: the defaults when absent, an error when present with another type */
+        st = opt_token_id(g, "tokenizer.ggml.bos_token_id", &vp.bos_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eos_token_id", &vp.eos_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.unknown_token_id", &vp.unk_id);
+        if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_bos_token", &vp.add_bos);
+        if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_space_prefix", &vp.add_space_prefix);
+        if (st == LOOM_OK) st = loom_vocab_new(&vp, out);
     }
     free(texts);
     free(lens);
