@@ -274,6 +274,9 @@ int loom_cmd_run(int argc, char ** argv) {
     if (o.device && o.n_gpu_layers == 0) {
         fprintf(stderr, "warning: --device %s has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n", o.device);
     }
+    if (o.no_host_copy && o.n_gpu_layers == 0) {
+        fprintf(stderr, "warning: --no-host-copy has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n");
+    }
     double t_load = (loom_time_us() - t_start) / 1000.0;
 
     struct loom_llama_context_params cp = loom_llama_context_default_params();
