@@ -103,7 +103,9 @@ static enum loom_status check_params(const struct loom_gen_params * p) {
     return LOOM_OK;
 }
 
-/* A byte-level vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then unused fillers. */
+/* A byte-level vocabulary: <unk>, <s>, </s>, the 256 byte tokens, the space marker U+2581 (when
+ * there is room: without it a space would be spelled by the marker's three byte tokens and come back
+ * as the marker, not as a space), then unused fillers. */
 static enum loom_status byte_vocab(int32_t n_vocab, struct loom_vocab ** out) {
     if (n_vocab < 259) {
         loom_log(LOOM_LOG_ERROR, "a byte-level vocabulary needs at least 259 entries, the model has %d", n_vocab);
@@ -118,7 +120,8 @@ static enum loom_status byte_vocab(int32_t n_vocab, struct loom_vocab ** out) {
         else if (i == 1) snprintf(texts[i], 24, "<s>"), types[i] = 3;
         else if (i == 2) snprintf(texts[i], 24, "</s>"), types[i] = 3;
         else if (i < 259) snprintf(texts[i], 24, "<0x%02X>", i - 3), types[i] = 6;
-        else snprintf(texts[i], 24, "<unused%d>", i - 259), types[i] = 5;
+        else if (i == 259) snprintf(texts[i], 24, "\xE2\x96\x81"), types[i] = 1;
+        else snprintf(texts[i], 24, "<unused%d>", i - 260), types[i] = 5;
         ptrs[i] = texts[i];
     }
     if (st == LOOM_OK) {
