@@ -24,11 +24,11 @@ expect_fail() {  # WHAT PATTERN ARGS...
 # 1000 layers of 1e6 x 1e6 f32: 4 TB per matrix, about 28 PB in all
 expect_fail "petabytes" "exceeds the limit of 1024 GiB" --dim 1000000 --hidden 1000000 --layers 1000 --heads 8 --vocab 300 --ctx 128
 expect_fail "just above 1 TiB" "exceeds the limit" --dim 16384 --hidden 16384 --layers 160 --heads 128 --vocab 300 --ctx 128
-# 120 layers of 16384 x 16384: 901998320352 bytes (840.1 GiB), under the cap; more than the free
+# 120 layers of 16384 x 16384: 901998320320 bytes (840.1 GiB), under the cap; more than the free
 # space of most test machines -- checked against what df says
 avail=$(df -B1 --output=avail "$tmp" | tail -1 | tr -d ' ')
 if [ "$avail" -lt 900000000000 ]; then
-  expect_fail "above the free space" "model needs 840.1 GiB (901998320352 bytes) but the output's filesystem has" \
+  expect_fail "above the free space" "model needs 840.1 GiB (901998320320 bytes) but the output's filesystem has" \
     --dim 16384 --hidden 16384 --layers 120 --heads 128 --vocab 300 --ctx 128
 else
   echo "skipped the free-space case: $avail bytes free"
