@@ -123,7 +123,11 @@ const char * cli_option_text(void) { return g_opt_text; }
 
 static const struct option * g_longopts; /* those of the last cli_getopt call */
 
-void cli_bad_option(const char * cmd) {
+void cli_option_error(const char * cmd, int c) {
+    if (c == ':') {
+        fprintf(stderr, "loom %s: option '%s' needs a value\n", cmd, g_opt_text);
+        return;
+    }
     const char * name = g_opt_text;
     while (*name == '-') name++;
     const size_t len = strcspn(name, "=");

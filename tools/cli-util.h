@@ -24,9 +24,10 @@ int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, lon
 int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts);
 /* The command-line element of the option cli_getopt returned last (for error messages). */
 const char * cli_option_text(void);
-/* Prints the one-line error for the option cli_getopt refused last ('?'): a value given to an option
- * that takes none ("--no-mmap=1"), or an unknown or abbreviated option. */
-void cli_bad_option(const char * cmd);
+/* Prints the one-line error for the option cli_getopt refused last: its result 'c' is ':' (a value
+ * missing) or '?' (a value given to an option that takes none -- "--no-mmap=1" -- or an unknown or
+ * abbreviated option). */
+void cli_option_error(const char * cmd, int c);
 /* Flushes stdout, remembering why the first failed flush failed (for cli_stdout_ok's message). */
 void cli_flush(void);
 /* Flushes stdout; when a write to it failed, now or at an earlier cli_flush (a full disk, a closed

@@ -80,8 +80,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
             break;
         case 'P': o->progress = true; break;
         case 'h': *help = true; return true;
-        case ':': fprintf(stderr, "loom bench: option '%s' needs a value\n", cli_option_text()); return false;
-        default: cli_bad_option("bench"); return false;
+        default: cli_option_error("bench", c); return false; /* ':' or '?' */
         }
     }
     if (!cli_no_more_args("bench", argc, argv)) return false;

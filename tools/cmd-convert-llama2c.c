@@ -26,8 +26,7 @@ int loom_cmd_convert_llama2c(int argc, char ** argv) {
         case 'k': tok = optarg; break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return cli_stdout_ok("convert-llama2c") ? 0 : 1;
-        case ':': fprintf(stderr, "loom convert-llama2c: option '%s' needs a value\n", cli_option_text()); return 1;
-        default: cli_bad_option("convert-llama2c"); return 1;
+        default: cli_option_error("convert-llama2c", c); return 1; /* ':' or '?' */
         }
     }
     if (!cli_no_more_args("convert-llama2c", argc, argv)) return 1;

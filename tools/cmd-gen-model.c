@@ -66,8 +66,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
             break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return cli_stdout_ok("gen-model") ? 0 : 1;
-        case ':': fprintf(stderr, "loom gen-model: option '%s' needs a value\n", cli_option_text()); return 1;
-        default: cli_bad_option("gen-model"); return 1;
+        default: cli_option_error("gen-model", c); return 1; /* ':' or '?' */
         }
         if (!ok) return 1;
     }

@@ -74,10 +74,10 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
-/* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 /* The context of a run without -c when the model's training context is longer (tokens). */
 #define LOOM_RUN_DEFAULT_CTX 4096
 
+/* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct run_opts * o) {
     struct loom_sampler_params sp = loom_sampler_default_params();
     *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
@@ -125,8 +125,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
             break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
-        case ':': fprintf(stderr, "loom run: option '%s' needs a value\n", cli_option_text()); return 1;
-        default: cli_bad_option("run"); return 1;
+        default: cli_option_error("run", c); return 1; /* ':' or '?' */
         }
         if (!ok) return 1;
     }

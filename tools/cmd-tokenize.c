@@ -50,8 +50,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
         case 'S': special = true; break;
         case 'I': ids_only = true; break;
         case 'h': usage(stdout); return cli_stdout_ok("tokenize") ? 0 : 1;
-        case ':': fprintf(stderr, "loom tokenize: option '%s' needs a value\n", cli_option_text()); return 1;
-        default: cli_bad_option("tokenize"); return 1;
+        default: cli_option_error("tokenize", c); return 1; /* ':' or '?' */
         }
     }
     if (!cli_no_more_args("tokenize", argc, argv)) return 1;

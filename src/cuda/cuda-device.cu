@@ -140,7 +140,6 @@ static const struct loom_backend_i be_iface = {
 
 static bool is_cuda_backend(loom_backend_t backend) { return backend && backend->iface.get_name == be_name; }
 
-/* An on/off environment variable: "0" is off, any other value on, unset 'dflt'. */
 static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * params) {
     (void)params;
     struct lc_device * d = dev_of(dev);

@@ -308,11 +308,16 @@ __device__ __forceinline__ void lc_mv_issue(uint4 * my, int s, const char * cons
 #define LC_PRE_ASYNC_PARTS 512
 #define LC_PRE_SMEM(warps) ((warps) * LC_PRE_ASYNC_PARTS * sizeof(float))
 
-/* The dynamic shared memory a matrix-vector kernel of shape X takes, allowed for it on this device
- * (a kernel's static and dynamic shared memory above 48 KiB need the attribute). */
-static size_t lc_mv_smem(const void * func, int x, int warps) {
+/* The dynamic shared memory a matrix-vector kernel of shape X takes, allowed for it on the
+ * backend's device the first time ('*set': a bit per device id, one word per kernel): a kernel's
+ * static and dynamic shared memory above 48 KiB need the attribute. */
+static size_t lc_mv_smem(const struct lc_backend * be, const void * func, int x, int warps, unsigned * set) {
     if (x != LC_MV_PRE) return 0;
-    (void)cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LC_PRE_SMEM(warps));
+    const unsigned bit = be->dev->id < 32 ? 1u << be->dev->id : 0;
+    if (!(*set & bit)) {
+        (void)cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LC_PRE_SMEM(warps));
+        *set |= bit;
+    }
     return LC_PRE_SMEM(warps);
 }
 
@@ -609,7 +614,8 @@ static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc
     }
     void * args[] = {(void *)&m};
     const void * f = (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, X>;
-    lc_launch(be, f, dim3((unsigned)blocks, 1, (unsigned)n), dim3(32 * WARPS, 1, 1), args, lc_mv_smem(f, X, WARPS));
+    static unsigned smem_set; /* devices this kernel's shared-memory attribute is set for */
+    lc_launch(be, f, dim3((unsigned)blocks, 1, (unsigned)n), dim3(32 * WARPS, 1, 1), args, lc_mv_smem(be, f, X, WARPS, &smem_set));
 }
 
 /* lc_matvec_launch_multi for the weights' element type 'type' (F32, F16 or BF16), one column. */
@@ -626,7 +632,8 @@ static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_ar
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     void * args[] = {(void *)&p};
     const void * f = (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, X>;
-    lc_launch(be, f, grid, dim3(32 * WARPS, 1, 1), args, lc_mv_smem(f, X, WARPS));
+    static unsigned smem_set; /* devices this kernel's shared-memory attribute is set for */
+    lc_launch(be, f, grid, dim3(32 * WARPS, 1, 1), args, lc_mv_smem(be, f, X, WARPS, &smem_set));
 }
 
 /* One column, two rows per warp (four for tall matrices): straight into registers or staged
