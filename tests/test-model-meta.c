@@ -52,12 +52,14 @@ static enum loom_status read_meta_with(const struct key_case * k, struct loom_hp
     struct loom_gguf_writer * w = loom_gguf_writer_new();
     CHECK(w != NULL, "writer");
     if (!w) return LOOM_ERR_OOM;
-    enum loom_status st = loom_gguf_writer_set_str(w, "general.architecture", "llama");
+    /* the case's key replaces the file's own value of it */
+    const bool own_arch = !k || strcmp(k->key, "general.architecture") != 0, own_tok = !k || strcmp(k->key, "tokenizer.ggml.model") != 0;
+    enum loom_status st = own_arch ? loom_gguf_writer_set_str(w, "general.architecture", "llama") : LOOM_OK;
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.embedding_length", 64);
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.block_count", 1);
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.attention.head_count", 8);
     if (st == LOOM_OK) st = loom_gguf_writer_set_u32(w, "llama.feed_forward_length", 172);
-    if (st == LOOM_OK && vocab) st = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (st == LOOM_OK && vocab && own_tok) st = loom_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     if (st == LOOM_OK && vocab) {
         static const char * const tokens[5] = {"<unk>", "<s>", "</s>", "a", "b"};
         st = loom_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, NULL, 5);
@@ -136,6 +138,7 @@ static void check_refused(void) {
         {{"llama.rope.scale_linear", LOOM_GGUF_TYPE_STRING, 0}, "has type str"},
         {{"llama.attention.layer_norm_rms_epsilon", LOOM_GGUF_TYPE_INT64, 0}, "has type i64"},
         {{"llama.embedding_length", LOOM_GGUF_TYPE_FLOAT32, 64}, "has type f32"},
+        {{"general.architecture", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct key_case * k = &cases[i].k;
@@ -190,6 +193,7 @@ static void check_vocab_keys(void) {
         {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_INT64, -5}, "is not a token id"},
         {{"tokenizer.ggml.add_bos_token", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
         {{"tokenizer.ggml.add_space_prefix", LOOM_GGUF_TYPE_STRING, 0}, "has type str"},
+        {{"tokenizer.ggml.model", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
     };
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
         const struct key_case * k = &bad_cases[i].k;

@@ -195,6 +195,18 @@ const char * cli_device_list(void) {
     return buf;
 }
 
+void cli_print_piece(FILE * f, const char * p, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        if (c == '\\') fputs("\\\\", f);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+}
+
 long long cli_cap_threads(const char * cmd, long long n) {
     const long long avail = loom_n_cpus();
     if (n <= avail) return n;

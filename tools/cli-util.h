@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <getopt.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Parse the whole string as a number in [lo, hi] ([0, hi] for cli_parse_u64); on failure print one
  * line "loom CMD: invalid value 'ARG' for OPTION" to stderr and return false. */
@@ -36,6 +37,10 @@ bool cli_stdout_ok(const char * cmd);
 /* 'n' threads, or the number of CPUs this process may run on when 'n' is larger (with a warning
  * naming 'cmd'): more threads than CPUs only wait for each other at every node. */
 long long cli_cap_threads(const char * cmd, long long n);
+/* A token's piece ('n' bytes) on one line of 'f': control characters and the backslash as C escapes
+ * (\n, \t, \r, \x01, \\), so that a newline or tab piece cannot break a line-per-token layout;
+ * other bytes (UTF-8) as they are (tokenize, run --verbose-prompt). */
+void cli_print_piece(FILE * f, const char * p, int32_t n);
 /* The registry's device names, comma-separated (for error messages). */
 const char * cli_device_list(void);
 /* After option parsing: true when no argument is left; else prints "unexpected argument". */

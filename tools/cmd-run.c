@@ -39,7 +39,7 @@ static void usage(FILE * f) {
             "      --device NAME         offload device (CUDA0, sim0, ...); none: no offload, whatever -ngl says\n"
             "      --no-host-copy        offloaded weights stay in host memory the device reads in place\n"
             "      --temp T              temperature (default 0.8; 0 = greedy)\n"
-            "      --top-k N             top-k sampling (default 40; 0 = off)\n"
+            "      --top-k N             top-k sampling (default 40; 0 or -1 = off)\n"
             "      --top-p P             top-p sampling (default 0.95; 1 = off)\n"
             "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"
             "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"
@@ -288,9 +288,10 @@ int loom_cmd_run(int argc, char ** argv) {
         fprintf(stderr, "prompt: %d tokens\n", n_prompt);
         for (int32_t i = 0; i < n_prompt; i++) {
             char piece[256];
-            int32_t n = loom_token_to_piece(vocab, s.tokens[i], piece, sizeof piece - 1, true);
-            piece[n > 0 ? n : 0] = 0;
-            fprintf(stderr, "%6d -> '%s'\n", s.tokens[i], piece);
+            const int32_t n = loom_token_to_piece(vocab, s.tokens[i], piece, sizeof piece, true);
+            fprintf(stderr, "%6d -> '", s.tokens[i]);
+            cli_print_piece(stderr, piece, n > 0 ? n : 0);
+            fputs("'\n", stderr);
         }
     }
 

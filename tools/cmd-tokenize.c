@@ -15,20 +15,6 @@ static void usage(FILE * f) {
             "  characters and backslashes in a piece are written as C escapes (\\n, \\t, \\x01, \\\\)\n");
 }
 
-/* A token's piece (n bytes) on one line: control characters and the backslash escaped, so that a
- * newline or tab piece cannot break the line-per-token layout; other bytes (UTF-8) as they are. */
-static void print_piece(const char * p, int32_t n) {
-    for (int32_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)p[i];
-        if (c == '\\') fputs("\\\\", stdout);
-        else if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '\r') fputs("\\r", stdout);
-        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
-    }
-}
-
 int loom_cmd_tokenize(int argc, char ** argv) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
@@ -89,7 +75,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
             char piece[512];
             int32_t pn = loom_token_to_piece(vocab, toks[i], piece, sizeof piece, true);
             printf("%6d -> '", toks[i]);
-            print_piece(piece, pn > 0 ? pn : 0);
+            cli_print_piece(stdout, piece, pn > 0 ? pn : 0);
             puts("'");
         }
     }

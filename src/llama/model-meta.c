@@ -18,6 +18,15 @@ static enum loom_status read_key(const struct loom_gguf * g, const char * key, b
     return st;
 }
 
+/* Reads the required string key 'key' into '*s' ('*len' bytes): missing or of another type is
+ * LOOM_ERR_FORMAT, logged once with the key and the type found. */
+static enum loom_status req_str(const struct loom_gguf * g, const char * key, const char ** s, size_t * len) {
+    char err[256];
+    enum loom_status st = loom_gguf_read_str(g, key, s, len, err, sizeof err);
+    if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
+    return st;
+}
+
 /* Reads a required integer key into a positive int32. */
 static enum loom_status req_u32(const struct loom_gguf * g, const char * key, int32_t * out) {
     uint32_t v = 0;
@@ -33,11 +42,8 @@ static enum loom_status req_u32(const struct loom_gguf * g, const char * key, in
 
 enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom_hparams * hp) {
     size_t len = 0;
-    const char * arch = loom_gguf_get_str(g, "general.architecture", NULL, &len);
-    if (!arch) {
-        loom_log(LOOM_LOG_ERROR, "metadata key 'general.architecture' is missing");
-        return LOOM_ERR_FORMAT;
-    }
+    const char * arch = NULL;
+    if (req_str(g, "general.architecture", &arch, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
     if (len != 5 || memcmp(arch, "llama", 5) != 0) {
         loom_log(LOOM_LOG_ERROR, "architecture '%.*s' is not supported (Loom runs 'llama')", (int)(len > 64 ? 64 : len), arch);
         return LOOM_ERR_UNSUPPORTED;
@@ -146,11 +152,8 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
     *out = NULL;
     char err[256];
     size_t len = 0;
-    const char * model = loom_gguf_get_str(g, "tokenizer.ggml.model", NULL, &len);
-    if (!model) {
-        loom_log(LOOM_LOG_ERROR, "metadata key 'tokenizer.ggml.model' is missing");
-        return LOOM_ERR_FORMAT;
-    }
+    const char * model = NULL;
+    if (req_str(g, "tokenizer.ggml.model", &model, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
     if (len != 5 || memcmp(model, "llama", 5) != 0) {
         loom_log(LOOM_LOG_ERROR, "tokenizer '%.*s' is not supported (Loom reads 'llama' SentencePiece vocabularies)",
                  (int)(len > 64 ? 64 : len), model);
