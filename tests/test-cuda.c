@@ -829,15 +829,17 @@ static void positions_fixup(const struct loom_tensor * t, uint8_t * mem) {
 }
 
 /* The decode layer's result (normalised as the next layer's input) and its two cache stores, built
- * in 'ctx' (n_head 4, head_dim 16; caches of g_cache_type, F16 unless a case says otherwise). */
+ * in 'ctx' (n_head 4, head_dim g_decode_d / 4; caches of g_cache_type, F16 unless a case says otherwise). */
 static enum loom_type g_cache_type = LOOM_TYPE_F16;
 
 struct decode_layer {
     struct loom_tensor *out, *k_store, *v_store;
 };
 
+static int64_t g_decode_d = 64, g_decode_ff = 96; /* the layer's embedding and feed-forward sizes */
+
 static struct decode_layer build_decode_layer(struct loom_context * ctx, enum loom_type wt, int64_t T, int64_t n_past, int64_t n_head_kv) {
-    const int64_t d = 64, n_head = 4, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = 96, n_ctx = 40;
+    const int64_t d = g_decode_d, n_head = 4, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = g_decode_ff, n_ctx = 40;
     const int64_t n_kv = n_past + T;
     struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
     struct loom_tensor * attn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
@@ -1057,17 +1059,17 @@ static void test_tails_on(loom_backend_t be, const char * what, bool profile) {
 /* The norm of a layer's input and its MUL finished inside the one-column products that read them
  * (pre-norm, cuda-mulmat.cu), after a residual product that prepares it, on 'be': three products
  * in one launch (q, k and v), one product (rows of 4096 and of 52 elements, the latter read
- * element by element; a tall matrix), SwiGLU,
- * and a product whose result is added to the norm's and the MUL's results (so that both must be
- * written whole before the next kernel). Every node is checked against the reference by tc_run;
+ * element by element; a tall matrix), SwiGLU (rows of 64, 512 -- one stage of the persistent
+ * kernel -- and 4096 elements), and products whose result is added to the norm's and the MUL's
+ * results (so that both must be written whole before the next kernel; rows of 48 and of 512). Every node is checked against the reference by tc_run;
  * with 'profile' the labels must show each norm inside the products' launch. */
 static void test_prenorm_on(loom_backend_t be, const char * what, bool profile) {
     loom_backend_t keep = g_be;
     g_be = be;
     const enum loom_type types[3] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
-    const int64_t kms[5][2] = {{4096, 40}, {52, 24}, {64, 8200}, {48, 48}, {64, -9000}}; /* K, M (-ff: SwiGLU) */
+    const int64_t kms[8][2] = {{4096, 40}, {52, 24}, {64, 8200}, {48, 48}, {64, -9000}, {512, -8200}, {4096, -300}, {512, 512}}; /* K, M (-ff: SwiGLU) */
     for (int w = 0; w < 3; w++) {
-        for (int s = 0; s < 5; s++) {
+        for (int s = 0; s < 8; s++) {
             const int64_t K = kms[s][0], M = kms[s][1] > 0 ? kms[s][1] : -kms[s][1];
             struct loom_context * ctx = tc_begin();
             struct loom_tensor * wr = loom_new_tensor_2d(ctx, types[w], 32, K); /* the residual's product */
@@ -1118,6 +1120,11 @@ static void test_prenorm(void) {
     test_prenorm_on(g_be, "default", false);
     loom_backend_t be = backend_with("LOOM_CUDA_PROFILE", "1");
     if (be) test_prenorm_on(be, "profiled", true);
+    be = backend_with("LOOM_CUDA_MV_PERSIST", "3"); /* persistent products: many row groups per warp */
+    if (be) {
+        test_prenorm_on(be, "LOOM_CUDA_MV_PERSIST=3", false);
+        loom_backend_free(be);
+    }
 }
 
 static void test_tails(void) {
@@ -1155,6 +1162,28 @@ static void test_decode(void) {
         g_be = keep;
         loom_backend_free(be);
     }
+    /* a wider layer (head_dim 128, K of every product a multiple of a stage): the products take
+     * the persistent kernels, with each warp's few row groups, many (LOOM_CUDA_MV_PERSIST=3: three
+     * blocks per product) or one per block (=0) */
+    g_decode_d = 512;
+    g_decode_ff = 1024;
+    test_decode_layer(LOOM_TYPE_F16, 1, 9, "wide");
+    test_decode_layer(LOOM_TYPE_BF16, 1, 2, "wide");
+    const char * persist[3][2] = {{"LOOM_CUDA_MV_PERSIST", "3"}, {"LOOM_CUDA_MV_PERSIST", "0"}, {"LOOM_CUDA_MV_PSHAPE", "1"}};
+    for (int k = 0; k < 3; k++) {
+        loom_backend_t be = backend_with(persist[k][0], persist[k][1]);
+        if (!be) continue;
+        loom_backend_t keep = g_be;
+        g_be = be;
+        char what[64];
+        snprintf(what, sizeof what, "wide, %s=%s", persist[k][0], persist[k][1]);
+        test_decode_layer(LOOM_TYPE_F16, 1, 9, what);
+        test_decode_layer(LOOM_TYPE_F32, 1, 30, what);
+        g_be = keep;
+        loom_backend_free(be);
+    }
+    g_decode_d = 64;
+    g_decode_ff = 96;
     test_decode_allocated();
 }
 

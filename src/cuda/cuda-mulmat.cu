@@ -32,6 +32,21 @@ static int g_mv_stages = 1;
 
 void lc_mul_mat_set_mv_stages(int on) { g_mv_stages = on; }
 
+/* LOOM_CUDA_MV_PERSIST: one-column products staged through shared memory (no tail, K a multiple of
+ * a stage) run as persistent kernels: 1 (the default) as many blocks as fit the device at once,
+ * each warp streaming its row groups through one ring; 0 a block per row group; N > 1 at most N
+ * blocks per product (so that tests give each warp many groups). */
+static int g_mv_persist = 1;
+#define LC_PERSIST_DEVS 16 /* devices whose occupancy each persistent kernel remembers */
+
+void lc_mul_mat_set_mv_persist(int v) { g_mv_persist = v; }
+
+/* LOOM_CUDA_MV_PSHAPE (an experiment): 1 gives persistent products of every height the tall
+ * matrices' shape (four rows per warp, three stages). */
+static int g_mv_pshape;
+
+void lc_mul_mat_set_mv_pshape(int v) { g_mv_pshape = v; }
+
 /* ================================================================ matrix-vector kernels */
 
 /* What the node after a matrix-vector product computes from its result, fused into the product's
@@ -437,12 +452,80 @@ __device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, i
     __syncthreads();
 }
 
+/* Weight row pointers of the warp whose first row is 'row0' (SwiGLU: ROWS/2 rows of a, then the
+ * same of a2), batch (i2, i3); rows past M are clamped (read again, never written). */
+template <int ROWS>
+__device__ __forceinline__ void lc_mv_rows(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, const char ** a) {
+    const bool dual = p.a2 != NULL;
+    const int HALF = ROWS > 1 ? ROWS / 2 : 1;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        const int64_t want = dual ? row0 + r % HALF : row0 + r;
+        const int64_t row = want < p.M ? want : p.M - 1;
+        a[r] = (dual && r >= HALF ? p.a2 : p.a) + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
+    }
+}
+
+/* Writes the warp's results from its (warp-summed, scaled) sums 'acc' -- rows row0 .. (SwiGLU:
+ * ROWS/2 of each matrix), batch (i2, i3) -- by lane 0: the product's own, then the epilogue's,
+ * the rotation's or SwiGLU's nodes in the order the unfused nodes write. RMS_PART: also u = result
+ * * weight row; returns the sum of the rows' squared results (0 otherwise). */
+template <int NC, int ROWS, bool TAIL>
+__device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, float (*acc)[NC]) {
+    const bool dual = p.a2 != NULL;
+    const int HALF = ROWS > 1 ? ROWS / 2 : 1;
+    float hsq = 0.0f; /* RMS_PART: the sum of this warp's rows' squared results */
+    if (lane == 0 && p.epi.kind == LC_EPI_ROPE) {
+#pragma unroll
+        for (int r = 0; r + 1 < ROWS; r += 2) {
+            if (row0 + r >= p.M) break;
+#pragma unroll
+            for (int j = 0; j < NC; j++) lc_mv_rope(p, row0 + r, j, i2, i3, acc[r][j], acc[r + 1][j]);
+        }
+    } else if (lane == 0 && dual) {
+        const struct lc_mv_glu & g = p.glu;
+#pragma unroll
+        for (int h = 0; h < HALF; h++) {
+            const int64_t row = row0 + h;
+            if (row >= p.M) break;
+#pragma unroll
+            for (int j = 0; j < NC; j++) { /* in the order the unfused nodes write */
+                const float gate = acc[h][j], up = acc[h + HALF < ROWS ? h + HALF : h][j];
+                *(float *)(p.d + row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3) = gate;
+                const float act = lc_silu(gate);
+                *(float *)(g.act + row * g.act_nb[0] + j * g.act_nb[1] + i2 * g.act_nb[2] + i3 * g.act_nb[3]) = act;
+                *(float *)(g.up + row * g.up_nb[0] + j * g.up_nb[1] + i2 * g.up_nb[2] + i3 * g.up_nb[3]) = up;
+                *(float *)(g.out + row * g.out_nb[0] + j * g.out_nb[1] + i2 * g.out_nb[2] + i3 * g.out_nb[3]) = act * up;
+            }
+        }
+    } else if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (row0 + r >= p.M) break;
+            char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
+#pragma unroll
+            for (int j = 0; j < NC; j++) {
+                if (!p.skip_d) *(float *)(d + j * p.d_nb1) = acc[r][j];
+                float h = acc[r][j];
+                if (p.epi.kind != LC_EPI_NONE) h = lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
+                if (TAIL && p.tail.kind == LC_TAIL_RMS_PART) {
+                    hsq += h * h;
+                    p.tail.u[row0 + r] = h * *(const float *)(p.tail.w + (row0 + r) * p.tail.w_nb0);
+                }
+            }
+        }
+    }
+    return hsq;
+}
+
 /* PRE: block blockIdx.x's slice of the norm's result y = h * scale and the MUL's z = u * scale, by
  * its first warp ('u': the activations the products read). The first (at most 128) blocks of the
- * product (M rows, 'rows_per_block' each) share the K elements: blocks of the first wave, whose
+ * product (M rows, 'rows_per_block' each, or fewer blocks than that in a persistent grid) share the K elements: blocks of the first wave, whose
  * loads at the end overlap the later blocks' products. */
 __device__ __forceinline__ void lc_mv_pre_store(const struct lc_mv_args & p, const char * u, float scale, int64_t rows_per_block, int lane) {
-    const int64_t nblk = (p.M + rows_per_block - 1) / rows_per_block, nw = nblk < 128 ? nblk : 128, chunk = (p.K + nw - 1) / nw;
+    int64_t nblk = (p.M + rows_per_block - 1) / rows_per_block;
+    if (nblk > gridDim.x) nblk = gridDim.x; /* a persistent grid: each block has rows */
+    const int64_t nw = nblk < 128 ? nblk : 128, chunk = (p.K + nw - 1) / nw;
     if (blockIdx.x >= nw) return;
     const int64_t lo = (int64_t)blockIdx.x * chunk, hi = lo + chunk < p.K ? lo + chunk : p.K;
     for (int64_t k = lo + lane; k < hi; k += 32) {
@@ -476,12 +559,7 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            const int64_t want = dual ? row0 + r % HALF : row0 + r;
-            const int64_t row = want < p.M ? want : p.M - 1;
-            a[r] = (dual && r >= HALF ? p.a2 : p.a) + row * p.a_nb1 + (i2 / p.r2) * p.a_nb2 + (i3 / p.r3) * p.a_nb3;
-        }
+        lc_mv_rows<ROWS>(p, row0, i2, i3, a);
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
         float acc[ROWS][NC];
 #pragma unroll
@@ -540,49 +618,101 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
             for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
             if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, b, scale, (int64_t)WARPS * (dual ? HALF : ROWS), lane);
         }
-        float hsq = 0.0f; /* RMS_PART: the sum of this warp's rows' squared results */
-        if (lane == 0 && p.epi.kind == LC_EPI_ROPE) {
-#pragma unroll
-            for (int r = 0; r + 1 < ROWS; r += 2) {
-                if (row0 + r >= p.M) break;
-#pragma unroll
-                for (int j = 0; j < NC; j++) lc_mv_rope(p, row0 + r, j, i2, i3, acc[r][j], acc[r + 1][j]);
-            }
-        } else if (lane == 0 && dual) {
-            const struct lc_mv_glu & g = p.glu;
-#pragma unroll
-            for (int h = 0; h < HALF; h++) {
-                const int64_t row = row0 + h;
-                if (row >= p.M) break;
-#pragma unroll
-                for (int j = 0; j < NC; j++) { /* in the order the unfused nodes write */
-                    const float gate = acc[h][j], up = acc[h + HALF < ROWS ? h + HALF : h][j];
-                    *(float *)(p.d + row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3) = gate;
-                    const float act = lc_silu(gate);
-                    *(float *)(g.act + row * g.act_nb[0] + j * g.act_nb[1] + i2 * g.act_nb[2] + i3 * g.act_nb[3]) = act;
-                    *(float *)(g.up + row * g.up_nb[0] + j * g.up_nb[1] + i2 * g.up_nb[2] + i3 * g.up_nb[3]) = up;
-                    *(float *)(g.out + row * g.out_nb[0] + j * g.out_nb[1] + i2 * g.out_nb[2] + i3 * g.out_nb[3]) = act * up;
-                }
-            }
-        } else if (lane == 0) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (row0 + r >= p.M) break;
-                char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
-#pragma unroll
-                for (int j = 0; j < NC; j++) {
-                    if (!p.skip_d) *(float *)(d + j * p.d_nb1) = acc[r][j];
-                    float h = acc[r][j];
-                    if (p.epi.kind != LC_EPI_NONE) h = lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
-                    if (TAIL && p.tail.kind == LC_TAIL_RMS_PART) {
-                        hsq += h * h;
-                        p.tail.u[row0 + r] = h * *(const float *)(p.tail.w + (row0 + r) * p.tail.w_nb0);
-                    }
-                }
-            }
-        }
+        const float hsq = lc_mv_finish<NC, ROWS, TAIL>(p, row0, i2, i3, lane, acc);
         if (TAIL) lc_mv_tail_arrive(p, bt, (float *)ring, hsq);
     }
+}
+
+/* The persistent form of lc_matvec_body (LOOM_CUDA_MV_PERSIST; one column, one batch, no tail, K
+ * a multiple of a stage, STAGES >= 2): a grid no larger than fits the device at once, each warp
+ * computing the row groups warp, warp + (warps in the grid), ... one after the other through one
+ * ring of stages that runs on across its groups: the loads of the next group are in flight while
+ * a group's sums are reduced and written, and no block starts or drains its pipeline per group. */
+template <typename T, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
+__device__ __forceinline__ void lc_matvec_persist_body(const struct lc_mv_args & p) {
+    constexpr bool PRE = X == LC_MV_PRE;
+    static_assert(X != LC_MV_TAIL && STAGES >= 2, "no tail; a ring of at least two stages");
+    lc_pdl_trigger();
+    const int lane = threadIdx.x % 32, NT = 32 * WARPS;
+    const int64_t rpw = p.a2 ? (ROWS > 1 ? ROWS / 2 : 1) : ROWS; /* rows of the result per group */
+    const int64_t ngroups = (p.M + rpw - 1) / rpw, stride = (int64_t)gridDim.x * WARPS, g0 = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
+    const int64_t mine = g0 < ngroups ? (ngroups - 1 - g0) / stride + 1 : 0;
+    const int64_t nstage = p.K / lc_mv_vec<T>::n / (32 * UNROLL), total = mine * nstage;
+    __shared__ uint4 ring[STAGES * UNROLL * ROWS * NT];
+    extern __shared__ float4 lc_mv_dyn[];
+    float * pre_sm = PRE && p.pre.nparts <= LC_PRE_ASYNC_PARTS ? (float *)(lc_mv_dyn + (threadIdx.x / 32) * (LC_PRE_ASYNC_PARTS / 4)) : NULL;
+    uint4 * my = ring + threadIdx.x;
+    /* the stages are issued in order: 'ia' the rows of group 'ig', stage 'is' next */
+    const char * ia[ROWS];
+    int64_t ig = 0, is = 0;
+    lc_mv_rows<ROWS>(p, g0 * rpw, 0, 0, ia);
+    bool waited = false;
+    float scale = 1.0f;
+    if (!p.a_const) lc_mv_wait<PRE>(p, waited, scale, pre_sm);
+    int64_t issued = 0;
+    for (; issued < STAGES - 1; issued++) {
+        if (issued >= total) {
+            lc_cp_async_commit(); /* an empty group keeps the count */
+            continue;
+        }
+        lc_mv_issue<ROWS, UNROLL, NT>(my, (int)issued, ia, lane + 32 * UNROLL * is);
+        if (++is == nstage) {
+            is = 0;
+            lc_mv_rows<ROWS>(p, (g0 + ++ig * stride) * rpw, 0, 0, ia);
+        }
+    }
+    if (!waited) lc_mv_wait<PRE>(p, waited, scale, pre_sm);
+    float acc[ROWS][1];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) acc[r][0] = 0.0f;
+    int64_t g = 0, s = 0; /* the group and stage being summed */
+    for (int64_t i = 0; i < total; i++) {
+        lc_cp_async_wait<STAGES - 2>(); /* stage i has landed */
+        const int slot = (int)(i % STAGES);
+        uint4 x[UNROLL][ROWS];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) x[u][r] = my[((slot * UNROLL + u) * ROWS + r) * NT];
+        if (issued < total) { /* into the slot stage i - 1 used */
+            lc_mv_issue<ROWS, UNROLL, NT>(my, (int)(issued % STAGES), ia, lane + 32 * UNROLL * is);
+            if (++is == nstage) {
+                is = 0;
+                lc_mv_rows<ROWS>(p, (g0 + ++ig * stride) * rpw, 0, 0, ia);
+            }
+        } else {
+            lc_cp_async_commit();
+        }
+        issued++;
+        const int64_t v = lane + 32 * UNROLL * s;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) lc_mv_accum<T, 1, ROWS>(x[u], p.b, p.b_nb1, (v + 32 * u) * lc_mv_vec<T>::n, acc);
+        if (++s < nstage) continue;
+        /* the group's sums are complete */
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) acc[r][0] = lc_warp_sum(acc[r][0]);
+        if (PRE) {
+            if (scale < 0.0f) { /* the partial sums' copy (committed before stage STAGES - 1) has landed once STAGES - 1 stages were waited for */
+                if (nstage < STAGES - 1) lc_cp_async_wait<0>();
+                __syncwarp();
+                scale = lc_mv_pre_scale(p, pre_sm);
+            }
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
+        }
+        (void)lc_mv_finish<1, ROWS, false>(p, (g0 + g * stride) * rpw, 0, 0, lane, acc);
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) acc[r][0] = 0.0f;
+        s = 0;
+        g++;
+    }
+    lc_cp_async_wait<0>();
+    if (PRE && p.pre.write && threadIdx.x < 32 && mine > 0) lc_mv_pre_store(p, p.b, scale, (int64_t)WARPS * rpw, lane);
+}
+
+template <typename T, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_persist_kernel(const __grid_constant__ struct lc_mv_args p) {
+    lc_matvec_persist_body<T, ROWS, UNROLL, WARPS, STAGES, X>(p);
 }
 
 /* With a tail, at most 128 registers (four blocks per SM): the tail's loads, all in flight at
@@ -605,14 +735,61 @@ __global__ void __launch_bounds__(32 * WARPS) lc_matvec_multi_kernel(const __gri
     lc_matvec_body<T, NC, ROWS, UNROLL, WARPS, STAGES, X>(m.s[blockIdx.z]);
 }
 
+template <typename T, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
+__global__ void __launch_bounds__(32 * WARPS) lc_matvec_persist_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
+    lc_matvec_persist_body<T, ROWS, UNROLL, WARPS, STAGES, X>(m.s[blockIdx.z]);
+}
+
+/* Kernel shapes that have a persistent form: one column, a ring of at least two stages, no tail. */
+#define LC_PERSIST_SHAPE(NC, STAGES, X) ((NC) == 1 && (STAGES) >= 2 && (X) != LC_MV_TAIL)
+
+/* True when the persistent kernel (lc_matvec_persist_body) may compute product 'p' with stages of
+ * UNROLL vectors (its kernel shape passing LC_PERSIST_SHAPE). */
+template <typename T, int UNROLL>
+static bool lc_persist_ok(const struct lc_mv_args & p) {
+    const int V = lc_mv_vec<T>::n;
+    return g_mv_persist && p.tail.kind == LC_TAIL_NONE && p.nbatch == 1 && p.vec && p.K % V == 0 && (p.K / V) % (32 * UNROLL) == 0;
+}
+
+/* Blocks per product of a persistent launch of 'f' (WARPS warps, 'smem' dynamic bytes) for
+ * 'groups' row groups in each of 'nseg' products: no more than fit the device at once (its blocks
+ * per multiprocessor are asked once per kernel and device, '*occ'), nor than LOOM_CUDA_MV_PERSIST
+ * when that is above 1, and spread so that every warp but the last has the same number of groups. */
+static unsigned lc_persist_blocks(const struct lc_backend * be, const void * f, int warps, size_t smem, int64_t groups, int nseg, int * occ) {
+    const int id = be->dev->id >= 0 && be->dev->id < LC_PERSIST_DEVS ? be->dev->id : 0;
+    if (occ[id] <= 0 && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[id], f, 32 * warps, smem) != cudaSuccess || occ[id] <= 0)) {
+        (void)cudaGetLastError();
+        occ[id] = 1;
+    }
+    int64_t slots = (int64_t)occ[id] * be->dev->sm_count / nseg;
+    if (g_mv_persist > 1 && slots > g_mv_persist) slots = g_mv_persist;
+    if (slots < 1) slots = 1;
+    const int64_t per_warp = (groups + slots * warps - 1) / (slots * warps);
+    return (unsigned)((groups + per_warp * warps - 1) / (per_warp * warps));
+}
+
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
 static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-    int64_t blocks = 0;
+    int64_t blocks = 0, groups = 0;
+    bool persist = LC_PERSIST_SHAPE(NC, STAGES, X);
     for (int i = 0; i < n; i++) {
-        const int64_t b = (m.s[i].M + ROWS * WARPS - 1) / (ROWS * WARPS);
+        const int64_t b = (m.s[i].M + ROWS * WARPS - 1) / (ROWS * WARPS), g = (m.s[i].M + ROWS - 1) / ROWS;
         blocks = b > blocks ? b : blocks;
+        groups = g > groups ? g : groups;
+        persist = persist && lc_persist_ok<T, UNROLL>(m.s[i]);
     }
     void * args[] = {(void *)&m};
+    if constexpr (LC_PERSIST_SHAPE(NC, STAGES, X)) {
+        if (persist) {
+            const void * f = (const void *)lc_matvec_persist_multi_kernel<T, ROWS, UNROLL, WARPS, STAGES, X>;
+            static unsigned smem_set;
+            static int occ[LC_PERSIST_DEVS];
+            const size_t smem = lc_mv_smem(be, f, X, WARPS, &smem_set);
+            blocks = lc_persist_blocks(be, f, WARPS, smem, groups, n, occ);
+            lc_launch(be, f, dim3((unsigned)blocks, 1, (unsigned)n), dim3(32 * WARPS, 1, 1), args, smem);
+            return;
+        }
+    }
     const void * f = (const void *)lc_matvec_multi_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, X>;
     static unsigned smem_set; /* devices this kernel's shared-memory attribute is set for */
     lc_launch(be, f, dim3((unsigned)blocks, 1, (unsigned)n), dim3(32 * WARPS, 1, 1), args, lc_mv_smem(be, f, X, WARPS, &smem_set));
@@ -628,9 +805,20 @@ static void lc_matvec_launch_multi_typed(const struct lc_backend * be, const str
 
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES = 0, int X = LC_MV_PLAIN>
 static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_args & p) {
-    const int64_t rows_per_block = (int64_t)(p.a2 ? ROWS / 2 : ROWS) * WARPS;
+    const int64_t rows_per_group = p.a2 ? ROWS / 2 : ROWS, rows_per_block = rows_per_group * WARPS;
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     void * args[] = {(void *)&p};
+    if constexpr (LC_PERSIST_SHAPE(NC, STAGES, X)) {
+        if (lc_persist_ok<T, UNROLL>(p)) {
+            const void * f = (const void *)lc_matvec_persist_kernel<T, ROWS, UNROLL, WARPS, STAGES, X>;
+            static unsigned smem_set;
+            static int occ[LC_PERSIST_DEVS];
+            const size_t smem = lc_mv_smem(be, f, X, WARPS, &smem_set);
+            grid.x = lc_persist_blocks(be, f, WARPS, smem, (p.M + rows_per_group - 1) / rows_per_group, 1, occ);
+            lc_launch(be, f, grid, dim3(32 * WARPS, 1, 1), args, smem);
+            return;
+        }
+    }
     const void * f = (const void *)lc_matvec_kernel<T, NC, ROWS, UNROLL, WARPS, STAGES, X>;
     static unsigned smem_set; /* devices this kernel's shared-memory attribute is set for */
     lc_launch(be, f, grid, dim3(32 * WARPS, 1, 1), args, lc_mv_smem(be, f, X, WARPS, &smem_set));
@@ -640,7 +828,7 @@ static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_ar
  * through shared memory in one of the measured ring shapes (LOOM_CUDA_MV_STAGES). */
 template <typename T>
 static void lc_matvec_one_col(const struct lc_backend * be, const struct lc_mv_args & p) {
-    const bool tall = p.M >= 8192;
+    const bool tall = p.M >= 8192 || (g_mv_pshape && lc_persist_ok<T, 2>(p));
     if (p.tail.kind != LC_TAIL_NONE) { /* one shape: the tall one's registers would not leave room for the tail's */
         lc_matvec_launch<T, 1, LC_TAIL_ROWS, 2, LC_TAIL_WARPS, 6, LC_MV_TAIL>(be, p);
         return;
@@ -1308,12 +1496,14 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
         struct lc_pre_plan pl = *pp;
         if (!pre_norm_fits(be, &pl, nodes, at)) return LOOM_OK;
         for (int sg = 0; sg < nseg; sg++) pre_norm_apply(&pl, sg == 0, m.s[sg]);
-        lc_matvec_launch_multi_typed<2, 2, 4, 6, LC_MV_PRE>(be, m, nseg, type);
+        if (g_mv_pshape && g_mv_persist) lc_matvec_launch_multi_typed<4, 2, 4, 3, LC_MV_PRE>(be, m, nseg, type);
+        else lc_matvec_launch_multi_typed<2, 2, 4, 6, LC_MV_PRE>(be, m, nseg, type);
         *used = at;
         return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
     }
     /* the small-matrix shape of lc_matvec_one_col for the chosen staging */
-    if (g_mv_stages == 1 || g_mv_stages == 3) lc_matvec_launch_multi_typed<2, 2, 4, 6>(be, m, nseg, type);
+    if (g_mv_stages == 1 && g_mv_pshape && g_mv_persist) lc_matvec_launch_multi_typed<4, 2, 4, 3>(be, m, nseg, type);
+    else if (g_mv_stages == 1 || g_mv_stages == 3) lc_matvec_launch_multi_typed<2, 2, 4, 6>(be, m, nseg, type);
     else if (g_mv_stages) lc_matvec_launch_multi_typed<2, 4, 4, 3>(be, m, nseg, type);
     else lc_matvec_launch_multi_typed<2, 4, 4, 0>(be, m, nseg, type);
     *used = at;
