@@ -1169,14 +1169,14 @@ static void test_decode(void) {
     g_decode_ff = 1024;
     test_decode_layer(LOOM_TYPE_F16, 1, 9, "wide");
     test_decode_layer(LOOM_TYPE_BF16, 1, 2, "wide");
-    const char * persist[3][2] = {{"LOOM_CUDA_MV_PERSIST", "3"}, {"LOOM_CUDA_MV_PERSIST", "0"}, {"LOOM_CUDA_MV_PSHAPE", "1"}};
-    for (int k = 0; k < 3; k++) {
-        loom_backend_t be = backend_with(persist[k][0], persist[k][1]);
+    const char * persist[2] = {"3", "0"};
+    for (int k = 0; k < 2; k++) {
+        loom_backend_t be = backend_with("LOOM_CUDA_MV_PERSIST", persist[k]);
         if (!be) continue;
         loom_backend_t keep = g_be;
         g_be = be;
         char what[64];
-        snprintf(what, sizeof what, "wide, %s=%s", persist[k][0], persist[k][1]);
+        snprintf(what, sizeof what, "wide, LOOM_CUDA_MV_PERSIST=%s", persist[k]);
         test_decode_layer(LOOM_TYPE_F16, 1, 9, what);
         test_decode_layer(LOOM_TYPE_F32, 1, 30, what);
         g_be = keep;

@@ -41,11 +41,11 @@ static int g_mv_persist = 1;
 
 void lc_mul_mat_set_mv_persist(int v) { g_mv_persist = v; }
 
-/* LOOM_CUDA_MV_PSHAPE (an experiment): 1 gives persistent products of every height the tall
- * matrices' shape (four rows per warp, three stages). */
-static int g_mv_pshape;
+/* LOOM_CUDA_MV_PTALL (an experiment): 0 gives persistent tall products the small matrices' shape. */
+static int g_mv_ptall = 1;
 
-void lc_mul_mat_set_mv_pshape(int v) { g_mv_pshape = v; }
+void lc_mul_mat_set_mv_ptall(int v) { g_mv_ptall = v; }
+
 
 /* ================================================================ matrix-vector kernels */
 
@@ -828,7 +828,7 @@ static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_ar
  * through shared memory in one of the measured ring shapes (LOOM_CUDA_MV_STAGES). */
 template <typename T>
 static void lc_matvec_one_col(const struct lc_backend * be, const struct lc_mv_args & p) {
-    const bool tall = p.M >= 8192 || (g_mv_pshape && lc_persist_ok<T, 2>(p));
+    const bool tall = p.M >= 8192 && (g_mv_ptall || !lc_persist_ok<T, 2>(p));
     if (p.tail.kind != LC_TAIL_NONE) { /* one shape: the tall one's registers would not leave room for the tail's */
         lc_matvec_launch<T, 1, LC_TAIL_ROWS, 2, LC_TAIL_WARPS, 6, LC_MV_TAIL>(be, p);
         return;
@@ -1496,14 +1496,12 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
         struct lc_pre_plan pl = *pp;
         if (!pre_norm_fits(be, &pl, nodes, at)) return LOOM_OK;
         for (int sg = 0; sg < nseg; sg++) pre_norm_apply(&pl, sg == 0, m.s[sg]);
-        if (g_mv_pshape && g_mv_persist) lc_matvec_launch_multi_typed<4, 2, 4, 3, LC_MV_PRE>(be, m, nseg, type);
-        else lc_matvec_launch_multi_typed<2, 2, 4, 6, LC_MV_PRE>(be, m, nseg, type);
+        lc_matvec_launch_multi_typed<2, 2, 4, 6, LC_MV_PRE>(be, m, nseg, type);
         *used = at;
         return LC_CHECK_LAUNCH("lc_matvec_multi_kernel");
     }
     /* the small-matrix shape of lc_matvec_one_col for the chosen staging */
-    if (g_mv_stages == 1 && g_mv_pshape && g_mv_persist) lc_matvec_launch_multi_typed<4, 2, 4, 3>(be, m, nseg, type);
-    else if (g_mv_stages == 1 || g_mv_stages == 3) lc_matvec_launch_multi_typed<2, 2, 4, 6>(be, m, nseg, type);
+    if (g_mv_stages == 1 || g_mv_stages == 3) lc_matvec_launch_multi_typed<2, 2, 4, 6>(be, m, nseg, type);
     else if (g_mv_stages) lc_matvec_launch_multi_typed<2, 4, 4, 3>(be, m, nseg, type);
     else lc_matvec_launch_multi_typed<2, 4, 4, 0>(be, m, nseg, type);
     *used = at;
