@@ -47,6 +47,9 @@
  *    launches); =2: host times only. Logged (warning level) when the backend is freed.
  *  - LOOM_CUDA_MV_STAGES (0-3): how one-column products stream their weights (0: into registers;
  *    1, the default, and 2-3: through rings of shared memory, see cuda-mulmat.cu).
+ *  - LOOM_CUDA_MV_PERSIST: one-column products without a last-block tail run on as many blocks
+ *    as the device holds at once, each warp streaming several row groups through one ring (1, the
+ *    default); 0: a block per row group; N > 1: at most N blocks per product (a test setting).
  *  - LOOM_CUDA_MV (0-3) and LOOM_CUDA_GEMM (0-2): kernel-shape and cuBLAS-output experiments.
  *
  * When Loom is built without CUDA these functions exist too: they report no devices and return

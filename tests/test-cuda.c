@@ -1136,7 +1136,8 @@ static void test_tails(void) {
 /* The decode layer on the default backend (fusion, CUDA graphs and programmatic launches on unless
  * the environment says otherwise) for a growing n_past, then on backends made with
  * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0, LOOM_CUDA_QKV=0, LOOM_CUDA_MV_STAGES=0,
- * LOOM_CUDA_TAIL=0 and LOOM_CUDA_PRENORM=0; then the layer as the graph allocator places it. */
+ * LOOM_CUDA_TAIL=0 and LOOM_CUDA_PRENORM=0; a wider layer whose products take the persistent
+ * kernels (also with LOOM_CUDA_MV_PERSIST=3 and =0); then the layer as the graph allocator places it. */
 static void test_decode(void) {
     const int64_t steps[] = {0, 1, 2, 9, 30};
     for (int w = 0; w < 2; w++)

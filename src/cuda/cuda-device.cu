@@ -179,7 +179,6 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
     lc_mul_mat_set_mv_stages(stages && *stages >= '0' && *stages <= '3' && !stages[1] ? *stages - '0' : 1);
     const char * persist = getenv("LOOM_CUDA_MV_PERSIST");
     lc_mul_mat_set_mv_persist(persist && *persist && atoi(persist) >= 0 ? atoi(persist) : 1);
-    lc_mul_mat_set_mv_ptall(loom_env_flag("LOOM_CUDA_MV_PTALL", true));
     /* cuBLAS's workspace set up front: nothing it needs is allocated while a product is queued */
     if (cudaMalloc((void **)&be->cublas_ws, LC_CUBLAS_WORKSPACE) != cudaSuccess ||
         cublasSetWorkspace(be->cublas, be->cublas_ws, LC_CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {

@@ -35,17 +35,12 @@ void lc_mul_mat_set_mv_stages(int on) { g_mv_stages = on; }
 /* LOOM_CUDA_MV_PERSIST: one-column products staged through shared memory (no tail, K a multiple of
  * a stage) run as persistent kernels: 1 (the default) as many blocks as fit the device at once,
  * each warp streaming its row groups through one ring; 0 a block per row group; N > 1 at most N
- * blocks per product (so that tests give each warp many groups). */
+ * blocks per product (so that tests give each warp many groups). H200, 7B F16 tg128: 215-217
+ * against 208-211 t/s with 0 (bench/cuda-notes.md, session 7). */
 static int g_mv_persist = 1;
 #define LC_PERSIST_DEVS 16 /* devices whose occupancy each persistent kernel remembers */
 
 void lc_mul_mat_set_mv_persist(int v) { g_mv_persist = v; }
-
-/* LOOM_CUDA_MV_PTALL (an experiment): 0 gives persistent tall products the small matrices' shape. */
-static int g_mv_ptall = 1;
-
-void lc_mul_mat_set_mv_ptall(int v) { g_mv_ptall = v; }
-
 
 /* ================================================================ matrix-vector kernels */
 
@@ -628,6 +623,25 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
  * computing the row groups warp, warp + (warps in the grid), ... one after the other through one
  * ring of stages that runs on across its groups: the loads of the next group are in flight while
  * a group's sums are reduced and written, and no block starts or drains its pipeline per group. */
+/* Where a persistent warp's loads stand: the rows of its group 'group' (the warp's group number
+ * g0 + group * stride) and the stage of them issued next. */
+template <int ROWS> struct lc_mv_cursor {
+    const char * a[ROWS];
+    int64_t group, stage;
+};
+
+/* Issues the cursor's stage into ring slot 'slot' and moves the cursor on (to the next group's
+ * rows after the last of 'nstage' stages). */
+template <int ROWS, int UNROLL, int NT>
+__device__ __forceinline__ void lc_mv_issue_next(const struct lc_mv_args & p, uint4 * my, int slot, struct lc_mv_cursor<ROWS> & c, int64_t nstage,
+                                                 int64_t g0, int64_t stride, int64_t rpw, int lane) {
+    lc_mv_issue<ROWS, UNROLL, NT>(my, slot, c.a, lane + 32 * UNROLL * c.stage);
+    if (++c.stage == nstage) {
+        c.stage = 0;
+        lc_mv_rows<ROWS>(p, (g0 + ++c.group * stride) * rpw, 0, 0, c.a);
+    }
+}
+
 template <typename T, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
 __device__ __forceinline__ void lc_matvec_persist_body(const struct lc_mv_args & p) {
     constexpr bool PRE = X == LC_MV_PRE;
@@ -642,10 +656,9 @@ __device__ __forceinline__ void lc_matvec_persist_body(const struct lc_mv_args &
     extern __shared__ float4 lc_mv_dyn[];
     float * pre_sm = PRE && p.pre.nparts <= LC_PRE_ASYNC_PARTS ? (float *)(lc_mv_dyn + (threadIdx.x / 32) * (LC_PRE_ASYNC_PARTS / 4)) : NULL;
     uint4 * my = ring + threadIdx.x;
-    /* the stages are issued in order: 'ia' the rows of group 'ig', stage 'is' next */
-    const char * ia[ROWS];
-    int64_t ig = 0, is = 0;
-    lc_mv_rows<ROWS>(p, g0 * rpw, 0, 0, ia);
+    struct lc_mv_cursor<ROWS> next; /* the stages are issued in order */
+    next.group = next.stage = 0;
+    lc_mv_rows<ROWS>(p, g0 * rpw, 0, 0, next.a);
     bool waited = false;
     float scale = 1.0f;
     if (!p.a_const) lc_mv_wait<PRE>(p, waited, scale, pre_sm);
@@ -655,11 +668,7 @@ __device__ __forceinline__ void lc_matvec_persist_body(const struct lc_mv_args &
             lc_cp_async_commit(); /* an empty group keeps the count */
             continue;
         }
-        lc_mv_issue<ROWS, UNROLL, NT>(my, (int)issued, ia, lane + 32 * UNROLL * is);
-        if (++is == nstage) {
-            is = 0;
-            lc_mv_rows<ROWS>(p, (g0 + ++ig * stride) * rpw, 0, 0, ia);
-        }
+        lc_mv_issue_next<ROWS, UNROLL, NT>(p, my, (int)issued, next, nstage, g0, stride, rpw, lane);
     }
     if (!waited) lc_mv_wait<PRE>(p, waited, scale, pre_sm);
     float acc[ROWS][1];
@@ -674,15 +683,8 @@ __device__ __forceinline__ void lc_matvec_persist_body(const struct lc_mv_args &
         for (int u = 0; u < UNROLL; u++)
 #pragma unroll
             for (int r = 0; r < ROWS; r++) x[u][r] = my[((slot * UNROLL + u) * ROWS + r) * NT];
-        if (issued < total) { /* into the slot stage i - 1 used */
-            lc_mv_issue<ROWS, UNROLL, NT>(my, (int)(issued % STAGES), ia, lane + 32 * UNROLL * is);
-            if (++is == nstage) {
-                is = 0;
-                lc_mv_rows<ROWS>(p, (g0 + ++ig * stride) * rpw, 0, 0, ia);
-            }
-        } else {
-            lc_cp_async_commit();
-        }
+        if (issued < total) lc_mv_issue_next<ROWS, UNROLL, NT>(p, my, (int)(issued % STAGES), next, nstage, g0, stride, rpw, lane); /* into the slot stage i - 1 used */
+        else lc_cp_async_commit();
         issued++;
         const int64_t v = lane + 32 * UNROLL * s;
 #pragma unroll
@@ -828,7 +830,7 @@ static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_ar
  * through shared memory in one of the measured ring shapes (LOOM_CUDA_MV_STAGES). */
 template <typename T>
 static void lc_matvec_one_col(const struct lc_backend * be, const struct lc_mv_args & p) {
-    const bool tall = p.M >= 8192 && (g_mv_ptall || !lc_persist_ok<T, 2>(p));
+    const bool tall = p.M >= 8192;
     if (p.tail.kind != LC_TAIL_NONE) { /* one shape: the tall one's registers would not leave room for the tail's */
         lc_matvec_launch<T, 1, LC_TAIL_ROWS, 2, LC_TAIL_WARPS, 6, LC_MV_TAIL>(be, p);
         return;

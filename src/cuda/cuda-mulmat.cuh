@@ -18,7 +18,6 @@ void lc_mul_mat_set_mv_mode(int mode);
 void lc_mul_mat_set_mv_stages(int on);
 /* LOOM_CUDA_MV_PERSIST: 0 a block per row group; 1 persistent one-column kernels; N > 1 at most N blocks (see cuda-mulmat.cu). */
 void lc_mul_mat_set_mv_persist(int v);
-void lc_mul_mat_set_mv_ptall(int v);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
