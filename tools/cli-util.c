@@ -195,9 +195,40 @@ const char * cli_device_list(void) {
     return buf;
 }
 
+size_t cli_utf8_len(const unsigned char * s, size_t n) {
+    unsigned c = s[0];
+    size_t len;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
+    else return 0;
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
+        return 0;
+    }
+    return len;
+}
+
 void cli_print_piece(FILE * f, const char * p, int32_t n) {
     for (int32_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)p[i];
+        if (c >= 0x80) {
+            const size_t len = cli_utf8_len((const unsigned char *)p + i, (size_t)(n - i));
+            const bool c1 = len == 2 && c == 0xc2 && (unsigned char)p[i + 1] < 0xa0; /* U+0080..U+009F: C1 controls */
+            if (len == 0 || c1) {
+                fprintf(f, "\\x%02x", c); /* a C1 control's second byte is escaped in its turn */
+            } else {
+                fwrite(p + i, 1, len, f);
+                i += (int32_t)len - 1;
+            }
+            continue;
+        }
         if (c == '\\') fputs("\\\\", f);
         else if (c == '\n') fputs("\\n", f);
         else if (c == '\t') fputs("\\t", f);

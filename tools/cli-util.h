@@ -37,9 +37,13 @@ bool cli_stdout_ok(const char * cmd);
 /* 'n' threads, or the number of CPUs this process may run on when 'n' is larger (with a warning
  * naming 'cmd'): more threads than CPUs only wait for each other at every node. */
 long long cli_cap_threads(const char * cmd, long long n);
-/* A token's piece ('n' bytes) on one line of 'f': control characters and the backslash as C escapes
- * (\n, \t, \r, \x01, \\), so that a newline or tab piece cannot break a line-per-token layout;
- * other bytes (UTF-8) as they are (tokenize, run --verbose-prompt). */
+/* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when it is not valid UTF-8
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+size_t cli_utf8_len(const unsigned char * s, size_t n);
+/* A token's piece ('n' bytes) on one line of 'f': control characters (C0, DEL and the C1 range
+ * U+0080..U+009F) and the backslash as C escapes (\n, \t, \r, \x01, \\), bytes that are not valid
+ * UTF-8 as \xNN, so that a newline or a terminal control piece cannot break a line-per-token
+ * layout; other UTF-8 as it is (tokenize, run --verbose-prompt). */
 void cli_print_piece(FILE * f, const char * p, int32_t n);
 /* The registry's device names, comma-separated (for error messages). */
 const char * cli_device_list(void);

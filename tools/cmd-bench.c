@@ -84,6 +84,16 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         }
     }
     if (!cli_no_more_args("bench", argc, argv)) return false;
+    /* thread counts above the CPUs are lowered now (a warning each); a count that then repeats an
+     * earlier one is measured once */
+    int nt = 0;
+    for (int i = 0; i < o->n_threads; i++) {
+        const long long t = cli_cap_threads("bench", o->threads[i]);
+        bool seen = false;
+        for (int j = 0; j < nt; j++) seen = seen || o->threads[j] == t;
+        if (!seen) o->threads[nt++] = t;
+    }
+    o->n_threads = nt;
     if (o->n_models == 0) {
         fprintf(stderr, "loom bench: need at least one -m MODEL.gguf (see -h)\n");
         return false;
@@ -235,7 +245,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                     struct loom_llama_context_params cp = loom_llama_context_default_params();
                     cp.n_ctx = (int32_t)max_tok;
                     cp.n_batch = (int32_t)o.batches[bi];
-                    cp.n_threads = (int32_t)cli_cap_threads("bench", o.threads[ti]);
+                    cp.n_threads = (int32_t)o.threads[ti];
                     cp.cache_type = LOOM_TYPE_F16;
                     struct loom_llama_context * lctx = NULL;
                     if (loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {

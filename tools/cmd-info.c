@@ -19,40 +19,20 @@ struct info_opts {
 
 static void usage(FILE * f) {
     fprintf(f,
-            "usage: loom info [--json] [--all] FILE.gguf\n"
+            "usage: loom info [--json] [--all] FILE.gguf   (or -m FILE.gguf)\n"
             "\n"
             "Prints a GGUF file's version, counts, alignment, data offset, metadata and tensor table.\n"
             "\n"
             "options:\n"
             "  --json    machine-readable output (one JSON object)\n"
             "  --all     print every element of array values (default: the first %d and the count)\n"
-            "  -h        this help\n",
+            "  -m FILE   the file (as in the other commands; the same as giving FILE)\n"
+            "  -h        this help\n"
+            CLI_LONG_OPTION_HELP,
             ABBREV_N);
 }
 
 /* ---------------------------------------------------------------- string escaping */
-
-/* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when it is not valid UTF-8
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
-static size_t utf8_len(const unsigned char * s, size_t n) {
-    unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
-        return 0;
-    }
-    return len;
-}
 
 /* Prints (s, n) between double quotes. JSON mode follows RFC 8259 (control characters as \uXXXX,
  * bytes that are not valid UTF-8 as U+FFFD); text mode shows such bytes as \xNN. Valid UTF-8
@@ -83,7 +63,7 @@ static void put_quoted(FILE * f, const char * s, size_t n, bool json) {
             i++;
             continue;
         }
-        size_t len = utf8_len(p + i, n - i);
+        size_t len = cli_utf8_len(p + i, n - i);
         if (len == 0) {
             if (json) fputs("\\ufffd", f);
             else fprintf(f, "\\x%02x", c);
@@ -282,23 +262,30 @@ static void print_json(FILE * f, const struct loom_gguf * g, const struct info_o
 /* ---------------------------------------------------------------- the command */
 
 static int parse_args(int argc, char ** argv, struct info_opts * o, bool * help) {
-    for (int i = 1; i < argc; i++) {
-        const char * a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            *help = true;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--all")) {
-            o->all = true;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "loom info: unknown option '%s' (see loom info -h)\n", a);
-            return 1;
-        } else if (o->path) {
+    static const struct option opts[] = {
+        {"json", no_argument, 0, 'J'}, {"all", no_argument, 0, 'A'}, {"model", required_argument, 0, 'm'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    for (;;) {
+        const int c = cli_getopt(argc, argv, ":m:h", opts);
+        const char * path = NULL;
+        if (c == -1 && optind >= argc) break;
+        if (c == -1) path = argv[optind++]; /* FILE, before or between options */
+        switch (c) {
+        case -1: break;
+        case 'm': path = optarg; break;
+        case 'J': o->json = true; break;
+        case 'A': o->all = true; break;
+        case 'h': *help = true; break;
+        default: cli_option_error("info", c); return 1; /* ':' or '?' */
+        }
+        if (path && o->path) {
             fprintf(stderr, "loom info: more than one FILE given (see loom info -h)\n");
             return 1;
-        } else {
-            o->path = a;
         }
+        if (path) o->path = path;
     }
     if (!*help && !o->path) {
         fprintf(stderr, "loom info: missing FILE.gguf (see loom info -h)\n");

@@ -16,43 +16,33 @@ static void usage(FILE * f) {
             "  -t THREADS  CPU threads for the second run (compared bit for bit with one thread) and for\n"
             "              --perf timings (default 2)\n"
             "  -v          print every case\n"
+            CLI_LONG_OPTION_HELP
             "Environment: LOOM_CPU_SCALAR=1 forces the portable CPU kernels; LOOM_CPU_ISA=avx2|avx512|scalar\n"
             "caps the SIMD kernels chosen (another value is ignored with a warning).\n");
 }
 
 int loom_cmd_test_ops(int argc, char ** argv) {
     struct test_ops_options opt = {.device = "CPU", .op = NULL, .perf = false, .threads = 2, .verbose = false};
-    for (int i = 1; i < argc; i++) {
-        const char * a = argv[i];
-        if ((!strcmp(a, "-b") || !strcmp(a, "-o") || !strcmp(a, "-t")) && i + 1 >= argc) {
-            fprintf(stderr, "loom test-ops: %s needs a value\n", a);
-            return 1;
-        }
-        if (!strcmp(a, "-b")) {
-            opt.device = argv[++i];
-        } else if (!strcmp(a, "-o")) {
-            opt.op = argv[++i];
-        } else if (!strcmp(a, "-t")) {
-            char * end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 1 || n > 1024) {
-                fprintf(stderr, "loom test-ops: bad thread count '%s'\n", argv[i]);
-                return 1;
-            }
-            opt.threads = (int)n;
-        } else if (!strcmp(a, "--perf")) {
-            opt.perf = true;
-        } else if (!strcmp(a, "-v")) {
-            opt.verbose = true;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return cli_stdout_ok("test-ops") ? 0 : 1;
-        } else {
-            fprintf(stderr, "loom test-ops: unknown option '%s'\n", a);
-            usage(stderr);
-            return 1;
+    static const struct option opts[] = {{"perf", no_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    long long n;
+    while ((c = cli_getopt(argc, argv, ":b:o:t:vh", opts)) != -1) {
+        switch (c) {
+        case 'b': opt.device = optarg; break;
+        case 'o': opt.op = optarg; break;
+        case 't':
+            if (!cli_parse_int("test-ops", "-t", optarg, 1, 1024, &n)) return 1;
+            opt.threads = (int)cli_cap_threads("test-ops", n);
+            break;
+        case 'P': opt.perf = true; break;
+        case 'v': opt.verbose = true; break;
+        case 'h': usage(stdout); return cli_stdout_ok("test-ops") ? 0 : 1;
+        default: cli_option_error("test-ops", c); return 1; /* ':' or '?' */
         }
     }
+    if (!cli_no_more_args("test-ops", argc, argv)) return 1;
     const int rc = test_ops_run(&opt);
     return cli_stdout_ok("test-ops") ? rc : 1;
 }

@@ -179,9 +179,9 @@ static loom_backend_t cpu_init_backend(loom_backend_dev_t dev, const char * para
         return NULL;
     }
     c->n_threads = loom_default_n_threads();
-    /* the kernels are chosen now, not at the first compute: a warning about LOOM_CPU_ISA then
-     * comes before a command's output instead of inside it */
-    (void)loom_cpu_features();
+    /* the kernels are chosen (and named in the debug log) now, not at the first compute: a warning
+     * about LOOM_CPU_ISA then comes before a command's output instead of inside it */
+    loom_log(LOOM_LOG_DEBUG, "CPU kernels: %s", loom_cpu_features());
     b->iface = cpu_backend_iface;
     b->device = dev;
     b->context = c;

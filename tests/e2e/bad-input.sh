@@ -55,12 +55,31 @@ if [ "$(wc -l <"$tmp/out")" -ne $((n_ids + 1)) ] || ! grep -q "'\\\\t'" "$tmp/ou
 else
   echo "ok: tokenize of control characters: $(tr '\n' ' ' <"$tmp/out")"
 fi
+# bytes that are not UTF-8 and C1 controls (0x9b is a terminal's CSI) are escaped too
+"$bin" tokenize -m "$model" -p "$(printf 'a\377\233')" >"$tmp/out" 2>"$tmp/err"
+if grep -qF "'\\xff'" "$tmp/out" && grep -qF "'\\x9b'" "$tmp/out" && ! LC_ALL=C grep -q "$(printf '\233')" "$tmp/out"; then
+  echo "ok: tokenize of bytes that are not UTF-8: $(tr '\n' ' ' <"$tmp/out")"
+else
+  echo "FAIL: tokenize of bytes that are not UTF-8:"; cat -A "$tmp/out" | head -8; fails=$((fails + 1))
+fi
 expect_fail "bench nothing to measure" "$bin" bench -m "$model" -p 0 -n 0
 expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
 expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
+# a thread count given twice (or twice after lowering to the CPUs) is measured once
+rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1,1 2>/dev/null | grep -c "pp8")
+[ "$rows" = 1 ] && echo "ok: bench -t 1,1 measures once" || { echo "FAIL: bench -t 1,1 gave $rows rows"; fails=$((fails + 1)); }
 mkfifo "$tmp/fifo.gguf"
 expect_fail "model is a FIFO (must not block)" timeout 20 "$bin" run -m "$tmp/fifo.gguf" -p hi
 expect_fail "info on a FIFO" timeout 20 "$bin" info "$tmp/fifo.gguf"
+expect_fail "info with two files" "$bin" info "$model" -m "$model"
+expect_fail "info --json with a value" "$bin" info --json=1 "$model"
+grep -q "'--json' takes no value" "$tmp/err" || { echo "FAIL: info --json=1: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+"$bin" info -m "$model" --json >"$tmp/info-m.json" 2>/dev/null && "$bin" info "$model" --json >"$tmp/info.json" 2>/dev/null &&
+  cmp -s "$tmp/info-m.json" "$tmp/info.json" && echo "ok: info -m FILE as info FILE" ||
+  { echo "FAIL: info -m FILE differs from info FILE"; fails=$((fails + 1)); }
+expect_fail "test-ops stray argument" "$bin" test-ops extra
+expect_fail "test-ops unknown option" "$bin" test-ops --bogus
+expect_fail "test-ops bad thread count" "$bin" test-ops -t 0
 expect_fail "leading space in a number" "$bin" run -m "$model" -n ' 5'
 expect_fail "help for an unknown command" "$bin" help nosuch
 expect_fail "output to a full device" bash -c "exec '$bin' test-ops -o SCALE >/dev/full"
