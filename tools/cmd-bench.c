@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_LIST 16
@@ -29,6 +30,8 @@ struct bench_result {
     const char * backend;
     long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen;
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
+    double * samples_ns;        /* each timed run, ns ('reps' of them; the caller frees) */
+    long long n_samples;
 };
 
 static void usage(FILE * f) {
@@ -109,15 +112,21 @@ static void fill_tokens(int32_t * t, int n, int32_t n_vocab, uint64_t * s) {
     }
 }
 
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* One timed run: a prompt of n_prompt tokens in one decode call, or n_gen single-token decodes. */
 static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * toks, long long n_prompt, long long n_gen,
                                  int32_t n_vocab, uint64_t * seed, double * ns) {
     loom_llama_kv_clear(lctx);
     enum loom_status st = LOOM_OK;
-    int64_t t0 = loom_time_us();
+    int64_t t0 = now_ns();
     if (n_prompt > 0) {
         fill_tokens(toks, (int)n_prompt, n_vocab, seed);
-        t0 = loom_time_us();
+        t0 = now_ns();
         st = loom_llama_decode(lctx, toks, (int32_t)n_prompt);
     } else {
         for (long long i = 0; i < n_gen && st == LOOM_OK; i++) {
@@ -125,7 +134,7 @@ static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * tok
             st = loom_llama_decode(lctx, toks, 1);
         }
     }
-    *ns = (double)(loom_time_us() - t0) * 1000.0;
+    *ns = (double)(now_ns() - t0);
     return st;
 }
 
@@ -161,14 +170,20 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
         }
         printf("\", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backends\": \"%s\", "
                "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"n_prompt\": %lld, \"n_gen\": %lld, "
-               "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f}",
+               "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ns\": [",
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
                r->n_gpu_layers, r->n_batch, r->n_prompt, r->n_gen, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+        const double n_tok = (double)(r->n_prompt ? r->n_prompt : r->n_gen);
+        for (long long i = 0; i < r->n_samples; i++) printf("%s%.0f", i ? ", " : "", r->samples_ns[i]);
+        printf("], \"samples_ts\": [");
+        for (long long i = 0; i < r->n_samples; i++) printf("%s%.6f", i ? ", " : "", n_tok * 1e9 / r->samples_ns[i]);
+        printf("]}");
     }
     cli_flush();
 }
 
-/* Runs one test (pp or tg) for one configuration: warm-up, then 'reps' timed runs. */
+/* Runs one test (pp or tg) for one configuration: warm-up, then 'reps' timed runs; on success
+ * r->samples_ns holds their times (the caller frees it). */
 static bool bench_test(const struct bench_opts * o, struct loom_llama_context * lctx, struct bench_result * r, int32_t * toks,
                        int32_t n_vocab) {
     uint64_t seed = 1234;
@@ -196,9 +211,12 @@ static bool bench_test(const struct bench_opts * o, struct loom_llama_context * 
         }
         r->stddev_ns = o->reps > 1 ? sqrt(v_ns / (double)(o->reps - 1)) : 0;
         r->stddev_ts = o->reps > 1 ? sqrt(v_ts / (double)(o->reps - 1)) : 0;
+        r->samples_ns = ns;
+        r->n_samples = o->reps;
+        return true;
     }
     free(ns);
-    return ok;
+    return false;
 }
 
 int loom_cmd_bench(int argc, char ** argv) {
@@ -271,6 +289,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                             return 1;
                         }
                         print_result(&o, &r, first);
+                        free(r.samples_ns);
                         first = false;
                     }
                     loom_llama_context_free(lctx);
