@@ -206,6 +206,32 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
     }
 }
 
+/* The weights of the block packed after the current one, fetched into L2 a slice at a time while
+ * the current block's columns are swept (a hint: never a fault, results unchanged), so that packing
+ * it reads the cache instead of waiting for memory. 110m pp128 on one thread, alternating with and
+ * without: F32 446-512 against 320-493 t/s, F16 541-543 against 489-518. */
+struct mm_prefetch {
+    const uint8_t * w;   /* first element of the block's first row */
+    size_t nb1;          /* bytes between rows */
+    int64_t row_lines;   /* 64-byte lines per row */
+    int64_t lines, next; /* lines in the block, the next one to fetch */
+};
+
+static void mm_prefetch_set(struct mm_prefetch * f, const struct loom_tensor * a, const struct mm_batch * bt, int64_t i0, int64_t rows,
+                            int64_t k0, int64_t kc) {
+    const size_t es = loom_type_size(a->type);
+    f->w = bt->w + i0 * a->nb[1] + k0 * a->nb[0];
+    f->nb1 = a->nb[1];
+    f->row_lines = a->nb[0] == es ? ((int64_t)es * kc + 63) / 64 : 0; /* strided rows: no hint */
+    f->lines = f->row_lines * rows;
+    f->next = 0;
+}
+
+static void mm_prefetch_some(struct mm_prefetch * f, int64_t n) {
+    for (int64_t i = 0; i < n && f->next < f->lines; i++, f->next++)
+        __builtin_prefetch(f->w + (f->next / f->row_lines) * f->nb1 + (f->next % f->row_lines) * 64, 0, 2);
+}
+
 static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
                           const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const bool bf16 = pl->path == MM_GEMM_BF16;
@@ -220,11 +246,22 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
         for (int64_t i0 = m0; i0 < m1; i0 += pl->mc) {
             const int64_t mc = m1 - i0 < pl->mc ? m1 - i0 : pl->mc;
             mm_pack(p, a, bt->w, pl, i0, mc, k0, kc, MR, panels);
+            /* the next block: the next rows of this k-slice, else the first rows of the next slice */
+            struct mm_prefetch pf = {0};
+            int64_t pf_step = 0;
+            const int64_t ni = i0 + mc < m1 ? i0 + mc : m0, nk = i0 + mc < m1 ? k0 : k0 + MM_KC;
+            if (nk < pl->K) {
+                const int64_t nmc = m1 - ni < pl->mc ? m1 - ni : pl->mc, nkc = pl->K - nk < MM_KC ? pl->K - nk : MM_KC;
+                mm_prefetch_set(&pf, a, bt, ni, nmc, nk, nkc);
+                const int64_t calls = ((n1 - n0 + NR - 1) / NR) * ((mc + MR - 1) / MR);
+                pf_step = (pf.lines + calls - 1) / calls;
+            }
             for (int64_t j = n0; j < n1; j += NR) {
                 const int nr = (int)(n1 - j < NR ? n1 - j : NR);
                 const uint8_t * bj = bt->b + j * bt->ldb + k0 * b_elem;
                 for (int64_t ir = 0; ir < mc; ir += MR) {
                     const int mr = (int)(mc - ir < MR ? mc - ir : MR);
+                    mm_prefetch_some(&pf, pf_step);
                     gemm(kc, panels + (ir / MR) * panel_bytes, bj, bt->ldb, nr,
                          bt->c + j * bt->ldc + (i0 + ir) * 4, bt->ldc, mr, k0 > 0);
                 }
