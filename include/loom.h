@@ -424,6 +424,7 @@ size_t loom_hash_size(size_t min_size); /* a good table size >= min_size */
 /* ---------------------------------------------------------------- misc */
 
 int64_t loom_time_us(void);   /* monotonic microseconds */
+int64_t loom_time_ns(void);   /* monotonic nanoseconds (the same clock) */
 /* Reads environment variable 'var' as a whole number in [lo, hi] into '*out'. False when it is
  * unset or empty, and false with a logged warning (naming the variable and the range) when it is
  * set to anything else. */

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_LIST 16
@@ -112,21 +111,15 @@ static void fill_tokens(int32_t * t, int n, int32_t n_vocab, uint64_t * s) {
     }
 }
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* One timed run: a prompt of n_prompt tokens in one decode call, or n_gen single-token decodes. */
 static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * toks, long long n_prompt, long long n_gen,
                                  int32_t n_vocab, uint64_t * seed, double * ns) {
     loom_llama_kv_clear(lctx);
     enum loom_status st = LOOM_OK;
-    int64_t t0 = now_ns();
+    int64_t t0 = loom_time_ns();
     if (n_prompt > 0) {
         fill_tokens(toks, (int)n_prompt, n_vocab, seed);
-        t0 = now_ns();
+        t0 = loom_time_ns();
         st = loom_llama_decode(lctx, toks, (int32_t)n_prompt);
     } else {
         for (long long i = 0; i < n_gen && st == LOOM_OK; i++) {
@@ -134,7 +127,7 @@ static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * tok
             st = loom_llama_decode(lctx, toks, 1);
         }
     }
-    *ns = (double)(now_ns() - t0);
+    *ns = (double)(loom_time_ns() - t0);
     return st;
 }
 

@@ -65,8 +65,10 @@ void loom_abort(const char * file, int line, const char * fmt, ...) {
     abort();
 }
 
-int64_t loom_time_us(void) {
+int64_t loom_time_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+int64_t loom_time_us(void) { return loom_time_ns() / 1000; }

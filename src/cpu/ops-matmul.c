@@ -213,8 +213,9 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
 struct mm_prefetch {
     const uint8_t * w;   /* first element of the block's first row */
     size_t nb1;          /* bytes between rows */
-    int64_t row_lines;   /* 64-byte lines per row */
-    int64_t lines, next; /* lines in the block, the next one to fetch */
+    int64_t row_lines;   /* 64-byte lines per row (0: nothing to fetch) */
+    int64_t rows;        /* rows in the block */
+    int64_t row, line;   /* the next line to fetch: row, line in the row */
 };
 
 static void mm_prefetch_set(struct mm_prefetch * f, const struct loom_tensor * a, const struct mm_batch * bt, int64_t i0, int64_t rows,
@@ -223,13 +224,15 @@ static void mm_prefetch_set(struct mm_prefetch * f, const struct loom_tensor * a
     f->w = bt->w + i0 * a->nb[1] + k0 * a->nb[0];
     f->nb1 = a->nb[1];
     f->row_lines = a->nb[0] == es ? ((int64_t)es * kc + 63) / 64 : 0; /* strided rows: no hint */
-    f->lines = f->row_lines * rows;
-    f->next = 0;
+    f->rows = f->row_lines ? rows : 0;
+    f->row = f->line = 0;
 }
 
 static void mm_prefetch_some(struct mm_prefetch * f, int64_t n) {
-    for (int64_t i = 0; i < n && f->next < f->lines; i++, f->next++)
-        __builtin_prefetch(f->w + (f->next / f->row_lines) * f->nb1 + (f->next % f->row_lines) * 64, 0, 2);
+    for (int64_t i = 0; i < n && f->row < f->rows; i++) {
+        __builtin_prefetch(f->w + f->row * f->nb1 + f->line * 64, 0, 2);
+        if (++f->line == f->row_lines) f->line = 0, f->row++;
+    }
 }
 
 static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
@@ -254,7 +257,7 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
                 const int64_t nmc = m1 - ni < pl->mc ? m1 - ni : pl->mc, nkc = pl->K - nk < MM_KC ? pl->K - nk : MM_KC;
                 mm_prefetch_set(&pf, a, bt, ni, nmc, nk, nkc);
                 const int64_t calls = ((n1 - n0 + NR - 1) / NR) * ((mc + MR - 1) / MR);
-                pf_step = (pf.lines + calls - 1) / calls;
+                pf_step = (pf.rows * pf.row_lines + calls - 1) / calls;
             }
             for (int64_t j = n0; j < n1; j += NR) {
                 const int nr = (int)(n1 - j < NR ? n1 - j : NR);

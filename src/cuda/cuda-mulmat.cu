@@ -770,6 +770,22 @@ static unsigned lc_persist_blocks(const struct lc_backend * be, const void * f, 
     return (unsigned)((groups + per_warp * warps - 1) / (per_warp * warps));
 }
 
+/* What a persistent kernel remembers per device (one static per kernel instantiation): whether its
+ * shared-memory attribute is set (a bit per device) and its blocks per multiprocessor. */
+struct lc_persist_state {
+    unsigned smem_set;
+    int occ[LC_PERSIST_DEVS];
+};
+
+/* Launches persistent kernel 'f' of shape X (WARPS warps) over 'nseg' products (blockIdx.z) of at
+ * most 'groups' row groups each, on the grid lc_persist_blocks chooses. */
+static void lc_persist_launch(const struct lc_backend * be, const void * f, int x, int warps, int64_t groups, int nseg, void ** args,
+                              struct lc_persist_state * ps) {
+    const size_t smem = lc_mv_smem(be, f, x, warps, &ps->smem_set);
+    const unsigned blocks = lc_persist_blocks(be, f, warps, smem, groups, nseg, ps->occ);
+    lc_launch(be, f, dim3(blocks, 1, (unsigned)nseg), dim3(32 * warps, 1, 1), args, smem);
+}
+
 template <typename T, int NC, int ROWS, int UNROLL, int WARPS, int STAGES, int X>
 static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     int64_t blocks = 0, groups = 0;
@@ -783,12 +799,8 @@ static void lc_matvec_launch_multi(const struct lc_backend * be, const struct lc
     void * args[] = {(void *)&m};
     if constexpr (LC_PERSIST_SHAPE(NC, STAGES, X)) {
         if (persist) {
-            const void * f = (const void *)lc_matvec_persist_multi_kernel<T, ROWS, UNROLL, WARPS, STAGES, X>;
-            static unsigned smem_set;
-            static int occ[LC_PERSIST_DEVS];
-            const size_t smem = lc_mv_smem(be, f, X, WARPS, &smem_set);
-            blocks = lc_persist_blocks(be, f, WARPS, smem, groups, n, occ);
-            lc_launch(be, f, dim3((unsigned)blocks, 1, (unsigned)n), dim3(32 * WARPS, 1, 1), args, smem);
+            static struct lc_persist_state ps;
+            lc_persist_launch(be, (const void *)lc_matvec_persist_multi_kernel<T, ROWS, UNROLL, WARPS, STAGES, X>, X, WARPS, groups, n, args, &ps);
             return;
         }
     }
@@ -811,13 +823,10 @@ static void lc_matvec_launch(const struct lc_backend * be, const struct lc_mv_ar
     dim3 grid((unsigned)((p.M + rows_per_block - 1) / rows_per_block), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     void * args[] = {(void *)&p};
     if constexpr (LC_PERSIST_SHAPE(NC, STAGES, X)) {
-        if (lc_persist_ok<T, UNROLL>(p)) {
-            const void * f = (const void *)lc_matvec_persist_kernel<T, ROWS, UNROLL, WARPS, STAGES, X>;
-            static unsigned smem_set;
-            static int occ[LC_PERSIST_DEVS];
-            const size_t smem = lc_mv_smem(be, f, X, WARPS, &smem_set);
-            grid.x = lc_persist_blocks(be, f, WARPS, smem, (p.M + rows_per_group - 1) / rows_per_group, 1, occ);
-            lc_launch(be, f, grid, dim3(32 * WARPS, 1, 1), args, smem);
+        if (lc_persist_ok<T, UNROLL>(p)) { /* one batch: grid.y is 1 */
+            static struct lc_persist_state ps;
+            lc_persist_launch(be, (const void *)lc_matvec_persist_kernel<T, ROWS, UNROLL, WARPS, STAGES, X>, X, WARPS,
+                              (p.M + rows_per_group - 1) / rows_per_group, 1, args, &ps);
             return;
         }
     }
