@@ -90,10 +90,14 @@ static int list_tensors(const struct loom_gen_params * p, struct gen_tensor * t)
 
 static enum loom_status check_params(const struct loom_gen_params * p) {
     if (p->n_embd <= 0 || p->n_ff <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_vocab <= 0 ||
-        p->n_ctx <= 0 || p->n_embd % p->n_head || p->n_head % p->n_head_kv || (p->n_embd / p->n_head) % 2 ||
-        p->n_layer > 4096 || p->n_vocab > (1 << 24)) {
+        p->n_ctx <= 0 || p->n_embd % p->n_head || p->n_head % p->n_head_kv || (p->n_embd / p->n_head) % 2) {
         loom_log(LOOM_LOG_ERROR, "invalid model shape: the head count must divide the embedding length (even head size) "
                                  "and the KV head count must divide the head count; all sizes positive");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (p->n_layer > 4096 || p->n_vocab > (1 << 24)) {
+        loom_log(LOOM_LOG_ERROR, "invalid model shape: %d layers, %d tokens (at most 4096 layers and %d tokens)", p->n_layer, p->n_vocab,
+                 1 << 24);
         return LOOM_ERR_INVALID_ARG;
     }
     if (p->type != LOOM_TYPE_F32 && p->type != LOOM_TYPE_F16 && p->type != LOOM_TYPE_BF16) {
