@@ -5,7 +5,7 @@
 #include "loom.h"
 
 /* Dequantization (the traits table's to_float): 'n' elements (a multiple of the type's block
- * length) from the blocks at 'src' (any alignment) into 'dst'. Layouts: quant-blocks.h (GGUF
+ * length) from the blocks at 'src' (aligned as the block struct: 2 bytes, 4 for Q8_K) into 'dst'. Layouts: quant-blocks.h (GGUF
  * spec). Every element is computed in F32 exactly as the field's reference dequantizers do
  * (products of the F16 scales and the integer codes, in the same order). */
 void loom_dequant_q4_0(const void * src, float * dst, int64_t n);
