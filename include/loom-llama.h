@@ -243,19 +243,45 @@ uint64_t loom_sampler_get_seed(const struct loom_sampler * s);
 
 struct loom_vocab;
 
-/* Hyper-parameters of a LLaMA-architecture model, read from GGUF metadata ("llama.*" keys). */
+/* Architectures Loom runs (general.architecture). */
+enum loom_arch {
+    LOOM_ARCH_LLAMA = 0,   /* "llama": Llama 1-3.x, Mistral, TinyLlama, SmolLM; RoPE on adjacent pairs */
+    LOOM_ARCH_QWEN2,       /* "qwen2": llama plus q/k/v biases, RoPE in NeoX pairing (the two halves of a head) */
+    LOOM_ARCH_COUNT
+};
+/* "llama", "qwen2"; NULL outside the enum. */
+const char * loom_arch_name(enum loom_arch arch);
+
+/* RoPE scaling (<arch>.rope.scaling.type). */
+enum loom_rope_scaling {
+    LOOM_ROPE_SCALING_NONE = 0,  /* "none": frequencies unscaled, whatever the factor says */
+    LOOM_ROPE_SCALING_LINEAR,    /* "linear" (also when the key is absent): positions divided by the factor */
+    LOOM_ROPE_SCALING_YARN,      /* "yarn": Peng et al. 2023 (see loom_rope_ext) */
+    LOOM_ROPE_SCALING_COUNT
+};
+
+/* Hyper-parameters of a model, read from GGUF metadata ("<arch>.*" keys, e.g. "llama.*"). */
 struct loom_hparams {
+    enum loom_arch arch;    /* general.architecture */
     int32_t n_vocab;        /* tokens */
-    int32_t n_ctx_train;    /* llama.context_length (2048 when absent) */
-    int32_t n_embd;         /* llama.embedding_length */
-    int32_t n_layer;        /* llama.block_count */
-    int32_t n_head;         /* llama.attention.head_count */
-    int32_t n_head_kv;      /* llama.attention.head_count_kv (grouped-query attention; = n_head when absent) */
-    int32_t n_ff;           /* llama.feed_forward_length */
-    int32_t n_rot;          /* llama.rope.dimension_count (= n_embd / n_head when absent) */
-    float rope_freq_base;   /* llama.rope.freq_base (10000 when absent) */
-    float rope_freq_scale;  /* 1 / llama.rope.scale_linear (1 when absent) */
-    float rms_eps;          /* llama.attention.layer_norm_rms_epsilon (1e-5 when absent) */
+    int32_t n_ctx_train;    /* <arch>.context_length (2048 when absent) */
+    int32_t n_embd;         /* <arch>.embedding_length */
+    int32_t n_layer;        /* <arch>.block_count */
+    int32_t n_head;         /* <arch>.attention.head_count */
+    int32_t n_head_kv;      /* <arch>.attention.head_count_kv (grouped-query attention; = n_head when absent) */
+    int32_t n_ff;           /* <arch>.feed_forward_length */
+    int32_t n_rot;          /* <arch>.rope.dimension_count (= n_embd / n_head when absent) */
+    float rope_freq_base;   /* <arch>.rope.freq_base (10000 when absent) */
+    float rope_freq_scale;  /* 1 / <arch>.rope.scaling.factor (or the older .rope.scale_linear); 1 when
+                             * absent or 0, and always 1 with scaling type none */
+    float rms_eps;          /* <arch>.attention.layer_norm_rms_epsilon (1e-5 when absent) */
+    enum loom_rope_mode rope_mode;        /* NORMAL (llama) or NEOX (qwen2) */
+    enum loom_rope_scaling rope_scaling;  /* <arch>.rope.scaling.type */
+    int32_t n_ctx_orig;     /* YaRN: <arch>.rope.scaling.original_context_length (n_ctx_train when absent) */
+    float yarn_ext_factor;  /* 1 with YaRN, else 0 */
+    float yarn_attn_factor; /* <arch>.rope.scaling.attn_factor (1 when absent) */
+    float yarn_beta_fast;   /* 32 (files do not carry it; the field's value) */
+    float yarn_beta_slow;   /* 1 */
 };
 
 /* Called during loading with the fraction done in [0, 1]; return false to cancel (the load then
@@ -281,7 +307,8 @@ struct loom_model_params loom_model_default_params(void);
  * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
  * key missing where required, out of range, or present with a value type other than an integer
  * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
- * LOOM_ERR_UNSUPPORTED (architecture other than llama, tensor type Loom cannot compute),
+ * LOOM_ERR_UNSUPPORTED (an architecture other than those of enum loom_arch -- the message lists them --,
+ * a RoPE scaling type other than none, linear and yarn, a tensor type Loom cannot compute),
  * LOOM_ERR_OOM, LOOM_ERR_CANCELLED. */
 enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out);
 void loom_model_free(struct loom_model * model);
@@ -341,15 +368,26 @@ struct loom_gen_params {
     bool tied;                    /* no separate output.weight (the embedding is shared) */
     uint64_t seed;                /* the weights depend only on the seed and the shape */
     const char * tokenizer_path;  /* llama2.c tokenizer file for the vocabulary, or NULL: byte-level */
+    const char * vocab_from;      /* a GGUF whose tokenizer.* keys are copied as they are (n_vocab becomes
+                                   * its token count), or NULL; excludes tokenizer_path */
     const char * name;            /* general.name */
+    enum loom_arch arch;          /* LLAMA (0) or QWEN2 (also writes the q/k/v biases) */
+    float rope_freq_base;         /* <arch>.rope.freq_base; 0: 10000 */
+    enum loom_rope_scaling rope_scaling;  /* NONE (0): no scaling keys; LINEAR or YARN: the type and factor */
+    float rope_scale;             /* <arch>.rope.scaling.factor with LINEAR or YARN (> 0) */
+    int32_t n_ctx_orig;           /* YARN: <arch>.rope.scaling.original_context_length; 0: n_ctx */
+    bool rope_freqs;              /* llama: a rope_freqs.weight of Llama 3.1's shape of factors (1 for the
+                                   * fast pairs, 8 for the slow ones, a smooth ramp between) */
+    const char * chat_template;   /* tokenizer.chat_template, or NULL */
 };
 /* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
  * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
 enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
-/* Writes a LLaMA-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
- * approximation), norm weights 1 + N(0, 0.01^2), streamed so the model never sits in memory.
- * Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...), LOOM_ERR_IO,
- * LOOM_ERR_FORMAT (bad tokenizer file), LOOM_ERR_OOM. */
+/* Writes a llama- or qwen2-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
+ * approximation), norm weights 1 + N(0, 0.01^2), biases N(0, 0.02^2), streamed so the model never
+ * sits in memory. Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...;
+ * rope parameters out of range; rope_freqs with qwen2; both vocabulary sources), LOOM_ERR_IO,
+ * LOOM_ERR_FORMAT (bad tokenizer file, a vocab_from file without tokenizer.ggml.tokens), LOOM_ERR_OOM. */
 enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
 
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,
