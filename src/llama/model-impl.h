@@ -48,6 +48,7 @@ struct loom_model {
     uint64_t n_params;
     uint64_t n_bytes;
     char desc[64];
+    char * chat_template;            /* tokenizer.chat_template (NUL-terminated copy), or NULL */
 };
 
 /* The input and output tensors of a step's graph. */

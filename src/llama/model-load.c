@@ -183,6 +183,7 @@ void loom_model_free(struct loom_model * m) {
     loom_free(m->ctx_host);
     loom_free(m->ctx_dev);
     loom_vocab_free(m->vocab);
+    free(m->chat_template);
     free(m->layers);
     free(m);
 }
@@ -207,6 +208,17 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
     }
     st = loom_model_read_hparams(g, &m->hp);
     if (st == LOOM_OK) st = loom_model_read_vocab(g, &m->vocab);
+    if (st == LOOM_OK && loom_gguf_find_key(g, "tokenizer.chat_template") >= 0 &&
+        loom_gguf_kv_type(g, loom_gguf_find_key(g, "tokenizer.chat_template")) == LOOM_GGUF_TYPE_STRING) {
+        size_t len = 0;
+        const char * t = loom_gguf_get_str(g, "tokenizer.chat_template", NULL, &len);
+        if (t && (m->chat_template = malloc(len + 1))) {
+            memcpy(m->chat_template, t, len);
+            m->chat_template[len] = 0; /* a NUL inside only shortens the text the families are recognized in */
+        } else if (t) {
+            st = LOOM_ERR_OOM;
+        }
+    }
     if (st == LOOM_OK) {
         m->hp.n_vocab = loom_vocab_n_tokens(m->vocab);
         m->dev_offload = pick_offload_device(&params);
@@ -242,6 +254,7 @@ const struct loom_vocab * loom_model_vocab(const struct loom_model * m) { return
 uint64_t loom_model_n_params(const struct loom_model * m) { return m->n_params; }
 uint64_t loom_model_size(const struct loom_model * m) { return m->n_bytes; }
 const char * loom_model_desc(const struct loom_model * m) { return m->desc; }
+const char * loom_model_chat_template(const struct loom_model * m) { return m->chat_template; }
 
 const char * loom_model_backend_name(const struct loom_model * m) {
     if (!m->dev_offload) return "CPU";
