@@ -50,6 +50,7 @@ static void usage(FILE * f) {
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
             "      --verbose-prompt      print the prompt's tokens\n"
+            "  -cnv, --conversation      chat instead (see loom chat -h; -p is then the system message)\n"
             "  -v, --verbose             print loading details\n"
             "  -h, --help                this help\n"
             "\n" CLI_LONG_OPTION_HELP);
@@ -247,6 +248,14 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
 }
 
 int loom_cmd_run(int argc, char ** argv) {
+    /* -cnv / --conversation: the chat (its options are run's, -p being the system message) */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (!strcmp(argv[i], "-cnv") || !strcmp(argv[i], "--conversation")) {
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv); /* argv[argc] is NULL */
+            return loom_cmd_chat(argc - 1, argv);
+        }
+    }
     struct run_opts o;
     int pr = parse(argc, argv, &o);
     if (pr) return pr == 2 && cli_stdout_ok("run") ? 0 : 1;
