@@ -3,7 +3,8 @@
  * loom_gen_model (GQA, tied and untied output, qwen2's q/k/v biases and NeoX pairing, linear and
  * YaRN scaling, Llama 3.1's frequency factors), decoded in two batches (so the second reads the KV
  * cache), every position's logits compared. A reference with the other RoPE pairing or without the
- * scaling must differ by far more than the bound, so the comparison sees what it tests. */
+ * scaling must differ by far more than the bound, so the comparison sees what it tests. Also:
+ * refusals by name, and gen-model's --vocab-from. */
 #include "test-util.h"
 
 #include "loom-gguf.h"
@@ -292,6 +293,38 @@ static void check_refusals(void) {
     }
 }
 
+/* --vocab-from: a model whose tokenizer.* keys are another file's gets the same vocabulary (and its
+ * size), whatever --vocab says. */
+static void check_vocab_from(void) {
+    struct loom_gen_params p = {.n_embd = 64, .n_ff = 96, .n_layer = 1, .n_head = 4, .n_head_kv = 4, .n_vocab = 512, .n_ctx = 64,
+                                .type = LOOM_TYPE_F32, .seed = 1, .tokenizer_path = test_model_path("tok512.bin")};
+    CHECK(loom_gen_model(&p, "test-arch-src.gguf") == LOOM_OK, "source model: %s", test_last_error);
+    p.tokenizer_path = NULL;
+    p.vocab_from = "test-arch-src.gguf";
+    p.n_vocab = 7; /* replaced by the source's size */
+    p.arch = LOOM_ARCH_QWEN2;
+    CHECK(loom_gen_model(&p, FILE_OUT) == LOOM_OK, "--vocab-from: %s", test_last_error);
+    struct loom_vocab * a = NULL, * b = NULL;
+    struct loom_hparams hp;
+    CHECK(loom_vocab_load_gguf("test-arch-src.gguf", &a) == LOOM_OK && loom_model_read_meta(FILE_OUT, &hp, &b) == LOOM_OK,
+          "reading the vocabularies: %s", test_last_error);
+    if (a && b) {
+        bool same = loom_vocab_n_tokens(a) == 512 && loom_vocab_n_tokens(b) == 512 && hp.n_vocab == 512 && loom_vocab_bos(a) == loom_vocab_bos(b) &&
+                    loom_vocab_eos(a) == loom_vocab_eos(b);
+        for (int32_t i = 0; same && i < 512; i++) {
+            size_t la, lb;
+            const char * ta = loom_vocab_get_text(a, i, &la), * tb = loom_vocab_get_text(b, i, &lb);
+            same = la == lb && !memcmp(ta, tb, la) && loom_vocab_get_score(a, i) == loom_vocab_get_score(b, i) &&
+                   loom_vocab_get_type(a, i) == loom_vocab_get_type(b, i);
+        }
+        CHECK(same, "the copied vocabulary differs from its source");
+    }
+    loom_vocab_free(a);
+    loom_vocab_free(b);
+    unlink("test-arch-src.gguf");
+    unlink(FILE_OUT);
+}
+
 int main(void) {
     loom_log_set(test_capture_log, NULL);
     static const struct arch_case cases[] = {
@@ -306,5 +339,6 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     check_refusals();
+    check_vocab_from();
     return test_finish("test-arch");
 }
