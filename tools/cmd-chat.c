@@ -347,6 +347,7 @@ static int turn(struct chat * c, const char * line, size_t len) {
         const int32_t at = c->n_tokens; /* after a shift, the turn starts where the kept tokens end */
         c->turn_start[c->n_turns++] = at;
         r = eval(c, toks, n, true) ? 1 : -1;
+        for (int32_t i = 0; i < n; i++) loom_sampler_accept(c->sampler, toks[i]); /* the repetition penalty sees the prompt */
         if (first && c->o->keep < 0) c->keep = c->n_tokens;                       /* the whole first turn */
         else if (first) c->keep = (int32_t)c->o->keep + (loom_vocab_get_add_bos(c->vocab) ? 1 : 0);
         if (c->keep > c->n_ctx / 2) c->keep = c->n_ctx / 2;
