@@ -257,39 +257,75 @@ static void run_case(const struct arch_case * c) {
     unlink(FILE_OUT);
 }
 
-/* A scaling type Loom does not implement, and an unknown architecture, are refused by name. */
-static void check_refusals(void) {
+/* Writes a one-layer model's metadata for 'arch' (64 wide, 4 heads, nine placeholder tensors) plus
+ * up to three extra keys (string when 'str' is set, else f32 'f'), and reads its hyper-parameters. */
+struct extra_key {
+    const char * key, * str;
+    float f;
+};
+
+static enum loom_status read_with_keys(const char * arch, const struct extra_key * keys, int n_keys, struct loom_hparams * hp) {
+    struct loom_gguf_writer * w = loom_gguf_writer_new();
+    char key[64];
+    enum loom_status st = loom_gguf_writer_set_str(w, "general.architecture", arch);
+    static const char * const req[] = {"embedding_length", "block_count", "attention.head_count", "feed_forward_length"};
+    for (int k = 0; k < 4 && st == LOOM_OK; k++) {
+        snprintf(key, sizeof key, "%s.%s", arch, req[k]);
+        st = loom_gguf_writer_set_u32(w, key, k == 1 ? 1 : k == 2 ? 4 : 64);
+    }
+    for (int k = 0; k < n_keys && st == LOOM_OK; k++) {
+        st = keys[k].str ? loom_gguf_writer_set_str(w, keys[k].key, keys[k].str) : loom_gguf_writer_set_f32(w, keys[k].key, keys[k].f);
+    }
+    static const float zero = 0;
+    for (int t = 0; t < 9 && st == LOOM_OK; t++) {
+        snprintf(key, sizeof key, "t%d", t);
+        st = loom_gguf_writer_add_tensor(w, key, LOOM_TYPE_F32, 1, (const int64_t[]){1}, &zero);
+    }
+    char err[256];
+    if (st == LOOM_OK) st = loom_gguf_writer_write_file(w, FILE_OUT, err, sizeof err);
+    loom_gguf_writer_free(w);
+    CHECK(st == LOOM_OK, "writing the metadata file");
+    test_last_error[0] = 0;
+    st = loom_model_read_meta(FILE_OUT, hp, NULL);
+    unlink(FILE_OUT);
+    return st;
+}
+
+/* The scaling keys as the field reads them; a scaling type Loom does not implement, and an unknown
+ * architecture, refused by name. */
+static void check_rope_keys(void) {
+    struct loom_hparams hp;
+    const struct extra_key none[] = {{"llama.rope.scaling.type", "none", 0}, {"llama.rope.scaling.factor", NULL, 4}};
+    CHECK(read_with_keys("llama", none, 2, &hp) == LOOM_OK && hp.rope_scaling == LOOM_ROPE_SCALING_NONE && hp.rope_freq_scale == 1.0f,
+          "type none ignores the factor: %s", test_last_error);
+    const struct extra_key old[] = {{"qwen2.rope.scale_linear", NULL, 8}};
+    CHECK(read_with_keys("qwen2", old, 1, &hp) == LOOM_OK && hp.rope_scaling == LOOM_ROPE_SCALING_LINEAR && hp.rope_freq_scale == 0.125f &&
+              hp.rope_mode == LOOM_ROPE_NEOX && hp.yarn_ext_factor == 0.0f,
+          "qwen2 with the older linear key: %s", test_last_error);
+    const struct extra_key both[] = {{"llama.rope.scale_linear", NULL, 8}, {"llama.rope.scaling.factor", NULL, 2}};
+    CHECK(read_with_keys("llama", both, 2, &hp) == LOOM_OK && hp.rope_freq_scale == 0.5f, "rope.scaling.factor wins: %g", (double)hp.rope_freq_scale);
+    const struct extra_key yarn[] = {{"llama.rope.scaling.type", "yarn", 0}, {"llama.rope.scaling.factor", NULL, 4},
+                                     {"llama.rope.scaling.attn_factor", NULL, 1.25f}};
+    CHECK(read_with_keys("llama", yarn, 3, &hp) == LOOM_OK && hp.rope_scaling == LOOM_ROPE_SCALING_YARN && hp.yarn_ext_factor == 1.0f &&
+              hp.yarn_attn_factor == 1.25f && hp.n_ctx_orig == hp.n_ctx_train && hp.yarn_beta_fast == 32.0f && hp.yarn_beta_slow == 1.0f,
+          "yarn: %s", test_last_error);
     static const struct {
-        const char * arch, * key, * value, * says;
-    } cases[] = {
-        {"llama", "llama.rope.scaling.type", "longrope", "'longrope': Loom implements RoPE scaling 'none', 'linear' and 'yarn' only"},
-        {"gpt2", NULL, NULL, "architecture 'gpt2' is not supported (Loom runs 'llama', 'qwen2')"},
+        const char * arch;
+        struct extra_key k;
+        enum loom_status st;
+        const char * says;
+    } refused[] = {
+        {"llama", {"llama.rope.scaling.type", "longrope", 0}, LOOM_ERR_UNSUPPORTED,
+         "'longrope': Loom implements RoPE scaling 'none', 'linear' and 'yarn' only"},
+        {"llama", {"llama.rope.scaling.type", NULL, 1}, LOOM_ERR_FORMAT, "has type f32, expected str"},
+        {"llama", {"llama.rope.scaling.factor", NULL, -2}, LOOM_ERR_FORMAT, "'llama.rope.scaling.factor' = -2 is out of range"},
+        {"llama", {"llama.rope.scaling.attn_factor", NULL, 0}, LOOM_ERR_FORMAT, "attn_factor' = 0 is out of range"},
+        {"gpt2", {"gpt2.context_length", NULL, 1}, LOOM_ERR_UNSUPPORTED, "architecture 'gpt2' is not supported (Loom runs 'llama', 'qwen2')"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct loom_gguf_writer * w = loom_gguf_writer_new();
-        char key[64];
-        enum loom_status st = loom_gguf_writer_set_str(w, "general.architecture", cases[i].arch);
-        static const char * const req[] = {"embedding_length", "block_count", "attention.head_count", "feed_forward_length"};
-        for (int k = 0; k < 4 && st == LOOM_OK; k++) {
-            snprintf(key, sizeof key, "%s.%s", cases[i].arch, req[k]);
-            st = loom_gguf_writer_set_u32(w, key, k == 1 ? 1 : k == 2 ? 4 : 64);
-        }
-        if (st == LOOM_OK && cases[i].key) st = loom_gguf_writer_set_str(w, cases[i].key, cases[i].value);
-        static const float zero = 0;
-        for (int t = 0; t < 9 && st == LOOM_OK; t++) {
-            snprintf(key, sizeof key, "t%d", t);
-            st = loom_gguf_writer_add_tensor(w, key, LOOM_TYPE_F32, 1, (const int64_t[]){1}, &zero);
-        }
-        char err[256];
-        if (st == LOOM_OK) st = loom_gguf_writer_write_file(w, FILE_OUT, err, sizeof err);
-        loom_gguf_writer_free(w);
-        CHECK(st == LOOM_OK, "writing the refusal file");
-        struct loom_hparams hp;
-        test_last_error[0] = 0;
-        st = loom_model_read_meta(FILE_OUT, &hp, NULL);
-        CHECK(st == LOOM_ERR_UNSUPPORTED && strstr(test_last_error, cases[i].says), "%s: %s, '%s'", cases[i].arch, loom_status_str(st),
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const enum loom_status st = read_with_keys(refused[i].arch, &refused[i].k, 1, &hp);
+        CHECK(st == refused[i].st && strstr(test_last_error, refused[i].says), "%s: %s, '%s'", refused[i].k.key, loom_status_str(st),
               test_last_error);
-        unlink(FILE_OUT);
     }
 }
 
@@ -338,7 +374,7 @@ int main(void) {
         {"llama 3.1 rope_freqs", LOOM_ARCH_LLAMA, 2, false, 500000.0f, LOOM_ROPE_SCALING_NONE, 0, 32, true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    check_refusals();
+    check_rope_keys();
     check_vocab_from();
     return test_finish("test-arch");
 }
