@@ -2,7 +2,7 @@
  * forward pass written here from the models' definitions: small random-weight F32 models from
  * loom_gen_model (GQA, tied and untied output, qwen2's q/k/v biases and NeoX pairing, linear and
  * YaRN scaling, Llama 3.1's frequency factors), decoded in two batches (so the second reads the KV
- * cache), every position's logits compared. A reference with the other RoPE pairing or without the
+ * cache), every position's logits compared, also with layers on a simulated discrete device. A reference with the other RoPE pairing or without the
  * scaling must differ by far more than the bound, so the comparison sees what it tests. Also:
  * refusals by name, and gen-model's --vocab-from. */
 #include "test-util.h"
@@ -157,10 +157,14 @@ static void reference(const struct file * f, const struct loom_hparams * hp, con
     free(x), free(k), free(v), free(cur), free(q), free(att), free(tmp), free(g), free(u), free(sc);
 }
 
-/* Loom's logits of every position: two decode calls, logits_all. */
-static bool loom_logits(const char * path, const int32_t * toks, double * logits, struct loom_hparams * hp) {
+/* Loom's logits of every position: two decode calls, logits_all; with 'device' the last 'ngl' layers
+ * run there. */
+static bool loom_logits(const char * path, const int32_t * toks, double * logits, struct loom_hparams * hp, const char * device, int ngl) {
     struct loom_model * m = NULL;
-    if (loom_model_load(path, loom_model_default_params(), &m) != LOOM_OK) return false;
+    struct loom_model_params mp = loom_model_default_params();
+    mp.device = device;
+    mp.n_gpu_layers = ngl;
+    if (loom_model_load(path, mp, &m) != LOOM_OK) return false;
     *hp = *loom_model_hparams(m);
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = 64;
@@ -216,8 +220,19 @@ static void run_case(const struct arch_case * c) {
     static const int32_t toks[N_TOK] = {1, 72, 104, 260, 33, 290, 5, 258, 120};
     struct loom_hparams hp;
     double * got = malloc((size_t)N_TOK * p.n_vocab * sizeof *got), * want = malloc((size_t)N_TOK * p.n_vocab * sizeof *want);
-    bool ok = loom_logits(FILE_OUT, toks, got, &hp);
+    bool ok = loom_logits(FILE_OUT, toks, got, &hp, NULL, 0);
     CHECK(ok, "%s: loading or decoding: %s", c->what, test_last_error);
+    /* the same on a simulated discrete device, one layer or all (weights, factors and cache copied there) */
+    for (int ngl = 1; ngl <= 3 && ok; ngl += 2) {
+        double * dev = malloc((size_t)N_TOK * p.n_vocab * sizeof *dev);
+        const bool ok_dev = loom_logits(FILE_OUT, toks, dev, &hp, "sim0", ngl);
+        CHECK(ok_dev, "%s on sim0: %s", c->what, test_last_error);
+        if (ok_dev) {
+            const double e = rel_err(dev, got, (size_t)N_TOK * p.n_vocab);
+            CHECK(e < 1e-6, "%s: sim0 with -ngl %d differs from the CPU by %.3g", c->what, ngl, e);
+        }
+        free(dev);
+    }
     struct file f = {0};
     FILE * fp = fopen(FILE_OUT, "rb");
     long size = 0;
@@ -362,6 +377,7 @@ static void check_vocab_from(void) {
 }
 
 int main(void) {
+    setenv("LOOM_SIM_DEVICES", "1", 1); /* before the registry is first used */
     loom_log_set(test_capture_log, NULL);
     static const struct arch_case cases[] = {
         {"llama GQA untied", LOOM_ARCH_LLAMA, 2, false, 0, LOOM_ROPE_SCALING_NONE, 0, 0, false, false},
