@@ -167,14 +167,19 @@ struct loom_gen_params {
     uint64_t seed;                /* the weights depend only on the seed and the shape */
     const char * tokenizer_path;  /* llama2.c tokenizer file for the vocabulary, or NULL: byte-level */
     const char * name;            /* general.name */
+    const char * vocab_path;      /* a GGUF file whose tokenizer.* keys are copied (any vocabulary Loom
+                                   * reads, e.g. Llama 3's or Qwen2's), or NULL; n_vocab 0 takes its
+                                   * token count. Not together with tokenizer_path. */
 };
 /* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
  * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
 enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
 /* Writes a LLaMA-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
  * approximation), norm weights 1 + N(0, 0.01^2), streamed so the model never sits in memory.
- * Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...), LOOM_ERR_IO,
- * LOOM_ERR_FORMAT (bad tokenizer file), LOOM_ERR_OOM. */
+ * Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...; n_vocab other
+ * than the token count of 'vocab_path'; both vocabulary sources), LOOM_ERR_IO, LOOM_ERR_FORMAT
+ * (bad tokenizer file or vocabulary GGUF), LOOM_ERR_UNSUPPORTED (a vocabulary Loom cannot read),
+ * LOOM_ERR_OOM. */
 enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
 
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,

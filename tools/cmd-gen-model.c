@@ -10,18 +10,22 @@
 static void usage(FILE * f) {
     fprintf(f,
             "usage: loom gen-model (--preset NAME | --dim N --hidden N --layers N --heads N [--kv-heads N] --vocab N --ctx N)\n"
-            "                      [--type f32|f16|bf16] [--tied] [--seed N] [--tokenizer TOKENIZER.bin] -o OUT.gguf\n"
+            "                      [--type f32|f16|bf16] [--tied] [--seed N] [--tokenizer TOKENIZER.bin | --vocab-from VOCAB.gguf]\n"
+            "                      -o OUT.gguf\n"
             "  presets: 260k, 15m, 110m (llama2.c family), 1b (TinyLlama 1.1B), 7b (Llama-2 7B)\n"
             "  --tokenizer takes a llama2.c tokenizer file (e.g. the Llama-2 vocabulary tokenizer.bin);\n"
-            "  without it the vocabulary is byte-level.\n");
+            "  --vocab-from copies the tokenizer.* keys of a GGUF file (e.g. ggml-vocab-llama-bpe.gguf) and\n"
+            "  sizes the model's vocabulary by it (--vocab, if given, must agree);\n"
+            "  without either the vocabulary is byte-level.\n");
 }
 
 int loom_cmd_gen_model(int argc, char ** argv) {
-    enum { O_PRESET = 256, O_TYPE, O_TIED, O_SEED, O_TOK, O_DIM, O_HID, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX };
+    enum { O_PRESET = 256, O_TYPE, O_TIED, O_SEED, O_TOK, O_VFROM, O_DIM, O_HID, O_LAYERS, O_HEADS, O_KV, O_VOCAB, O_CTX };
     static const struct option opts[] = {
         {"preset", required_argument, 0, O_PRESET}, {"type", required_argument, 0, O_TYPE},
         {"tied", no_argument, 0, O_TIED},          {"seed", required_argument, 0, O_SEED},
-        {"tokenizer", required_argument, 0, O_TOK}, {"dim", required_argument, 0, O_DIM},
+        {"tokenizer", required_argument, 0, O_TOK}, {"vocab-from", required_argument, 0, O_VFROM},
+        {"dim", required_argument, 0, O_DIM},
         {"hidden", required_argument, 0, O_HID},   {"layers", required_argument, 0, O_LAYERS},
         {"heads", required_argument, 0, O_HEADS},  {"kv-heads", required_argument, 0, O_KV},
         {"vocab", required_argument, 0, O_VOCAB},  {"ctx", required_argument, 0, O_CTX},
@@ -60,6 +64,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         case O_TIED: p.tied = true; break;
         case O_SEED: ok = cli_parse_u64("gen-model", "--seed", optarg, UINT64_MAX, &p.seed); break;
         case O_TOK: p.tokenizer_path = optarg; break;
+        case O_VFROM: p.vocab_path = optarg; break;
         case O_DIM: case O_HID: case O_LAYERS: case O_HEADS: case O_KV: case O_VOCAB: case O_CTX:
             ok = cli_parse_int("gen-model", size_opts[c - O_DIM], optarg, 1, 1 << 24, &v);
             dims[c - O_DIM] = v;
@@ -76,13 +81,14 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         if (dims[i]) *fields[i] = (int32_t)dims[i];
     }
     if (!dims[4] && dims[3] && !have_preset) p.n_head_kv = p.n_head;
+    if (p.vocab_path && !dims[5]) p.n_vocab = 0; /* the vocabulary file's size */
     if (!cli_no_more_args("gen-model", argc, argv)) return 1;
     if (!out) {
         fprintf(stderr, "loom gen-model: need -o OUT.gguf (see -h)\n");
         return 1;
     }
-    if (!have_preset && (!p.n_embd || !p.n_ff || !p.n_layer || !p.n_head || !p.n_vocab || !p.n_ctx)) {
-        fprintf(stderr, "loom gen-model: give --preset or all of --dim --hidden --layers --heads --vocab --ctx\n");
+    if (!have_preset && (!p.n_embd || !p.n_ff || !p.n_layer || !p.n_head || (!p.n_vocab && !p.vocab_path) || !p.n_ctx)) {
+        fprintf(stderr, "loom gen-model: give --preset or all of --dim --hidden --layers --heads --vocab (or --vocab-from) --ctx\n");
         return 1;
     }
     int64_t t0 = loom_time_us();

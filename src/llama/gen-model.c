@@ -1,4 +1,4 @@
-/* gen-model.c -- synthetic LLaMA models with random weights, streamed into a GGUF file. */
+/* gen-model.c -- synthetic LLaMA models with random weights (any vocabulary), streamed into a GGUF file. */
 #include "loom-gguf.h"
 #include "loom-llama.h"
 
@@ -27,7 +27,7 @@ enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p) 
         if (!strcmp(presets[i].name, name)) {
             const struct preset * s = &presets[i];
             *p = (struct loom_gen_params){s->n_embd, s->n_ff, s->n_layer, s->n_head, s->n_head_kv, s->n_vocab, s->n_ctx,
-                                          LOOM_TYPE_F32, false, 42, NULL, s->name};
+                                          LOOM_TYPE_F32, false, 42, NULL, s->name, NULL};
             return LOOM_OK;
         }
     }
@@ -233,12 +233,50 @@ static enum loom_status check_size(struct loom_gguf_writer * w, const char * out
     return LOOM_OK;
 }
 
-enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path) {
-    enum loom_status st = check_params(p);
+/* Opens the vocabulary GGUF 'path', checks that Loom reads its vocabulary, and takes its token
+ * count as the model's when 'n_vocab' is 0 (else they must agree). */
+static enum loom_status open_vocab_file(const char * path, int32_t * n_vocab, struct loom_gguf ** out) {
+    struct loom_vocab * v = NULL;
+    enum loom_status st = loom_vocab_load_gguf(path, &v); /* logs why it cannot */
     if (st != LOOM_OK) return st;
+    int32_t n = loom_vocab_n_tokens(v);
+    loom_vocab_free(v);
+    if (*n_vocab && *n_vocab != n) {
+        loom_log(LOOM_LOG_ERROR, "the vocabulary of %s has %d tokens, the model shape says %d", path, n, *n_vocab);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    *n_vocab = n;
+    return loom_gguf_open(path, out, NULL, 0);
+}
+
+/* Copies every tokenizer.* key of 'g' (the file is then protected from being overwritten). */
+static enum loom_status copy_vocab_keys(struct loom_gguf_writer * w, const struct loom_gguf * g) {
+    enum loom_status st = LOOM_OK;
+    for (int64_t i = 0; i < loom_gguf_n_kv(g) && st == LOOM_OK; i++) {
+        if (!strncmp(loom_gguf_kv_key(g, i), "tokenizer.", 10)) st = loom_gguf_writer_copy_kv(w, g, i);
+    }
+    return st;
+}
+
+enum loom_status loom_gen_model(const struct loom_gen_params * params, const char * out_path) {
+    struct loom_gen_params shape = *params;
+    const struct loom_gen_params * p = &shape;
+    struct loom_gguf * vg = NULL;
+    enum loom_status st = LOOM_OK;
+    if (p->vocab_path && p->tokenizer_path) {
+        loom_log(LOOM_LOG_ERROR, "give one vocabulary: a llama2.c tokenizer or a vocabulary GGUF, not both");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (p->vocab_path && (st = open_vocab_file(p->vocab_path, &shape.n_vocab, &vg)) != LOOM_OK) return st;
+    st = check_params(p);
     struct loom_vocab * vocab = NULL;
-    st = p->tokenizer_path ? loom_vocab_load_llama2c(p->tokenizer_path, p->n_vocab, &vocab) : byte_vocab(p->n_vocab, &vocab);
-    if (st != LOOM_OK) return st;
+    if (st == LOOM_OK && !vg) {
+        st = p->tokenizer_path ? loom_vocab_load_llama2c(p->tokenizer_path, p->n_vocab, &vocab) : byte_vocab(p->n_vocab, &vocab);
+    }
+    if (st != LOOM_OK) {
+        loom_gguf_free(vg);
+        return st;
+    }
 
     size_t max_t = 4 + (size_t)p->n_layer * 9;
     struct gen_tensor * ts = calloc(max_t, sizeof *ts);
@@ -249,7 +287,7 @@ enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * o
     if (!ts || !w || !fbuf || !obuf) st = LOOM_ERR_OOM;
     int n = st == LOOM_OK ? list_tensors(p, ts) : 0;
     if (st == LOOM_OK) st = set_metadata(w, p);
-    if (st == LOOM_OK) st = loom_vocab_write_gguf(vocab, w);
+    if (st == LOOM_OK) st = vg ? copy_vocab_keys(w, vg) : loom_vocab_write_gguf(vocab, w);
     if (st == LOOM_OK && p->tokenizer_path) st = loom_gguf_writer_protect(w, p->tokenizer_path);
     for (int i = 0; i < n && st == LOOM_OK; i++) {
         st = loom_gguf_writer_add_tensor(w, ts[i].name, ts[i].norm ? LOOM_TYPE_F32 : p->type, ts[i].n_dims, ts[i].ne, NULL);
@@ -268,6 +306,7 @@ enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * o
         if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
     }
     loom_gguf_writer_free(w);
+    loom_gguf_free(vg);
     loom_vocab_free(vocab);
     free(ts);
     free(fbuf);
