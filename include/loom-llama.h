@@ -153,7 +153,8 @@ const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, 
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
 /* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
- * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama'). */
+ * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama' or 'gpt2', or a BPE
+ * pre-tokenizer Loom does not know). */
 enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
 /* Reads a model file's hyper-parameters and vocabulary without touching its weights (cheap: for
  * validating a request before loading). 'vocab' may be NULL. Errors as for loom_model_load. */

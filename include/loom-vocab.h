@@ -142,7 +142,7 @@ int32_t loom_vocab_eot(const struct loom_vocab * vocab);   /* end of turn, -1 = 
 bool loom_vocab_is_eog(const struct loom_vocab * vocab, int32_t id);
 /* SPM or BPE (tokenizer.ggml.model "llama" or "gpt2"). */
 enum loom_vocab_type loom_vocab_get_tokenizer(const struct loom_vocab * vocab);
-/* The BPE pre-tokenizer's name as given (NULL for SPM vocabularies). */
+/* The BPE pre-tokenizer's name ("default" when none was given; NULL for SPM vocabularies). */
 const char * loom_vocab_get_pre(const struct loom_vocab * vocab);
 /* The pre-tokenizer names loom_vocab_new accepts, comma-separated (for messages). */
 const char * loom_vocab_pre_names(void);

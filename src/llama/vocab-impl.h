@@ -65,11 +65,16 @@ struct loom_bpe_merge {
     int32_t rank, id;
 };
 
+/* The merges table's first slot for the pair (left, right) (Fibonacci hashing; probing is linear). */
+static inline size_t loom_bpe_merge_slot(const struct loom_vocab * v, int32_t left, int32_t right) {
+    uint64_t h = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & v->merges_mask;
+}
+
 /* Rank and result of merging pieces (left, right), or false when the pair does not merge. */
 static inline bool loom_vocab_merge_find(const struct loom_vocab * v, int32_t left, int32_t right, int32_t * rank,
                                          int32_t * id) {
-    uint64_t h = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) * 0x9E3779B97F4A7C15ull;
-    for (size_t i = (size_t)(h >> 40) & v->merges_mask;; i = (i + 1) & v->merges_mask) {
+    for (size_t i = loom_bpe_merge_slot(v, left, right);; i = (i + 1) & v->merges_mask) {
         const struct loom_bpe_merge * m = &v->merges[i];
         if (m->left < 0) return false;
         if (m->left == left && m->right == right) {

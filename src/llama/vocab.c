@@ -417,8 +417,7 @@ static enum loom_status build_merges(struct loom_vocab * v, const struct loom_vo
             skipped++;
             continue;
         }
-        uint64_t h = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) * 0x9E3779B97F4A7C15ull;
-        size_t i = (size_t)(h >> 40) & v->merges_mask;
+        size_t i = loom_bpe_merge_slot(v, a, b);
         while (v->merges[i].left >= 0 && !(v->merges[i].left == a && v->merges[i].right == b)) i = (i + 1) & v->merges_mask;
         if (v->merges[i].left < 0) v->merges[i] = (struct loom_bpe_merge){a, b, r, ab};
     }
