@@ -1,189 +1,14 @@
-/* loom-llama.h -- the model runner: vocabulary and tokenizer, sampling, LLaMA models from GGUF. */
+/* loom-llama.h -- the model runner: sampling, LLaMA models from GGUF (the vocabulary is in loom-vocab.h). */
 #ifndef LOOM_LLAMA_H
 #define LOOM_LLAMA_H
 
 #include "loom.h"
 #include "loom-backend.h"
+#include "loom-vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ================================================================ vocabulary and tokenizer */
-/* (section owned by the tokenizer work)
- *
- * A vocabulary in the GGUF convention for tokenizer.ggml.model = "llama" (SentencePiece): pieces
- * are byte strings in which a space is written U+2581 ("\xE2\x96\x81"), BOS/EOS are the control
- * pieces "<s>"/"</s>", and byte-fallback pieces are "<0xNN>" (two upper-case hex digits).
- * Token ids are int32_t in [0, n_tokens). */
-
-struct loom_vocab;
-
-/* GGUF token types (tokenizer.ggml.token_type). */
-enum loom_token_type {
-    LOOM_TOKEN_TYPE_UNDEFINED = 0,     /* returned for ids out of range; never stored */
-    LOOM_TOKEN_TYPE_NORMAL = 1,        /* ordinary text piece, produced by merges */
-    LOOM_TOKEN_TYPE_UNKNOWN = 2,       /* "<unk>": a character that has no piece and no byte fallback */
-    LOOM_TOKEN_TYPE_CONTROL = 3,       /* "<s>", "</s>": never produced from user text unless parsed */
-    LOOM_TOKEN_TYPE_USER_DEFINED = 4,  /* text matched atomically before merging */
-    LOOM_TOKEN_TYPE_UNUSED = 5,        /* reserved: decoded as text, never produced */
-    LOOM_TOKEN_TYPE_BYTE = 6,          /* "<0xNN>": the single byte 0xNN */
-    LOOM_TOKEN_TYPE_COUNT
-};
-
-/* Returned by loom_tokenize, loom_token_to_piece and loom_detokenize for invalid arguments or
- * out of memory (the reason is logged). Distinct from every -(needed) size request. */
-#define LOOM_TOKEN_ERROR INT32_MIN
-
-/* Largest vocabulary loom_vocab_new accepts (tokens). */
-#define LOOM_VOCAB_MAX_TOKENS (1 << 24)
-/* Longest piece loom_vocab_new accepts (bytes). */
-#define LOOM_VOCAB_MAX_PIECE (1 << 16)
-
-/* Plain arrays describing a vocabulary, e.g. as read from GGUF tokenizer.ggml.* keys. Nothing is
- * kept: loom_vocab_new copies what it needs. */
-struct loom_vocab_params {
-    int32_t n_tokens;             /* entries in each array; 1..LOOM_VOCAB_MAX_TOKENS */
-    const char * const * texts;   /* [n_tokens] piece bytes (any bytes, GGUF convention) */
-    const size_t * text_lens;     /* [n_tokens] bytes of each piece, or NULL: texts are NUL-terminated */
-    const float * scores;         /* [n_tokens] merge priority (higher merges first), or NULL: all 0 */
-    const int32_t * types;        /* [n_tokens] enum loom_token_type (1..6), or NULL: inferred (BOS/EOS
-                                   * control, UNK unknown, "<0xNN>" byte, the rest normal) */
-    int32_t bos_id;               /* -1 = none */
-    int32_t eos_id;               /* -1 = none */
-    int32_t unk_id;               /* -1 = none */
-    bool add_bos;                 /* what callers should pass as loom_tokenize's 'add_bos' by default */
-    bool add_space_prefix;        /* SentencePiece's add_dummy_prefix: prepend a space to the text */
-};
-
-/* Defaults: no arrays, n_tokens 0, bos/eos/unk -1, add_bos true, add_space_prefix true (the values
- * for tokenizer.ggml.model = "llama" when the GGUF keys are absent). */
-struct loom_vocab_params loom_vocab_default_params(void);
-
-/* Builds a vocabulary from 'params' (copied) into '*out'.
- * Validates everything and returns, with a logged reason and '*out' = NULL:
- *  - LOOM_ERR_INVALID_ARG: NULL pointers; n_tokens out of range; a NULL text with nonzero length;
- *    a piece longer than LOOM_VOCAB_MAX_PIECE; a NaN score; a type outside 1..6; bos/eos/unk
- *    outside [-1, n_tokens); add_bos with no BOS; a byte-type piece not of the form "<0xNN>";
- *    neither a complete set of byte pieces nor an unknown token (text could not be represented);
- *  - LOOM_ERR_OOM.
- * Not errors (logged as warnings): duplicate pieces (lookups and the tokenizer use the lowest id
- * among normal/user-defined pieces with that text, else the lowest id; the others stay decodable);
- * byte pieces missing for some of the 256 bytes (byte fallback is then unavailable and characters
- * without a piece become the unknown token; see loom_vocab_has_byte_fallback). */
-enum loom_status loom_vocab_new(const struct loom_vocab_params * params, struct loom_vocab ** out);
-
-/* Reads a llama.c tokenizer file ("tokenizer.bin": int32 max_token_length, then for each token
- * float32 score, int32 length, that many bytes; little-endian) into '*out', converted to the
- * GGUF convention: spaces become U+2581; id 0 is "<unk>" (unknown), 1 "<s>" (BOS, control),
- * 2 "</s>" (EOS, control) whatever the file spells them (tok512.bin has "\n<s>\n"); pieces
- * "<0xNN>" are byte tokens; the rest normal; add_bos and add_space_prefix true.
- * 'n_tokens' is the vocabulary size from the checkpoint header, or 0 to read entries up to the
- * end of the file (entries after the first 'n_tokens' are ignored with a warning).
- * Errors: LOOM_ERR_INVALID_ARG (NULL, n_tokens < 0 or > LOOM_VOCAB_MAX_TOKENS), LOOM_ERR_IO
- * (cannot open or read), LOOM_ERR_FORMAT (max_token_length <= 0; a negative length or one above
- * max_token_length; an entry running past the end of the file; fewer than 3 or than 'n_tokens'
- * entries; a NaN score), LOOM_ERR_OOM; each with a logged reason. */
-enum loom_status loom_vocab_load_llama2c(const char * path, int32_t n_tokens, struct loom_vocab ** out);
-/* The same from 'size' bytes in memory (not kept). */
-enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, int32_t n_tokens,
-                                                struct loom_vocab ** out);
-
-void loom_vocab_free(struct loom_vocab * vocab);   /* NULL is a no-op */
-
-/* Accessors. For an id outside [0, n_tokens): text NULL (len 0), score 0, type UNDEFINED. */
-int32_t loom_vocab_n_tokens(const struct loom_vocab * vocab);
-/* The piece's bytes in the GGUF convention; '*len' (may be NULL) gets its length in bytes. The
- * bytes are followed by a NUL, so pieces without embedded NULs can be used as C strings. */
-const char * loom_vocab_get_text(const struct loom_vocab * vocab, int32_t id, size_t * len);
-float loom_vocab_get_score(const struct loom_vocab * vocab, int32_t id);
-enum loom_token_type loom_vocab_get_type(const struct loom_vocab * vocab, int32_t id);
-int32_t loom_vocab_bos(const struct loom_vocab * vocab);   /* -1 = none */
-int32_t loom_vocab_eos(const struct loom_vocab * vocab);   /* -1 = none */
-int32_t loom_vocab_unk(const struct loom_vocab * vocab);   /* -1 = none */
-bool loom_vocab_get_add_bos(const struct loom_vocab * vocab);
-bool loom_vocab_get_add_space_prefix(const struct loom_vocab * vocab);
-/* True when all 256 "<0xNN>" byte pieces exist, so any byte string can be tokenized exactly. */
-bool loom_vocab_has_byte_fallback(const struct loom_vocab * vocab);
-/* Id of the piece with exactly these bytes (GGUF convention), or -1. With duplicates, the id the
- * tokenizer uses (see loom_vocab_new). */
-int32_t loom_vocab_find(const struct loom_vocab * vocab, const char * text, size_t len);
-
-/* Tokenizes 'text_len' bytes of 'text' (UTF-8; invalid bytes are kept through byte fallback) with
- * SentencePiece's BPE (Kudo & Richardson 2018, "SentencePiece"; Sennrich et al. 2016 for BPE):
- *  1. with 'parse_special', control pieces ("<s>", "</s>", ...) found verbatim in the text become
- *     their ids (longest match first); otherwise such text is ordinary text;
- *  2. each remaining text segment that starts the input or follows a parsed control token gets
- *     one space prepended when the vocabulary's add_space_prefix is set (empty segments get none,
- *     so "" gives no tokens); spaces are then written U+2581;
- *  3. user-defined pieces are matched verbatim in that escaped text (longest first; so a U+2581
- *     in them matches a space) and kept whole;
- *  4. the rest is split into UTF-8 characters, and the adjacent pair whose concatenation is a
- *     normal or user-defined piece with the highest score is merged, repeatedly (ties: leftmost);
- *     a priority queue keeps this O(n log n) in the text length;
- *  5. a final symbol that is not a piece becomes its byte pieces "<0xNN>" (or, without byte
- *     fallback, the unknown token: one per run of such symbols, as SentencePiece does).
- * Only normal and user-defined pieces are ever produced by merging, so text never turns into
- * control, byte or unused tokens by accident.
- * With 'add_bos' the vocabulary's BOS comes first (pass loom_vocab_get_add_bos for the default).
- * Writes up to 'n_max' ids to 'tokens' (may be NULL when n_max is 0).
- * Returns the number of ids; -(needed) when 'n_max' is smaller than the number needed (nothing
- * useful is written; call again with at least that room); LOOM_TOKEN_ERROR (with a logged
- * reason) for a NULL vocab, NULL text with text_len > 0, n_max < 0, add_bos without a BOS token,
- * text_len > INT32_MAX / 4, or out of memory. */
-int32_t loom_tokenize(const struct loom_vocab * vocab, const char * text, size_t text_len, bool add_bos,
-                      bool parse_special, int32_t * tokens, int32_t n_max);
-
-/* The bytes one token stands for: normal, user-defined and unused pieces with U+2581 turned into
- * spaces; byte pieces "<0xNN>" as the byte 0xNN; control pieces as nothing, or their raw text
- * when 'special'; the unknown token as " \xE2\x81\x87 " (" ⁇ ", SentencePiece's rendering), or
- * its raw text when 'special'. No leading space is removed (see loom_detokenize).
- * Writes no terminating NUL. Returns the number of bytes written to 'buf'; -(needed) when 'size'
- * is too small; LOOM_TOKEN_ERROR (logged) for a NULL vocab, an id out of range, size < 0, or a
- * NULL buf with size > 0. */
-int32_t loom_token_to_piece(const struct loom_vocab * vocab, int32_t token, char * buf, int32_t size, bool special);
-
-/* Flags for loom_detokenize and loom_detok_new. */
-enum loom_detok_flag {
-    LOOM_DETOK_SPECIAL = 1,            /* render control and unknown tokens as their raw text */
-    LOOM_DETOK_KEEP_SPACE_PREFIX = 2,  /* never remove the dummy-prefix space (see below) */
-};
-
-/* Decodes a whole sequence: the concatenation of loom_token_to_piece for each id, except that when
- * the vocabulary's add_space_prefix is set (and LOOM_DETOK_KEEP_SPACE_PREFIX is not), the first
- * non-control token at the start of the sequence, and the first non-control token after each
- * control token (BOS, EOS, ...), loses one leading space if it is a text piece (normal,
- * user-defined, unused) that starts with one: the inverse of loom_tokenize's step 2, so that
- * decode(tokenize(s)) == s (with LOOM_DETOK_SPECIAL matching 'parse_special', and not counting a
- * literal U+2581 in 's', which SentencePiece cannot tell from a space). Bytes are returned as they are (invalid UTF-8 is not
- * replaced; see struct loom_detok for streaming). 'flags' is a set of enum loom_detok_flag.
- * Returns bytes written (no NUL), -(needed) when 'size' is too small, or LOOM_TOKEN_ERROR (logged)
- * for a NULL vocab, NULL tokens with n_tokens > 0, negative n_tokens/size, an id out of range,
- * or a result over INT32_MAX bytes. */
-int32_t loom_detokenize(const struct loom_vocab * vocab, const int32_t * tokens, int32_t n_tokens, char * buf,
-                        int32_t size, int flags);
-
-/* Streaming detokenizer: feed ids one at a time as they are generated; each call returns only
- * complete UTF-8 characters, holding back the bytes of a character still being spelled out by
- * byte tokens. Leading-space removal follows loom_detokenize (so feed BOS and the prompt too, or
- * pass LOOM_DETOK_KEEP_SPACE_PREFIX when starting mid-sequence). Bytes that can never form a valid
- * UTF-8 character (RFC 3629) are replaced by U+FFFD, one per maximal invalid subpart (Unicode
- * 15.0 section 3.9, "U+FFFD substitution of maximal subparts"); so is an incomplete character
- * left at loom_detok_flush. Holds a pointer to 'vocab', which must outlive it. */
-struct loom_detok;
-
-/* Errors: LOOM_ERR_INVALID_ARG (NULL), LOOM_ERR_OOM. */
-enum loom_status loom_detok_new(const struct loom_vocab * vocab, int flags, struct loom_detok ** out);
-void loom_detok_free(struct loom_detok * d);   /* NULL is a no-op */
-/* Adds 'token' and sets '*text'/'*len' to the bytes now complete (possibly 0 bytes); the pointer
- * stays valid until the next call on 'd'. Errors (nothing consumed, '*len' = 0):
- * LOOM_ERR_INVALID_ARG (NULL arguments, an id out of range), LOOM_ERR_OOM. */
-enum loom_status loom_detok_push(struct loom_detok * d, int32_t token, const char ** text, size_t * len);
-/* Ends the stream: returns any held-back bytes (as U+FFFD, since they are an incomplete
- * character) the same way as loom_detok_push. */
-enum loom_status loom_detok_flush(struct loom_detok * d, const char ** text, size_t * len);
-/* Forgets held-back bytes and starts a new sequence (the next token is again "at the start"). */
-void loom_detok_reset(struct loom_detok * d);
 
 /* ================================================================ sampling */
 /* (section owned by the sampler work)
@@ -420,7 +245,8 @@ const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, 
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
 /* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
- * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama'). */
+ * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama' or 'gpt2', or a BPE
+ * pre-tokenizer Loom does not know). */
 enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
 /* Reads a model file's hyper-parameters and vocabulary without touching its weights (cheap: for
  * validating a request before loading). 'vocab' may be NULL. Errors as for loom_model_load. */
@@ -433,8 +259,6 @@ struct loom_gen_params {
     bool tied;                    /* no separate output.weight (the embedding is shared) */
     uint64_t seed;                /* the weights depend only on the seed and the shape */
     const char * tokenizer_path;  /* llama2.c tokenizer file for the vocabulary, or NULL: byte-level */
-    const char * vocab_from;      /* a GGUF whose tokenizer.* keys are copied as they are (n_vocab becomes
-                                   * its token count), or NULL; excludes tokenizer_path */
     const char * name;            /* general.name */
     enum loom_arch arch;          /* LLAMA (0) or QWEN2 (also writes the q/k/v biases) */
     float rope_freq_base;         /* <arch>.rope.freq_base; 0: 10000 */
@@ -444,15 +268,19 @@ struct loom_gen_params {
     bool rope_freqs;              /* llama: a rope_freqs.weight of Llama 3.1's shape of factors (1 for the
                                    * fast pairs, 8 for the slow ones, a smooth ramp between) */
     const char * chat_template;   /* tokenizer.chat_template, or NULL */
+    const char * vocab_path;      /* a GGUF file whose tokenizer.* keys are copied (any vocabulary Loom
+                                   * reads, e.g. Llama 3's or Qwen2's), or NULL; n_vocab 0 takes its
+                                   * token count. Not together with tokenizer_path. */
 };
 /* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
  * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
 enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
 /* Writes a llama- or qwen2-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
- * approximation), norm weights 1 + N(0, 0.01^2), biases N(0, 0.02^2), streamed so the model never
+ * approximation), norm weights 1 + N(0, 0.01^2), biases N(0, 0.1^2), streamed so the model never
  * sits in memory. Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...;
- * rope parameters out of range; rope_freqs with qwen2; both vocabulary sources), LOOM_ERR_IO,
- * LOOM_ERR_FORMAT (bad tokenizer file, a vocab_from file without tokenizer.ggml.tokens), LOOM_ERR_OOM. */
+ * rope parameters out of range; rope_freqs with qwen2; n_vocab other than the token count of
+ * 'vocab_path'; both vocabulary sources), LOOM_ERR_IO, LOOM_ERR_FORMAT (bad tokenizer file or
+ * vocabulary GGUF), LOOM_ERR_UNSUPPORTED (a vocabulary Loom cannot read), LOOM_ERR_OOM. */
 enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
 
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,

@@ -344,15 +344,15 @@ static void check_rope_keys(void) {
     }
 }
 
-/* --vocab-from: a model whose tokenizer.* keys are another file's gets the same vocabulary (and its
- * size), whatever --vocab says. */
+/* --vocab-from: a model whose tokenizer.* keys are another file's gets the same vocabulary (and, with
+ * n_vocab 0, its size). */
 static void check_vocab_from(void) {
     struct loom_gen_params p = {.n_embd = 64, .n_ff = 96, .n_layer = 1, .n_head = 4, .n_head_kv = 4, .n_vocab = 512, .n_ctx = 64,
                                 .type = LOOM_TYPE_F32, .seed = 1, .tokenizer_path = test_model_path("tok512.bin")};
     CHECK(loom_gen_model(&p, "test-arch-src.gguf") == LOOM_OK, "source model: %s", test_last_error);
     p.tokenizer_path = NULL;
-    p.vocab_from = "test-arch-src.gguf";
-    p.n_vocab = 7; /* replaced by the source's size */
+    p.vocab_path = "test-arch-src.gguf";
+    p.n_vocab = 0; /* the source's size */
     p.arch = LOOM_ARCH_QWEN2;
     CHECK(loom_gen_model(&p, FILE_OUT) == LOOM_OK, "--vocab-from: %s", test_last_error);
     struct loom_vocab * a = NULL, * b = NULL;

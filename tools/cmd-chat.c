@@ -164,10 +164,10 @@ struct chat {
     int n_prompt, n_eval;
 };
 
-/* The end of generation: the vocabulary's EOS or the template's end-of-turn token. (The tokenizer
- * work adds the vocabulary's own end-of-generation set; this is where it plugs in.) */
+/* The end of generation: the vocabulary's end-of-generation ids (EOS, EOT, EOM, the field's
+ * end-of-turn markers) or the token the template closes turns with. */
 static bool chat_is_eog(const struct chat * c, int32_t tok) {
-    return tok == loom_vocab_eos(c->vocab) || (c->eot_id >= 0 && tok == c->eot_id);
+    return loom_vocab_is_eog(c->vocab, tok) || (c->eot_id >= 0 && tok == c->eot_id);
 }
 
 static bool grow(void ** p, int32_t * cap, int32_t need, size_t elem) {

@@ -14,8 +14,9 @@ static void usage(FILE * f) {
             "                      [--arch llama|qwen2] [--rope-freq-base N] [--rope-scaling none|linear|yarn] [--rope-scale N]\n"
             "                      [--yarn-orig-ctx N] [--rope-freqs] [--chat-template TEXT] -o OUT.gguf\n"
             "  presets: 260k, 15m, 110m (llama2.c family), 1b (TinyLlama 1.1B), 7b (Llama-2 7B)\n"
-            "  --tokenizer takes a llama2.c tokenizer file (e.g. the Llama-2 vocabulary tokenizer.bin), --vocab-from\n"
-            "  copies the tokenizer.* keys of any GGUF (the vocabulary size becomes its); without either the\n"
+            "  --tokenizer takes a llama2.c tokenizer file (e.g. the Llama-2 vocabulary tokenizer.bin);\n"
+            "  --vocab-from copies the tokenizer.* keys of a GGUF file (e.g. ggml-vocab-llama-bpe.gguf) and\n"
+            "  sizes the model's vocabulary by it (--vocab, if given, must agree); without either the\n"
             "  vocabulary is byte-level. --arch qwen2 adds q/k/v biases (and the file's RoPE is NeoX-paired);\n"
             "  --rope-scaling writes the scaling type with --rope-scale as its factor (default 4), --yarn-orig-ctx\n"
             "  the original context (default --ctx); --rope-freqs writes a rope_freqs.weight of Llama 3.1's shape.\n");
@@ -27,14 +28,15 @@ int loom_cmd_gen_model(int argc, char ** argv) {
     static const struct option opts[] = {
         {"preset", required_argument, 0, O_PRESET}, {"type", required_argument, 0, O_TYPE},
         {"tied", no_argument, 0, O_TIED},          {"seed", required_argument, 0, O_SEED},
-        {"tokenizer", required_argument, 0, O_TOK}, {"dim", required_argument, 0, O_DIM},
+        {"tokenizer", required_argument, 0, O_TOK}, {"vocab-from", required_argument, 0, O_VFROM},
+        {"dim", required_argument, 0, O_DIM},
         {"hidden", required_argument, 0, O_HID},   {"layers", required_argument, 0, O_LAYERS},
         {"heads", required_argument, 0, O_HEADS},  {"kv-heads", required_argument, 0, O_KV},
         {"vocab", required_argument, 0, O_VOCAB},  {"ctx", required_argument, 0, O_CTX},
         {"arch", required_argument, 0, O_ARCH},    {"rope-freq-base", required_argument, 0, O_BASE},
         {"rope-scaling", required_argument, 0, O_SCALING}, {"rope-scale", required_argument, 0, O_SCALE},
         {"yarn-orig-ctx", required_argument, 0, O_ORIG}, {"rope-freqs", no_argument, 0, O_FREQS},
-        {"chat-template", required_argument, 0, O_TMPL}, {"vocab-from", required_argument, 0, O_VFROM},
+        {"chat-template", required_argument, 0, O_TMPL},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -71,7 +73,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         case O_TIED: p.tied = true; break;
         case O_SEED: ok = cli_parse_u64("gen-model", "--seed", optarg, UINT64_MAX, &p.seed); break;
         case O_TOK: p.tokenizer_path = optarg; break;
-        case O_VFROM: p.vocab_from = optarg; break;
+        case O_VFROM: p.vocab_path = optarg; break;
         case O_TMPL: p.chat_template = optarg; break;
         case O_FREQS: p.rope_freqs = true; break;
         case O_ARCH:
@@ -120,9 +122,10 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         if (dims[i]) *fields[i] = (int32_t)dims[i];
     }
     if (!dims[4] && dims[3] && !have_preset) p.n_head_kv = p.n_head;
+    if (p.vocab_path && !dims[5]) p.n_vocab = 0; /* the vocabulary file's size */
     if (!cli_no_more_args("gen-model", argc, argv)) return 1;
     if (!have_scale) p.rope_scale = 4.0f;
-    if (p.tokenizer_path && p.vocab_from) {
+    if (p.tokenizer_path && p.vocab_path) {
         fprintf(stderr, "loom gen-model: --tokenizer and --vocab-from both give the vocabulary: pass one\n");
         return 1;
     }
@@ -134,7 +137,7 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         fprintf(stderr, "loom gen-model: need -o OUT.gguf (see -h)\n");
         return 1;
     }
-    if (!have_preset && (!p.n_embd || !p.n_ff || !p.n_layer || !p.n_head || (!p.n_vocab && !p.vocab_from) || !p.n_ctx)) {
+    if (!have_preset && (!p.n_embd || !p.n_ff || !p.n_layer || !p.n_head || (!p.n_vocab && !p.vocab_path) || !p.n_ctx)) {
         fprintf(stderr, "loom gen-model: give --preset or all of --dim --hidden --layers --heads --vocab (or --vocab-from) --ctx\n");
         return 1;
     }

@@ -30,7 +30,8 @@ static void usage(FILE * f) {
             "  -m, --model FILE          GGUF model to run (required)\n"
             "  -p, --prompt TEXT         prompt (default: none, generation starts from BOS)\n"
             "  -f, --file FILE           read the prompt from FILE\n"
-            "  -n, --n-predict N         tokens to generate (default -1: until EOS or the context is full)\n"
+            "  -n, --n-predict N         tokens to generate (default -1: until an end-of-generation token\n"
+            "                            (EOS, end of turn) or the context is full)\n"
             "  -c, --ctx-size N          context size in tokens (default: the model's training context, at most\n"
             "                            4096; 0: the model's training context however large)\n"
             "  -b, --batch-size N        prompt tokens per batch (default 512)\n"
@@ -332,7 +333,7 @@ int loom_cmd_run(int argc, char ** argv) {
         if (loom_sampler_sample(s.sampler, loom_llama_get_logits(s.lctx), n_vocab, &tok) != LOOM_OK) {
             return fail(&s, "sampling failed");
         }
-        if (tok == loom_vocab_eos(vocab)) break;
+        if (loom_vocab_is_eog(vocab, tok)) break; /* EOS, end of turn, ... */
         loom_sampler_accept(s.sampler, tok);
         emit(s.detok, tok);
         n_gen++;

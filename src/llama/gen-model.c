@@ -1,4 +1,4 @@
-/* gen-model.c -- synthetic llama and qwen2 models with random weights, streamed into a GGUF file. */
+/* gen-model.c -- synthetic llama and qwen2 models with random weights (any vocabulary), streamed into a GGUF file. */
 #include "loom-gguf.h"
 #include "loom-llama.h"
 
@@ -123,7 +123,7 @@ static void llama31_factors(const struct loom_gen_params * p, float * out, int64
 }
 
 static enum loom_status check_params(const struct loom_gen_params * p) {
-    if (p->n_embd <= 0 || p->n_ff <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || (p->n_vocab <= 0 && !p->vocab_from) ||
+    if (p->n_embd <= 0 || p->n_ff <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_vocab <= 0 ||
         p->n_ctx <= 0 || p->n_embd % p->n_head || p->n_head % p->n_head_kv || (p->n_embd / p->n_head) % 2) {
         loom_log(LOOM_LOG_ERROR, "invalid model shape: the head count must divide the embedding length (even head size) "
                                  "and the KV head count must divide the head count; all sizes positive");
@@ -137,7 +137,7 @@ static enum loom_status check_params(const struct loom_gen_params * p) {
     if ((unsigned)p->arch >= LOOM_ARCH_COUNT || (p->rope_freqs && p->arch != LOOM_ARCH_LLAMA) ||
         (unsigned)p->rope_scaling >= LOOM_ROPE_SCALING_COUNT || !(p->rope_freq_base >= 0 && p->rope_freq_base < 1e12f) ||
         (p->rope_scaling != LOOM_ROPE_SCALING_NONE && !(p->rope_scale > 0 && p->rope_scale < 1e6f)) || p->n_ctx_orig < 0 ||
-        (p->tokenizer_path && p->vocab_from)) {
+        (p->tokenizer_path && p->vocab_path)) {
         loom_log(LOOM_LOG_ERROR, "invalid model parameters: an unknown architecture or RoPE scaling, a scaling factor not in (0, 1e6), "
                                  "a frequency base not in [0, 1e12), rope_freqs with an architecture other than llama, or two "
                                  "vocabulary sources");
@@ -219,23 +219,6 @@ static enum loom_status set_metadata(struct loom_gguf_writer * w, const struct l
     return st;
 }
 
-/* Copies every tokenizer.* key of the GGUF at 'path' (kept open in '*src' until the file is
- * written) and sets '*n_vocab' to its token count. */
-static enum loom_status copy_vocab(struct loom_gguf_writer * w, const char * path, struct loom_gguf ** src, int32_t * n_vocab) {
-    enum loom_status st = loom_gguf_open(path, src, NULL, 0);
-    if (st != LOOM_OK) return st;
-    const uint64_t n = loom_gguf_find_key(*src, "tokenizer.ggml.tokens") >= 0 ? loom_gguf_get_arr_n(*src, "tokenizer.ggml.tokens") : 0;
-    if (n == 0 || n > (1u << 24) || loom_gguf_get_arr_type(*src, "tokenizer.ggml.tokens") != LOOM_GGUF_TYPE_STRING) {
-        loom_log(LOOM_LOG_ERROR, "%s: no tokenizer.ggml.tokens array of 1..%u strings", path, 1u << 24);
-        return LOOM_ERR_FORMAT;
-    }
-    *n_vocab = (int32_t)n;
-    for (int64_t i = 0; i < loom_gguf_n_kv(*src) && st == LOOM_OK; i++) {
-        if (!strncmp(loom_gguf_kv_key(*src, i), "tokenizer.", 10)) st = loom_gguf_writer_copy_kv(w, *src, i);
-    }
-    return st;
-}
-
 #define GEN_CHUNK ((size_t)1 << 20) /* elements generated per block (one seed each) */
 
 /* Generates and writes one tensor's data in blocks, in parallel, deterministically. */
@@ -306,31 +289,60 @@ static enum loom_status check_size(struct loom_gguf_writer * w, const char * out
     return LOOM_OK;
 }
 
-enum loom_status loom_gen_model(const struct loom_gen_params * params, const char * out_path) {
-    enum loom_status st = check_params(params);
+/* Opens the vocabulary GGUF 'path', checks that Loom reads its vocabulary, and takes its token
+ * count as the model's when 'n_vocab' is 0 (else they must agree). */
+static enum loom_status open_vocab_file(const char * path, int32_t * n_vocab, struct loom_gguf ** out) {
+    struct loom_vocab * v = NULL;
+    enum loom_status st = loom_vocab_load_gguf(path, &v); /* logs why it cannot */
     if (st != LOOM_OK) return st;
+    int32_t n = loom_vocab_n_tokens(v);
+    loom_vocab_free(v);
+    if (*n_vocab && *n_vocab != n) {
+        loom_log(LOOM_LOG_ERROR, "the vocabulary of %s has %d tokens, the model shape says %d", path, n, *n_vocab);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    *n_vocab = n;
+    return loom_gguf_open(path, out, NULL, 0);
+}
+
+/* Copies every tokenizer.* key of 'g' (the file is then protected from being overwritten). */
+static enum loom_status copy_vocab_keys(struct loom_gguf_writer * w, const struct loom_gguf * g) {
+    enum loom_status st = LOOM_OK;
+    for (int64_t i = 0; i < loom_gguf_n_kv(g) && st == LOOM_OK; i++) {
+        if (!strncmp(loom_gguf_kv_key(g, i), "tokenizer.", 10)) st = loom_gguf_writer_copy_kv(w, g, i);
+    }
+    return st;
+}
+
+enum loom_status loom_gen_model(const struct loom_gen_params * params, const char * out_path) {
     struct loom_gen_params p = *params;
-    struct loom_gguf_writer * w = loom_gguf_writer_new();
-    if (!w) return LOOM_ERR_OOM;
+    struct loom_gguf * vg = NULL;
+    enum loom_status st = LOOM_OK;
+    if (p.vocab_path && p.tokenizer_path) {
+        loom_log(LOOM_LOG_ERROR, "give one vocabulary: a llama2.c tokenizer or a vocabulary GGUF, not both");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    if (p.vocab_path && (st = open_vocab_file(p.vocab_path, &p.n_vocab, &vg)) != LOOM_OK) return st;
+    st = check_params(&p);
     struct loom_vocab * vocab = NULL;
-    struct loom_gguf * vocab_src = NULL;
-    if (p.vocab_from) st = copy_vocab(w, p.vocab_from, &vocab_src, &p.n_vocab);
-    else st = p.tokenizer_path ? loom_vocab_load_llama2c(p.tokenizer_path, p.n_vocab, &vocab) : byte_vocab(p.n_vocab, &vocab);
+    if (st == LOOM_OK && !vg) {
+        st = p.tokenizer_path ? loom_vocab_load_llama2c(p.tokenizer_path, p.n_vocab, &vocab) : byte_vocab(p.n_vocab, &vocab);
+    }
     if (st != LOOM_OK) {
-        loom_gguf_writer_free(w);
-        loom_gguf_free(vocab_src);
+        loom_gguf_free(vg);
         return st;
     }
 
+    struct loom_gguf_writer * w = loom_gguf_writer_new();
     size_t max_t = 5 + (size_t)p.n_layer * 12;
     struct gen_tensor * ts = calloc(max_t, sizeof *ts);
     size_t buf_elems = 16 * GEN_CHUNK;
     float * fbuf = malloc(buf_elems * sizeof *fbuf);
     void * obuf = malloc(buf_elems * sizeof(float));
-    if (!ts || !fbuf || !obuf) st = LOOM_ERR_OOM;
+    if (!ts || !w || !fbuf || !obuf) st = LOOM_ERR_OOM;
     int n = st == LOOM_OK ? list_tensors(&p, ts) : 0;
     if (st == LOOM_OK) st = set_metadata(w, &p);
-    if (st == LOOM_OK && vocab) st = loom_vocab_write_gguf(vocab, w);
+    if (st == LOOM_OK) st = vg ? copy_vocab_keys(w, vg) : loom_vocab_write_gguf(vocab, w);
     if (st == LOOM_OK && p.tokenizer_path) st = loom_gguf_writer_protect(w, p.tokenizer_path);
     for (int i = 0; i < n && st == LOOM_OK; i++) {
         const bool f32 = ts[i].norm || ts[i].bias || ts[i].factors;
@@ -351,7 +363,7 @@ enum loom_status loom_gen_model(const struct loom_gen_params * params, const cha
         if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
     }
     loom_gguf_writer_free(w);
-    loom_gguf_free(vocab_src);
+    loom_gguf_free(vg);
     loom_vocab_free(vocab);
     free(ts);
     free(fbuf);

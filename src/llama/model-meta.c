@@ -1,4 +1,4 @@
-/* model-meta.c -- hyper-parameters and vocabulary from a GGUF file's metadata. */
+/* model-meta.c -- hyper-parameters from a GGUF file's metadata, and the metadata-only reads (the vocabulary is vocab-gguf.c). */
 #include "loom-gguf.h"
 #include "model-loader.h"
 
@@ -195,111 +195,6 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
     }
     hp->rope_mode = hp->arch == LOOM_ARCH_QWEN2 ? LOOM_ROPE_NEOX : LOOM_ROPE_NORMAL;
     return read_rope_scaling(g, hp);
-}
-
-/* An optional token id ('*id' keeps the caller's default when the key is absent): any integer type
- * whose value is -1 (none) .. INT32_MAX, u32 0xFFFFFFFF read as -1; another type or value refused. */
-static enum loom_status opt_token_id(const struct loom_gguf * g, const char * key, int32_t * id) {
-    if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
-    char err[256];
-    int64_t v = 0;
-    enum loom_status st = loom_gguf_read_i64(g, key, &v, err, sizeof err);
-    if (st == LOOM_OK && v == 0xFFFFFFFFll) v = -1;
-    if (st == LOOM_OK && (v < -1 || v > INT32_MAX)) {
-        snprintf(err, sizeof err, "metadata key '%s' = %lld is not a token id", key, (long long)v);
-        st = LOOM_ERR_FORMAT;
-    }
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
-    *id = (int32_t)v;
-    return LOOM_OK;
-}
-
-/* An optional flag ('*b' keeps the caller's default when the key is absent): bool only. */
-static enum loom_status opt_flag(const struct loom_gguf * g, const char * key, bool * b) {
-    if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
-    char err[256];
-    enum loom_status st = loom_gguf_read_bool(g, key, b, err, sizeof err);
-    if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
-    return st;
-}
-
-enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_vocab ** out) {
-    *out = NULL;
-    char err[256];
-    size_t len = 0;
-    const char * model = NULL;
-    if (req_str(g, "tokenizer.ggml.model", &model, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
-    if (len != 5 || memcmp(model, "llama", 5) != 0) {
-        loom_log(LOOM_LOG_ERROR, "tokenizer '%.*s' is not supported (Loom reads 'llama' SentencePiece vocabularies)",
-                 (int)(len > 64 ? 64 : len), model);
-        return LOOM_ERR_UNSUPPORTED;
-    }
-    enum loom_status st = loom_gguf_expect_arr(g, "tokenizer.ggml.tokens", LOOM_GGUF_TYPE_STRING, LOOM_GGUF_ANY_N, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
-    uint64_t n = loom_gguf_get_arr_n(g, "tokenizer.ggml.tokens");
-    if (n == 0 || n > LOOM_VOCAB_MAX_TOKENS) {
-        loom_log(LOOM_LOG_ERROR, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n);
-        return LOOM_ERR_FORMAT;
-    }
-    const float * scores = NULL;
-    const int32_t * types = NULL;
-    if (loom_gguf_find_key(g, "tokenizer.ggml.scores") >= 0) {
-        st = loom_gguf_expect_arr(g, "tokenizer.ggml.scores", LOOM_GGUF_TYPE_FLOAT32, n, err, sizeof err);
-        if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "%s", err);
-            return st;
-        }
-        scores = loom_gguf_get_arr_data(g, "tokenizer.ggml.scores");
-    }
-    if (loom_gguf_find_key(g, "tokenizer.ggml.token_type") >= 0) {
-        st = loom_gguf_expect_arr(g, "tokenizer.ggml.token_type", LOOM_GGUF_TYPE_INT32, n, err, sizeof err);
-        if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "%s", err);
-            return st;
-        }
-        types = loom_gguf_get_arr_data(g, "tokenizer.ggml.token_type");
-    }
-    const char ** texts = malloc(n * sizeof *texts);
-    size_t * lens = malloc(n * sizeof *lens);
-    float * scores_copy = scores ? malloc(n * sizeof *scores_copy) : NULL;
-    int32_t * types_copy = types ? malloc(n * sizeof *types_copy) : NULL;
-    if (!texts || !lens || (scores && !scores_copy) || (types && !types_copy)) {
-        st = LOOM_ERR_OOM;
-    } else {
-        for (uint64_t i = 0; i < n; i++) texts[i] = loom_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &lens[i]);
-        /* the array data in a file need not be aligned for direct float access */
-        if (scores) memcpy(scores_copy, scores, n * sizeof *scores_copy);
-        if (types) memcpy(types_copy, types, n * sizeof *types_copy);
-        struct loom_vocab_params vp = loom_vocab_default_params();
-        vp.n_tokens = (int32_t)n;
-        vp.texts = texts;
-        vp.text_lens = lens;
-        vp.scores = scores_copy;
-        vp.types = types_copy;
-        vp.bos_id = 1;
-        vp.eos_id = 2;
-        vp.unk_id = 0;
-        vp.add_bos = true;
-        vp.add_space_prefix = true;
-        /* optional keys: the defaults when absent, an error when present with another type */
-        st = opt_token_id(g, "tokenizer.ggml.bos_token_id", &vp.bos_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eos_token_id", &vp.eos_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.unknown_token_id", &vp.unk_id);
-        if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_bos_token", &vp.add_bos);
-        if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_space_prefix", &vp.add_space_prefix);
-        if (st == LOOM_OK) st = loom_vocab_new(&vp, out);
-    }
-    free(texts);
-    free(lens);
-    free(scores_copy);
-    free(types_copy);
-    return st;
 }
 
 /* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both. */
