@@ -156,8 +156,9 @@ struct chat {
 
     struct loom_chat_message * msgs; /* contents and roles owned (heap) */
     size_t n_msgs, cap_msgs;
-    char * covered;                  /* the text the KV cache stands for (template applied) */
     char * hist;                     /* the history as the template writes it, without the assistant's opening */
+    char * closing;                  /* what the template writes after an assistant message ("<|im_end|>\n") */
+    char * pending;                  /* the part of 'closing' not yet evaluated after the last reply */
 
     int64_t t_start;
     double t_load, t_prompt, t_eval;
@@ -327,19 +328,26 @@ static int turn(struct chat * c, const char * line, size_t len) {
     if (!add_msg(c, "user", line, len)) return -1;
     char * full = format(c, true);
     if (!full) return -1;
-    /* the new text: what the template adds after the text the cache already stands for */
-    size_t common = 0;
-    while (c->covered[common] && c->covered[common] == full[common]) common++;
-    if (c->covered[common]) { /* the template rewrote earlier text: continue after the history */
-        const size_t h = strlen(c->hist);
-        common = strncmp(full, c->hist, h) ? common : h;
+    /* the new text: the end of the last reply's turn, then what the template adds after the history
+     * (the templates only append, so the history is a prefix; the common part otherwise) */
+    size_t common = strlen(c->hist);
+    if (strncmp(full, c->hist, common) != 0) {
+        common = 0;
+        while (c->hist[common] && c->hist[common] == full[common]) common++;
     }
-    int32_t n = 0;
-    int32_t * toks = tokenize(c, full + common, first, &n);
-    if (!toks) {
+    const size_t lp = strlen(c->pending), ld = strlen(full + common);
+    char * delta = malloc(lp + ld + 1);
+    if (!delta) {
         free(full);
         return -1;
     }
+    memcpy(delta, c->pending, lp);
+    memcpy(delta + lp, full + common, ld + 1);
+    free(full);
+    int32_t n = 0;
+    int32_t * toks = tokenize(c, delta, first, &n);
+    free(delta);
+    if (!toks) return -1;
     const int32_t start = c->n_tokens;
     int r = make_room(c, n + 1, start);
     if (r == 1 && !grow((void **)&c->turn_start, &c->cap_turns, c->n_turns + 1, sizeof *c->turn_start)) r = -1;
@@ -353,8 +361,6 @@ static int turn(struct chat * c, const char * line, size_t len) {
         if (c->keep > c->n_ctx / 2) c->keep = c->n_ctx / 2;
     }
     free(toks);
-    free(c->covered);
-    c->covered = full;
     if (r != 1) return r;
 
     /* the reply */
@@ -392,30 +398,25 @@ static int turn(struct chat * c, const char * line, size_t len) {
         free(reply);
         return -1;
     }
-    /* the history with the reply; the cache stands for the prompt, the reply and the end token */
+    /* the history with the reply as generated; the turn's closing text is evaluated with the next
+     * message, less the end token when the reply ended with it (it is in the cache already) */
     const bool ok = add_msg(c, "assistant", reply ? reply : "", rlen);
     free(reply);
     if (!ok) return -1;
     char * hist = format(c, false);
     if (!hist) return -1;
-    size_t cl = strlen(c->covered);
-    char * cov = malloc(cl + rlen + 64);
-    if (!cov) {
-        free(hist);
-        return -1;
-    }
-    memcpy(cov, c->covered, cl);
-    memcpy(cov + cl, c->msgs[c->n_msgs - 1].content, rlen);
-    cl += rlen;
-    if (eog >= 0) {
-        const int32_t k = loom_token_to_piece(c->vocab, eog, cov + cl, 63, true);
-        if (k > 0) cl += (size_t)k;
-    }
-    cov[cl] = 0;
-    free(c->covered);
-    c->covered = cov;
     free(c->hist);
     c->hist = hist;
+    const char * rest = c->closing;
+    if (eog >= 0) {
+        char piece[64];
+        const int32_t k = loom_token_to_piece(c->vocab, eog, piece, sizeof piece, true);
+        if (k > 0 && !strncmp(rest, piece, (size_t)k)) rest += k;
+    }
+    char * pending = dup_n(rest, strlen(rest));
+    if (!pending) return -1;
+    free(c->pending);
+    c->pending = pending;
     return r;
 }
 
@@ -441,8 +442,9 @@ static void chat_free(struct chat * c) {
     free(c->msgs);
     free(c->tokens);
     free(c->turn_start);
-    free(c->covered);
     free(c->hist);
+    free(c->closing);
+    free(c->pending);
 }
 
 static int fail(struct chat * c, const char * what) {
@@ -489,9 +491,15 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     sp.seed = o->seed;
     if (loom_sampler_new(&sp, &c->sampler) != LOOM_OK) return fail(c, "cannot create the sampler");
     if (loom_detok_new(c->vocab, 0, &c->detok) != LOOM_OK) return fail(c, "cannot create the detokenizer");
-    c->covered = dup_n("", 0);
     c->hist = dup_n("", 0);
-    if (!c->covered || !c->hist) return fail(c, "out of memory");
+    c->pending = dup_n("", 0);
+    /* the closing text: what follows an assistant message's content (a marker no template trims) */
+    const struct loom_chat_message probe = {"assistant", "\x01"};
+    char buf[256];
+    const int32_t nb = loom_chat_apply(c->tmpl, &probe, 1, false, buf, sizeof buf);
+    const char * after = nb > 0 && nb < (int32_t)sizeof buf ? strrchr(buf, '\x01') : NULL;
+    c->closing = after ? dup_n(after + 1, strlen(after + 1)) : dup_n("", 0);
+    if (!c->hist || !c->pending || !c->closing) return fail(c, "out of memory");
     if (o->system && !add_msg(c, "system", o->system, strlen(o->system))) return fail(c, "out of memory");
     return 0;
 }

@@ -3,9 +3,9 @@
 # the history never evaluated again: each turn starts where the last one ended), the stop at the end
 # of the turn, context shift, /exit, and `loom run -cnv`. The expected token ids come from
 # `loom tokenize` of the text each format prescribes, written out here by hand.
-# usage: chat.sh LOOM_BIN STORIES260K.gguf
+# usage: chat.sh LOOM_BIN STORIES260K.gguf SHARED_MODELS_DIR
 set -u
-bin=$1 stories=$2
+bin=$1 stories=$2 models=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -73,6 +73,40 @@ else
   [ "$(eval_ids "$tmp/err" 2)" = "$want2" ] || fail "a reply cut by -n is not closed by the next turn: '$(eval_ids "$tmp/err" 2)'"
   echo "end of turn: the reply stopped at EOS after $k tokens"
 fi
+
+# ---- Llama-3- and Qwen2-shaped random-weight models with the shared vocabularies and their
+# templates: the header / ChatML markers are special tokens, BOS first; a reply cut by -n leaves the
+# turn's closing marker to the next turn
+l3='{% for message in messages %}{{ '"'"'<|start_header_id|>'"'"' + message['"'"'role'"'"'] + '"'"'<|end_header_id|>\n\n'"'"' + message['"'"'content'"'"'] | trim + '"'"'<|eot_id|>'"'"' }}{% endfor %}'
+q2='{% for message in messages %}{{'"'"'<|im_start|>'"'"' + message['"'"'role'"'"'] + '"'"'\n'"'"' + message['"'"'content'"'"'] + '"'"'<|im_end|>'"'"' + '"'"'\n'"'"'}}{% endfor %}'
+for shape in llama3 qwen2; do
+  if [ $shape = llama3 ]; then
+    vocab=$models/vocab/ggml-vocab-llama-bpe.gguf arch=llama tmpl=$l3
+    t1=$'<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'
+    t2=$'<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhow are you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'
+  else
+    vocab=$models/vocab/ggml-vocab-qwen2.gguf arch=qwen2 tmpl=$q2
+    t1=$'<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n'
+    t2=$'<|im_end|>\n<|im_start|>user\nhow are you<|im_end|>\n<|im_start|>assistant\n'
+  fi
+  [ -f "$vocab" ] || { fail "no $vocab"; continue; }
+  "$bin" gen-model --arch $arch --dim 64 --hidden 128 --layers 1 --heads 4 --kv-heads 2 --ctx 256 --tied --rope-freq-base 500000 \
+    --vocab-from "$vocab" --chat-template "$tmpl" -o "$tmp/$shape.gguf" 2>"$tmp/err" || { fail "gen-model $shape: $(cat "$tmp/err")"; continue; }
+  printf 'hi\nhow are you\n' | "$bin" chat -m "$tmp/$shape.gguf" -sys "Be brief." -n 6 --temp 0 -t 1 --verbose-prompt -v >"$tmp/out" 2>"$tmp/err"
+  [ $? -eq 0 ] || fail "$shape chat: $(grep 'loom chat' "$tmp/err")"
+  want=$([ $shape = llama3 ] && echo llama3 || echo chatml)
+  grep -q "chat template: $want " "$tmp/err" || fail "$shape: the file's template was not recognized as $want: $(grep 'chat template' "$tmp/err")"
+  want1=$(ids "$tmp/$shape.gguf" "$t1") want2=$(ids "$tmp/$shape.gguf" "$t2" --no-bos)
+  [ "$(eval_ids "$tmp/err" 1)" = "$want1" ] || fail "$shape turn 1 evaluated '$(eval_ids "$tmp/err" 1)', want '$want1'"
+  n1=$(count "$want1")
+  p2=$(eval_pos "$tmp/err" 2)
+  if [ "$p2" = $((n1 + 6)) ]; then
+    [ "$(eval_ids "$tmp/err" 2)" = "$want2" ] || fail "$shape turn 2 evaluated '$(eval_ids "$tmp/err" 2)', want '$want2'"
+  else
+    fail "$shape turn 2 at position $p2, want $((n1 + 6)) (six reply tokens, no end of turn for this seed)"
+  fi
+  echo "$shape: turns of $n1 and $(count "$want2") tokens, special markers parsed"
+done
 
 # ---- context shift: 128 cells hold one turn of stories260K (46 + 24) but not two
 for i in 1 2 3 4 5; do echo "Once upon a time"; done >"$tmp/five"
