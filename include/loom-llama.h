@@ -1,189 +1,14 @@
-/* loom-llama.h -- the model runner: vocabulary and tokenizer, sampling, LLaMA models from GGUF. */
+/* loom-llama.h -- the model runner: sampling, LLaMA models from GGUF (the vocabulary is in loom-vocab.h). */
 #ifndef LOOM_LLAMA_H
 #define LOOM_LLAMA_H
 
 #include "loom.h"
 #include "loom-backend.h"
+#include "loom-vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ================================================================ vocabulary and tokenizer */
-/* (section owned by the tokenizer work)
- *
- * A vocabulary in the GGUF convention for tokenizer.ggml.model = "llama" (SentencePiece): pieces
- * are byte strings in which a space is written U+2581 ("\xE2\x96\x81"), BOS/EOS are the control
- * pieces "<s>"/"</s>", and byte-fallback pieces are "<0xNN>" (two upper-case hex digits).
- * Token ids are int32_t in [0, n_tokens). */
-
-struct loom_vocab;
-
-/* GGUF token types (tokenizer.ggml.token_type). */
-enum loom_token_type {
-    LOOM_TOKEN_TYPE_UNDEFINED = 0,     /* returned for ids out of range; never stored */
-    LOOM_TOKEN_TYPE_NORMAL = 1,        /* ordinary text piece, produced by merges */
-    LOOM_TOKEN_TYPE_UNKNOWN = 2,       /* "<unk>": a character that has no piece and no byte fallback */
-    LOOM_TOKEN_TYPE_CONTROL = 3,       /* "<s>", "</s>": never produced from user text unless parsed */
-    LOOM_TOKEN_TYPE_USER_DEFINED = 4,  /* text matched atomically before merging */
-    LOOM_TOKEN_TYPE_UNUSED = 5,        /* reserved: decoded as text, never produced */
-    LOOM_TOKEN_TYPE_BYTE = 6,          /* "<0xNN>": the single byte 0xNN */
-    LOOM_TOKEN_TYPE_COUNT
-};
-
-/* Returned by loom_tokenize, loom_token_to_piece and loom_detokenize for invalid arguments or
- * out of memory (the reason is logged). Distinct from every -(needed) size request. */
-#define LOOM_TOKEN_ERROR INT32_MIN
-
-/* Largest vocabulary loom_vocab_new accepts (tokens). */
-#define LOOM_VOCAB_MAX_TOKENS (1 << 24)
-/* Longest piece loom_vocab_new accepts (bytes). */
-#define LOOM_VOCAB_MAX_PIECE (1 << 16)
-
-/* Plain arrays describing a vocabulary, e.g. as read from GGUF tokenizer.ggml.* keys. Nothing is
- * kept: loom_vocab_new copies what it needs. */
-struct loom_vocab_params {
-    int32_t n_tokens;             /* entries in each array; 1..LOOM_VOCAB_MAX_TOKENS */
-    const char * const * texts;   /* [n_tokens] piece bytes (any bytes, GGUF convention) */
-    const size_t * text_lens;     /* [n_tokens] bytes of each piece, or NULL: texts are NUL-terminated */
-    const float * scores;         /* [n_tokens] merge priority (higher merges first), or NULL: all 0 */
-    const int32_t * types;        /* [n_tokens] enum loom_token_type (1..6), or NULL: inferred (BOS/EOS
-                                   * control, UNK unknown, "<0xNN>" byte, the rest normal) */
-    int32_t bos_id;               /* -1 = none */
-    int32_t eos_id;               /* -1 = none */
-    int32_t unk_id;               /* -1 = none */
-    bool add_bos;                 /* what callers should pass as loom_tokenize's 'add_bos' by default */
-    bool add_space_prefix;        /* SentencePiece's add_dummy_prefix: prepend a space to the text */
-};
-
-/* Defaults: no arrays, n_tokens 0, bos/eos/unk -1, add_bos true, add_space_prefix true (the values
- * for tokenizer.ggml.model = "llama" when the GGUF keys are absent). */
-struct loom_vocab_params loom_vocab_default_params(void);
-
-/* Builds a vocabulary from 'params' (copied) into '*out'.
- * Validates everything and returns, with a logged reason and '*out' = NULL:
- *  - LOOM_ERR_INVALID_ARG: NULL pointers; n_tokens out of range; a NULL text with nonzero length;
- *    a piece longer than LOOM_VOCAB_MAX_PIECE; a NaN score; a type outside 1..6; bos/eos/unk
- *    outside [-1, n_tokens); add_bos with no BOS; a byte-type piece not of the form "<0xNN>";
- *    neither a complete set of byte pieces nor an unknown token (text could not be represented);
- *  - LOOM_ERR_OOM.
- * Not errors (logged as warnings): duplicate pieces (lookups and the tokenizer use the lowest id
- * among normal/user-defined pieces with that text, else the lowest id; the others stay decodable);
- * byte pieces missing for some of the 256 bytes (byte fallback is then unavailable and characters
- * without a piece become the unknown token; see loom_vocab_has_byte_fallback). */
-enum loom_status loom_vocab_new(const struct loom_vocab_params * params, struct loom_vocab ** out);
-
-/* Reads a llama.c tokenizer file ("tokenizer.bin": int32 max_token_length, then for each token
- * float32 score, int32 length, that many bytes; little-endian) into '*out', converted to the
- * GGUF convention: spaces become U+2581; id 0 is "<unk>" (unknown), 1 "<s>" (BOS, control),
- * 2 "</s>" (EOS, control) whatever the file spells them (tok512.bin has "\n<s>\n"); pieces
- * "<0xNN>" are byte tokens; the rest normal; add_bos and add_space_prefix true.
- * 'n_tokens' is the vocabulary size from the checkpoint header, or 0 to read entries up to the
- * end of the file (entries after the first 'n_tokens' are ignored with a warning).
- * Errors: LOOM_ERR_INVALID_ARG (NULL, n_tokens < 0 or > LOOM_VOCAB_MAX_TOKENS), LOOM_ERR_IO
- * (cannot open or read), LOOM_ERR_FORMAT (max_token_length <= 0; a negative length or one above
- * max_token_length; an entry running past the end of the file; fewer than 3 or than 'n_tokens'
- * entries; a NaN score), LOOM_ERR_OOM; each with a logged reason. */
-enum loom_status loom_vocab_load_llama2c(const char * path, int32_t n_tokens, struct loom_vocab ** out);
-/* The same from 'size' bytes in memory (not kept). */
-enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, int32_t n_tokens,
-                                                struct loom_vocab ** out);
-
-void loom_vocab_free(struct loom_vocab * vocab);   /* NULL is a no-op */
-
-/* Accessors. For an id outside [0, n_tokens): text NULL (len 0), score 0, type UNDEFINED. */
-int32_t loom_vocab_n_tokens(const struct loom_vocab * vocab);
-/* The piece's bytes in the GGUF convention; '*len' (may be NULL) gets its length in bytes. The
- * bytes are followed by a NUL, so pieces without embedded NULs can be used as C strings. */
-const char * loom_vocab_get_text(const struct loom_vocab * vocab, int32_t id, size_t * len);
-float loom_vocab_get_score(const struct loom_vocab * vocab, int32_t id);
-enum loom_token_type loom_vocab_get_type(const struct loom_vocab * vocab, int32_t id);
-int32_t loom_vocab_bos(const struct loom_vocab * vocab);   /* -1 = none */
-int32_t loom_vocab_eos(const struct loom_vocab * vocab);   /* -1 = none */
-int32_t loom_vocab_unk(const struct loom_vocab * vocab);   /* -1 = none */
-bool loom_vocab_get_add_bos(const struct loom_vocab * vocab);
-bool loom_vocab_get_add_space_prefix(const struct loom_vocab * vocab);
-/* True when all 256 "<0xNN>" byte pieces exist, so any byte string can be tokenized exactly. */
-bool loom_vocab_has_byte_fallback(const struct loom_vocab * vocab);
-/* Id of the piece with exactly these bytes (GGUF convention), or -1. With duplicates, the id the
- * tokenizer uses (see loom_vocab_new). */
-int32_t loom_vocab_find(const struct loom_vocab * vocab, const char * text, size_t len);
-
-/* Tokenizes 'text_len' bytes of 'text' (UTF-8; invalid bytes are kept through byte fallback) with
- * SentencePiece's BPE (Kudo & Richardson 2018, "SentencePiece"; Sennrich et al. 2016 for BPE):
- *  1. with 'parse_special', control pieces ("<s>", "</s>", ...) found verbatim in the text become
- *     their ids (longest match first); otherwise such text is ordinary text;
- *  2. each remaining text segment that starts the input or follows a parsed control token gets
- *     one space prepended when the vocabulary's add_space_prefix is set (empty segments get none,
- *     so "" gives no tokens); spaces are then written U+2581;
- *  3. user-defined pieces are matched verbatim in that escaped text (longest first; so a U+2581
- *     in them matches a space) and kept whole;
- *  4. the rest is split into UTF-8 characters, and the adjacent pair whose concatenation is a
- *     normal or user-defined piece with the highest score is merged, repeatedly (ties: leftmost);
- *     a priority queue keeps this O(n log n) in the text length;
- *  5. a final symbol that is not a piece becomes its byte pieces "<0xNN>" (or, without byte
- *     fallback, the unknown token: one per run of such symbols, as SentencePiece does).
- * Only normal and user-defined pieces are ever produced by merging, so text never turns into
- * control, byte or unused tokens by accident.
- * With 'add_bos' the vocabulary's BOS comes first (pass loom_vocab_get_add_bos for the default).
- * Writes up to 'n_max' ids to 'tokens' (may be NULL when n_max is 0).
- * Returns the number of ids; -(needed) when 'n_max' is smaller than the number needed (nothing
- * useful is written; call again with at least that room); LOOM_TOKEN_ERROR (with a logged
- * reason) for a NULL vocab, NULL text with text_len > 0, n_max < 0, add_bos without a BOS token,
- * text_len > INT32_MAX / 4, or out of memory. */
-int32_t loom_tokenize(const struct loom_vocab * vocab, const char * text, size_t text_len, bool add_bos,
-                      bool parse_special, int32_t * tokens, int32_t n_max);
-
-/* The bytes one token stands for: normal, user-defined and unused pieces with U+2581 turned into
- * spaces; byte pieces "<0xNN>" as the byte 0xNN; control pieces as nothing, or their raw text
- * when 'special'; the unknown token as " \xE2\x81\x87 " (" ⁇ ", SentencePiece's rendering), or
- * its raw text when 'special'. No leading space is removed (see loom_detokenize).
- * Writes no terminating NUL. Returns the number of bytes written to 'buf'; -(needed) when 'size'
- * is too small; LOOM_TOKEN_ERROR (logged) for a NULL vocab, an id out of range, size < 0, or a
- * NULL buf with size > 0. */
-int32_t loom_token_to_piece(const struct loom_vocab * vocab, int32_t token, char * buf, int32_t size, bool special);
-
-/* Flags for loom_detokenize and loom_detok_new. */
-enum loom_detok_flag {
-    LOOM_DETOK_SPECIAL = 1,            /* render control and unknown tokens as their raw text */
-    LOOM_DETOK_KEEP_SPACE_PREFIX = 2,  /* never remove the dummy-prefix space (see below) */
-};
-
-/* Decodes a whole sequence: the concatenation of loom_token_to_piece for each id, except that when
- * the vocabulary's add_space_prefix is set (and LOOM_DETOK_KEEP_SPACE_PREFIX is not), the first
- * non-control token at the start of the sequence, and the first non-control token after each
- * control token (BOS, EOS, ...), loses one leading space if it is a text piece (normal,
- * user-defined, unused) that starts with one: the inverse of loom_tokenize's step 2, so that
- * decode(tokenize(s)) == s (with LOOM_DETOK_SPECIAL matching 'parse_special', and not counting a
- * literal U+2581 in 's', which SentencePiece cannot tell from a space). Bytes are returned as they are (invalid UTF-8 is not
- * replaced; see struct loom_detok for streaming). 'flags' is a set of enum loom_detok_flag.
- * Returns bytes written (no NUL), -(needed) when 'size' is too small, or LOOM_TOKEN_ERROR (logged)
- * for a NULL vocab, NULL tokens with n_tokens > 0, negative n_tokens/size, an id out of range,
- * or a result over INT32_MAX bytes. */
-int32_t loom_detokenize(const struct loom_vocab * vocab, const int32_t * tokens, int32_t n_tokens, char * buf,
-                        int32_t size, int flags);
-
-/* Streaming detokenizer: feed ids one at a time as they are generated; each call returns only
- * complete UTF-8 characters, holding back the bytes of a character still being spelled out by
- * byte tokens. Leading-space removal follows loom_detokenize (so feed BOS and the prompt too, or
- * pass LOOM_DETOK_KEEP_SPACE_PREFIX when starting mid-sequence). Bytes that can never form a valid
- * UTF-8 character (RFC 3629) are replaced by U+FFFD, one per maximal invalid subpart (Unicode
- * 15.0 section 3.9, "U+FFFD substitution of maximal subparts"); so is an incomplete character
- * left at loom_detok_flush. Holds a pointer to 'vocab', which must outlive it. */
-struct loom_detok;
-
-/* Errors: LOOM_ERR_INVALID_ARG (NULL), LOOM_ERR_OOM. */
-enum loom_status loom_detok_new(const struct loom_vocab * vocab, int flags, struct loom_detok ** out);
-void loom_detok_free(struct loom_detok * d);   /* NULL is a no-op */
-/* Adds 'token' and sets '*text'/'*len' to the bytes now complete (possibly 0 bytes); the pointer
- * stays valid until the next call on 'd'. Errors (nothing consumed, '*len' = 0):
- * LOOM_ERR_INVALID_ARG (NULL arguments, an id out of range), LOOM_ERR_OOM. */
-enum loom_status loom_detok_push(struct loom_detok * d, int32_t token, const char ** text, size_t * len);
-/* Ends the stream: returns any held-back bytes (as U+FFFD, since they are an incomplete
- * character) the same way as loom_detok_push. */
-enum loom_status loom_detok_flush(struct loom_detok * d, const char ** text, size_t * len);
-/* Forgets held-back bytes and starts a new sequence (the next token is again "at the start"). */
-void loom_detok_reset(struct loom_detok * d);
 
 /* ================================================================ sampling */
 /* (section owned by the sampler work)
@@ -238,24 +63,112 @@ void loom_sampler_reset(struct loom_sampler * s);
  * a sampler with it reproduces the same draws. */
 uint64_t loom_sampler_get_seed(const struct loom_sampler * s);
 
+/* ================================================================ chat templates */
+/* (section owned by the chat work)
+ *
+ * A conversation written in the format a model was tuned on. GGUF files carry the format as a Jinja
+ * template (tokenizer.chat_template); Loom has no Jinja interpreter: it recognizes the common
+ * families from the template's text (the markers each one uses, as the field's built-in formatter
+ * does) and writes them itself. The published formats: ChatML (OpenAI, "<|im_start|>role\n...
+ * <|im_end|>\n"), Llama 2 ("[INST] ... [/INST]", the system text between <<SYS>> markers), Mistral
+ * v1/v3/v3-tekken/v7, Llama 3 ("<|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>"), Phi-3
+ * ("<|role|>\n...<|end|>\n"), Gemma ("<start_of_turn>user|model\n...<end_of_turn>\n"), Zephyr
+ * ("<|role|>\n...<|endoftext|>\n"), DeepSeek Coder ("### Instruction:" / "### Response:"), DeepSeek
+ * V2 ("User: " / "Assistant: ") and V3 ("<｜User｜>" / "<｜Assistant｜>"). The BOS token is not part
+ * of the text: the tokenizer adds it. */
+
+enum loom_chat_template {
+    LOOM_CHAT_TEMPLATE_CHATML = 0,           /* "chatml" (also the fallback) */
+    LOOM_CHAT_TEMPLATE_LLAMA2,               /* "llama2": [INST] turns, the system text as a plain line */
+    LOOM_CHAT_TEMPLATE_LLAMA2_SYS,           /* "llama2-sys": ... in <<SYS>> markers */
+    LOOM_CHAT_TEMPLATE_LLAMA2_SYS_BOS,       /* "llama2-sys-bos": ... and "<s>" before each later [INST] */
+    LOOM_CHAT_TEMPLATE_LLAMA2_SYS_STRIP,     /* "llama2-sys-strip": ... contents trimmed */
+    LOOM_CHAT_TEMPLATE_MISTRAL_V1,           /* "mistral-v1" */
+    LOOM_CHAT_TEMPLATE_MISTRAL_V3,           /* "mistral-v3" */
+    LOOM_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN,    /* "mistral-v3-tekken" */
+    LOOM_CHAT_TEMPLATE_MISTRAL_V7,           /* "mistral-v7" */
+    LOOM_CHAT_TEMPLATE_LLAMA3,               /* "llama3" */
+    LOOM_CHAT_TEMPLATE_PHI3,                 /* "phi3" */
+    LOOM_CHAT_TEMPLATE_GEMMA,                /* "gemma" */
+    LOOM_CHAT_TEMPLATE_ZEPHYR,               /* "zephyr" */
+    LOOM_CHAT_TEMPLATE_DEEPSEEK,             /* "deepseek" (DeepSeek Coder) */
+    LOOM_CHAT_TEMPLATE_DEEPSEEK2,            /* "deepseek2" */
+    LOOM_CHAT_TEMPLATE_DEEPSEEK3,            /* "deepseek3" (also DeepSeek-R1) */
+    LOOM_CHAT_TEMPLATE_COUNT
+};
+
+/* One message: 'role' "system", "user" or "assistant" (another role is written as the family writes
+ * a role name, or as an assistant turn where the family has fixed markers); 'content' UTF-8. */
+struct loom_chat_message {
+    const char * role;
+    const char * content;
+};
+
+/* The family's name as --chat-template spells it ("chatml", "llama3", ...); NULL outside the enum. */
+const char * loom_chat_template_name(enum loom_chat_template t);
+/* Looks 'name' up among the names above into '*out'. Errors: LOOM_ERR_INVALID_ARG for NULL or an
+ * unknown name (logged with the list of known ones). */
+enum loom_status loom_chat_template_from_name(const char * name, enum loom_chat_template * out);
+/* Recognizes the family of a Jinja template text 'tmpl' (NUL-terminated; NULL = the file has none)
+ * from the markers it contains, into '*out'. Returns false, with '*out' = CHATML, when it recognizes
+ * none (the caller should say that it falls back to ChatML). */
+bool loom_chat_template_detect(const char * tmpl, enum loom_chat_template * out);
+/* The text of the token that closes a turn in the family, where it has one of its own
+ * ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|EOT|>"), else NULL
+ * (the [INST] families and DeepSeek V2/V3 close turns with the EOS token). */
+const char * loom_chat_template_eot_text(enum loom_chat_template t);
+/* Writes 'n_msgs' messages in format 't', then with 'add_assistant' the opening of the assistant's
+ * reply, into 'buf' ('size' bytes; a NUL follows when there is room). Returns the length in bytes,
+ * -(length) when 'size' is smaller (call again with that room), LOOM_TOKEN_ERROR (logged) for a
+ * template outside the enum, NULL msgs with n_msgs > 0, a message with a NULL role or content,
+ * size < 0, NULL buf with size > 0, or out of memory. */
+int32_t loom_chat_apply(enum loom_chat_template t, const struct loom_chat_message * msgs, size_t n_msgs, bool add_assistant, char * buf,
+                        int32_t size);
+
 /* ================================================================ models */
 /* (section owned by the runner work) */
 
 struct loom_vocab;
 
-/* Hyper-parameters of a LLaMA-architecture model, read from GGUF metadata ("llama.*" keys). */
+/* Architectures Loom runs (general.architecture). */
+enum loom_arch {
+    LOOM_ARCH_LLAMA = 0,   /* "llama": Llama 1-3.x, Mistral, TinyLlama, SmolLM; RoPE on adjacent pairs */
+    LOOM_ARCH_QWEN2,       /* "qwen2": llama plus q/k/v biases, RoPE in NeoX pairing (the two halves of a head) */
+    LOOM_ARCH_COUNT
+};
+/* "llama", "qwen2"; NULL outside the enum. */
+const char * loom_arch_name(enum loom_arch arch);
+
+/* RoPE scaling (<arch>.rope.scaling.type). */
+enum loom_rope_scaling {
+    LOOM_ROPE_SCALING_NONE = 0,  /* "none": frequencies unscaled, whatever the factor says */
+    LOOM_ROPE_SCALING_LINEAR,    /* "linear" (also when the key is absent): positions divided by the factor */
+    LOOM_ROPE_SCALING_YARN,      /* "yarn": Peng et al. 2023 (see loom_rope_ext) */
+    LOOM_ROPE_SCALING_COUNT
+};
+
+/* Hyper-parameters of a model, read from GGUF metadata ("<arch>.*" keys, e.g. "llama.*"). */
 struct loom_hparams {
+    enum loom_arch arch;    /* general.architecture */
     int32_t n_vocab;        /* tokens */
-    int32_t n_ctx_train;    /* llama.context_length (2048 when absent) */
-    int32_t n_embd;         /* llama.embedding_length */
-    int32_t n_layer;        /* llama.block_count */
-    int32_t n_head;         /* llama.attention.head_count */
-    int32_t n_head_kv;      /* llama.attention.head_count_kv (grouped-query attention; = n_head when absent) */
-    int32_t n_ff;           /* llama.feed_forward_length */
-    int32_t n_rot;          /* llama.rope.dimension_count (= n_embd / n_head when absent) */
-    float rope_freq_base;   /* llama.rope.freq_base (10000 when absent) */
-    float rope_freq_scale;  /* 1 / llama.rope.scale_linear (1 when absent) */
-    float rms_eps;          /* llama.attention.layer_norm_rms_epsilon (1e-5 when absent) */
+    int32_t n_ctx_train;    /* <arch>.context_length (2048 when absent) */
+    int32_t n_embd;         /* <arch>.embedding_length */
+    int32_t n_layer;        /* <arch>.block_count */
+    int32_t n_head;         /* <arch>.attention.head_count */
+    int32_t n_head_kv;      /* <arch>.attention.head_count_kv (grouped-query attention; = n_head when absent) */
+    int32_t n_ff;           /* <arch>.feed_forward_length */
+    int32_t n_rot;          /* <arch>.rope.dimension_count (= n_embd / n_head when absent) */
+    float rope_freq_base;   /* <arch>.rope.freq_base (10000 when absent) */
+    float rope_freq_scale;  /* 1 / <arch>.rope.scaling.factor (or the older .rope.scale_linear); 1 when
+                             * absent or 0, and always 1 with scaling type none */
+    float rms_eps;          /* <arch>.attention.layer_norm_rms_epsilon (1e-5 when absent) */
+    enum loom_rope_mode rope_mode;        /* NORMAL (llama) or NEOX (qwen2) */
+    enum loom_rope_scaling rope_scaling;  /* <arch>.rope.scaling.type */
+    int32_t n_ctx_orig;     /* YaRN: <arch>.rope.scaling.original_context_length (n_ctx_train when absent) */
+    float yarn_ext_factor;  /* 1 with YaRN, else 0 */
+    float yarn_attn_factor; /* <arch>.rope.scaling.attn_factor (1 when absent) */
+    float yarn_beta_fast;   /* 32 (files do not carry it; the field's value) */
+    float yarn_beta_slow;   /* 1 */
 };
 
 /* Called during loading with the fraction done in [0, 1]; return false to cancel (the load then
@@ -281,7 +194,8 @@ struct loom_model_params loom_model_default_params(void);
  * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
  * key missing where required, out of range, or present with a value type other than an integer
  * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
- * LOOM_ERR_UNSUPPORTED (architecture other than llama, tensor type Loom cannot compute),
+ * LOOM_ERR_UNSUPPORTED (an architecture other than those of enum loom_arch -- the message lists them --,
+ * a RoPE scaling type other than none, linear and yarn, a tensor type Loom cannot compute),
  * LOOM_ERR_OOM, LOOM_ERR_CANCELLED. */
 enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out);
 void loom_model_free(struct loom_model * model);
@@ -291,6 +205,9 @@ uint64_t loom_model_n_params(const struct loom_model * model);   /* elements of 
 uint64_t loom_model_size(const struct loom_model * model);       /* bytes of all weights */
 /* "CPU", or the offload device's registry name ("CUDA0", "sim0") followed by "+CPU". */
 const char * loom_model_backend_name(const struct loom_model * model);
+/* The file's tokenizer.chat_template (a Jinja template text), or NULL when it has none (or one that
+ * is not a string). Valid while the model lives. */
+const char * loom_model_chat_template(const struct loom_model * model);
 /* A short description, e.g. "llama 260K F32". */
 const char * loom_model_desc(const struct loom_model * model);
 
@@ -328,7 +245,8 @@ const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, 
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
 /* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
- * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama'). */
+ * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama' or 'gpt2', or a BPE
+ * pre-tokenizer Loom does not know). */
 enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
 /* Reads a model file's hyper-parameters and vocabulary without touching its weights (cheap: for
  * validating a request before loading). 'vocab' may be NULL. Errors as for loom_model_load. */
@@ -342,14 +260,27 @@ struct loom_gen_params {
     uint64_t seed;                /* the weights depend only on the seed and the shape */
     const char * tokenizer_path;  /* llama2.c tokenizer file for the vocabulary, or NULL: byte-level */
     const char * name;            /* general.name */
+    enum loom_arch arch;          /* LLAMA (0) or QWEN2 (also writes the q/k/v biases) */
+    float rope_freq_base;         /* <arch>.rope.freq_base; 0: 10000 */
+    enum loom_rope_scaling rope_scaling;  /* NONE (0): no scaling keys; LINEAR or YARN: the type and factor */
+    float rope_scale;             /* <arch>.rope.scaling.factor with LINEAR or YARN (> 0) */
+    int32_t n_ctx_orig;           /* YARN: <arch>.rope.scaling.original_context_length; 0: n_ctx */
+    bool rope_freqs;              /* llama: a rope_freqs.weight of Llama 3.1's shape of factors (1 for the
+                                   * fast pairs, 8 for the slow ones, a smooth ramp between) */
+    const char * chat_template;   /* tokenizer.chat_template, or NULL */
+    const char * vocab_path;      /* a GGUF file whose tokenizer.* keys are copied (any vocabulary Loom
+                                   * reads, e.g. Llama 3's or Qwen2's), or NULL; n_vocab 0 takes its
+                                   * token count. Not together with tokenizer_path. */
 };
 /* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
  * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
 enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
-/* Writes a LLaMA-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
- * approximation), norm weights 1 + N(0, 0.01^2), streamed so the model never sits in memory.
- * Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...), LOOM_ERR_IO,
- * LOOM_ERR_FORMAT (bad tokenizer file), LOOM_ERR_OOM. */
+/* Writes a llama- or qwen2-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
+ * approximation), norm weights 1 + N(0, 0.01^2), biases N(0, 0.1^2), streamed so the model never
+ * sits in memory. Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...;
+ * rope parameters out of range; rope_freqs with qwen2; n_vocab other than the token count of
+ * 'vocab_path'; both vocabulary sources), LOOM_ERR_IO, LOOM_ERR_FORMAT (bad tokenizer file or
+ * vocabulary GGUF), LOOM_ERR_UNSUPPORTED (a vocabulary Loom cannot read), LOOM_ERR_OOM. */
 enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
 
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,

@@ -349,6 +349,41 @@ enum loom_rope_mode {
 struct loom_tensor * loom_rope(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
                                int n_dims, enum loom_rope_mode mode, float freq_base, float freq_scale);
 
+/* Parameters of loom_rope_ext beyond loom_rope's (the field's rope_ext set). */
+struct loom_rope_ext_params {
+    int32_t n_ctx_orig;    /* YaRN: the context the model was trained with (tokens) */
+    float ext_factor;      /* YaRN: weight of the extrapolation ramp (0 = off: plain scaled RoPE) */
+    float attn_factor;     /* multiplies cos and sin (1 = none) */
+    float beta_fast;       /* YaRN: rotations per context above which a pair keeps its frequency (32) */
+    float beta_slow;       /* YaRN: rotations per context below which a pair is fully interpolated (1) */
+};
+
+/* Defaults that make loom_rope_ext equal loom_rope: n_ctx_orig 0, ext_factor 0, attn_factor 1,
+ * beta_fast 32, beta_slow 1. */
+struct loom_rope_ext_params loom_rope_ext_default_params(void);
+
+/* RoPE with frequency factors and YaRN (Peng et al. 2023, "YaRN: Efficient Context Window
+ * Extension of Large Language Models", sections 3.2-3.4, in the field's discretised form).
+ * For pair i (0 <= i < n_dims/2), at position p:
+ *   theta_e = p * freq_base^(-2i/n_dims) / f[i]     (f = 'freq_factors' F32 [>= n_dims/2], or 1)
+ *   theta_i = freq_scale * theta_e
+ *   theta   = theta_i * (1 - r_i) + theta_e * r_i,  r_i = ext_factor * ramp(i)
+ *   ramp(i) = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1), with lo = max(0, floor(d(beta_fast))),
+ *             hi = min(n_dims - 1, ceil(d(beta_slow))), d(b) = n_dims ln(n_ctx_orig / (2 pi b)) / (2 ln freq_base)
+ *             (d(b): the pair that turns b times over n_ctx_orig positions)
+ *   m       = attn_factor * (ext_factor != 0 ? 1 + 0.1 ln(1 / freq_scale) : 1)   (YaRN's attention temperature)
+ * and the pair (x0, x1) becomes m * (x0 cos theta - x1 sin theta, x0 sin theta + x1 cos theta).
+ * Shapes as loom_rope; 'freq_factors' may be NULL (Llama 3.1 ships them as rope_freqs.weight). */
+struct loom_tensor * loom_rope_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
+                                   struct loom_tensor * freq_factors, int n_dims, enum loom_rope_mode mode, float freq_base,
+                                   float freq_scale, const struct loom_rope_ext_params * ext);
+
+/* The YaRN parameters of a ROPE node (loom_rope_ext_default_params for one made by loom_rope). */
+struct loom_rope_ext_params loom_rope_get_ext_params(const struct loom_tensor * rope);
+/* True when a ROPE node is plain loom_rope (no frequency factors, YaRN off, attn_factor 1): the
+ * rotation a backend without the extensions can still compute. */
+bool loom_rope_is_plain(const struct loom_tensor * rope);
+
 /* Per row over ne0: softmax(a * scale + mask), with the row maximum subtracted first.
  * a F32 [ne0, ne1, ne2, ne3]; mask optional (NULL), F32 or F16 [ne0, >= ne1, m2, m3] broadcast
  * over dims 2 and 3 (ne2 % m2 == 0, ne3 % m3 == 0); -INFINITY entries mask out. A row that is

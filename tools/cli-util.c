@@ -3,6 +3,7 @@
 
 #include "loom.h"
 #include "loom-backend.h"
+#include "loom-vocab.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -196,23 +197,8 @@ const char * cli_device_list(void) {
 }
 
 size_t cli_utf8_len(const unsigned char * s, size_t n) {
-    unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) {
-        return 0;
-    }
-    return len;
+    const int r = loom_utf8_check(s, n); /* the library's validator (RFC 3629) */
+    return r > 0 ? (size_t)r : 0;
 }
 
 void cli_print_piece(FILE * f, const char * p, int32_t n) {

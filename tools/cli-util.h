@@ -38,7 +38,7 @@ bool cli_stdout_ok(const char * cmd);
  * naming 'cmd'): more threads than CPUs only wait for each other at every node. */
 long long cli_cap_threads(const char * cmd, long long n);
 /* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when it is not valid UTF-8
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid): loom_utf8_check. */
 size_t cli_utf8_len(const unsigned char * s, size_t n);
 /* A token's piece ('n' bytes) on one line of 'f': control characters (C0, DEL and the C1 range
  * U+0080..U+009F) and the backslash as C escapes (\n, \t, \r, \x01, \\), bytes that are not valid

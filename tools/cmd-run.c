@@ -30,7 +30,8 @@ static void usage(FILE * f) {
             "  -m, --model FILE          GGUF model to run (required)\n"
             "  -p, --prompt TEXT         prompt (default: none, generation starts from BOS)\n"
             "  -f, --file FILE           read the prompt from FILE\n"
-            "  -n, --n-predict N         tokens to generate (default -1: until EOS or the context is full)\n"
+            "  -n, --n-predict N         tokens to generate (default -1: until an end-of-generation token\n"
+            "                            (EOS, end of turn) or the context is full)\n"
             "  -c, --ctx-size N          context size in tokens (default: the model's training context, at most\n"
             "                            4096; 0: the model's training context however large)\n"
             "  -b, --batch-size N        prompt tokens per batch (default 512)\n"
@@ -50,6 +51,7 @@ static void usage(FILE * f) {
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
             "      --verbose-prompt      print the prompt's tokens\n"
+            "  -cnv, --conversation      chat instead (see loom chat -h; -p is then the system message)\n"
             "  -v, --verbose             print loading details\n"
             "  -h, --help                this help\n"
             "\n" CLI_LONG_OPTION_HELP);
@@ -247,6 +249,14 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
 }
 
 int loom_cmd_run(int argc, char ** argv) {
+    /* -cnv / --conversation: the chat (its options are run's, -p being the system message) */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) break;
+        if (!strcmp(argv[i], "-cnv") || !strcmp(argv[i], "--conversation")) {
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv); /* argv[argc] is NULL */
+            return loom_cmd_chat(argc - 1, argv);
+        }
+    }
     struct run_opts o;
     int pr = parse(argc, argv, &o);
     if (pr) return pr == 2 && cli_stdout_ok("run") ? 0 : 1;
@@ -323,7 +333,7 @@ int loom_cmd_run(int argc, char ** argv) {
         if (loom_sampler_sample(s.sampler, loom_llama_get_logits(s.lctx), n_vocab, &tok) != LOOM_OK) {
             return fail(&s, "sampling failed");
         }
-        if (tok == loom_vocab_eos(vocab)) break;
+        if (loom_vocab_is_eog(vocab, tok)) break; /* EOS, end of turn, ... */
         loom_sampler_accept(s.sampler, tok);
         emit(s.detok, tok);
         n_gen++;

@@ -10,16 +10,20 @@
 
 static void usage(FILE * f) {
     fprintf(f,
-            "usage: loom tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special] [--ids]\n"
+            "usage: loom tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special | --no-parse-special] [--ids]\n"
             "  prints one line per token: id and piece (or only the ids as a list with --ids); control\n"
-            "  characters and backslashes in a piece are written as C escapes (\\n, \\t, \\x01, \\\\)\n");
+            "  characters and backslashes in a piece are written as C escapes (\\n, \\t, \\x01, \\\\)\n"
+            "  --parse-special: control tokens written in the text (<|eot_id|>, </s>) become their ids;\n"
+            "  --no-parse-special (the default): they are text (user-defined pieces are matched either way)\n"
+            "  --no-bos: neither BOS nor, where the vocabulary adds one, EOS\n");
 }
 
 int loom_cmd_tokenize(int argc, char ** argv) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'}, {"no-bos", no_argument, 0, 'B'},
-        {"parse-special", no_argument, 0, 'S'}, {"ids", no_argument, 0, 'I'},
+        {"parse-special", no_argument, 0, 'S'}, {"no-parse-special", no_argument, 0, 'N'},
+        {"ids", no_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *model = NULL, *text = NULL, *file = NULL;
@@ -34,6 +38,7 @@ int loom_cmd_tokenize(int argc, char ** argv) {
         case 'f': file = optarg; break;
         case 'B': no_bos = true; break;
         case 'S': special = true; break;
+        case 'N': special = false; break;
         case 'I': ids_only = true; break;
         case 'h': usage(stdout); return cli_stdout_ok("tokenize") ? 0 : 1;
         default: cli_option_error("tokenize", c); return 1; /* ':' or '?' */

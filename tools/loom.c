@@ -17,10 +17,11 @@ struct command {
 
 static const struct command commands[] = {
     {"run", loom_cmd_run, "generate text with a GGUF model"},
+    {"chat", loom_cmd_chat, "chat with a GGUF model in its chat template"},
     {"info", loom_cmd_info, "print a GGUF file's header, metadata and tensors"},
     {"tokenize", loom_cmd_tokenize, "print the token ids and pieces of a text"},
     {"convert-llama2c", loom_cmd_convert_llama2c, "convert a llama2.c checkpoint and tokenizer to GGUF"},
-    {"gen-model", loom_cmd_gen_model, "write a LLaMA-architecture GGUF with random weights"},
+    {"gen-model", loom_cmd_gen_model, "write a llama or qwen2 GGUF with random weights"},
     {"bench", loom_cmd_bench, "measure prompt processing and generation speed"},
     {"test-ops", loom_cmd_test_ops, "check every op of a device against a reference"},
 };

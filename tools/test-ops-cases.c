@@ -242,6 +242,32 @@ static void cases_rope(struct test_case_list * l) {
             }
         }
     }
+    /* YaRN and frequency factors (Llama 3.1's rope_freqs): scale factors 4 and 32, trained contexts
+     * whose ramp falls inside the rotated pairs, with and without factors, both pairings */
+    static const struct { int64_t hd; int n_dims; float base, scale, ext, attn; int n_ctx_orig; bool ff; } yarn[] = {
+        {64, 64, 10000.0f, 0.25f, 1.0f, 1.0f, 4096, false}, {128, 128, 500000.0f, 1.0f / 32, 1.0f, 1.0f, 8192, true},
+        {64, 32, 10000.0f, 0.5f, 0.5f, 1.2f, 2048, true},   {128, 128, 500000.0f, 1.0f, 0.0f, 1.0f, 0, true},
+        {32, 32, 1000000.0f, 0.125f, 1.0f, 0.9f, 32768, false},
+    };
+    for (size_t y = 0; y < sizeof yarn / sizeof yarn[0]; y++) {
+        for (int m = 0; m < 2; m++) {
+            struct test_case c = {.op = LOOM_OP_ROPE, .n_src = yarn[y].ff ? 3 : 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32, LOOM_TYPE_F32}};
+            set_ne(c.ne[0], yarn[y].hd, 3, 5, 1);
+            set_ne(c.ne[1], 5, 1, 1, 1);
+            set_ne(c.ne[2], yarn[y].n_dims / 2, 1, 1, 1);
+            c.layout[0] = y % 2 ? TL_STRIDED : TL_CONTIG;
+            c.ip[0] = yarn[y].n_dims;
+            c.ip[1] = modes[m];
+            c.ip[2] = yarn[y].n_ctx_orig;
+            c.fp[0] = yarn[y].base;
+            c.fp[1] = yarn[y].scale;
+            c.fp[2] = yarn[y].ext;
+            c.fp[3] = yarn[y].attn;
+            c.fp[4] = 32.0f;
+            c.fp[5] = 1.0f;
+            push(l, &c);
+        }
+    }
     struct test_case big = {.op = LOOM_OP_ROPE, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32}, .perf_only = true};
     set_ne(big.ne[0], 128, 32, 512, 1);
     set_ne(big.ne[1], 512, 1, 1, 1);
@@ -425,7 +451,11 @@ void test_ops_describe(const struct test_case * c, char * buf, size_t size) {
     if (n >= 0 && (size_t)n < size) {
         switch (c->op) {
         case LOOM_OP_ROPE:
-            snprintf(buf + n, size - (size_t)n, " n_dims=%d %s", c->ip[0], c->ip[1] == LOOM_ROPE_NEOX ? "neox" : "normal");
+            n += snprintf(buf + n, size - (size_t)n, " n_dims=%d %s", c->ip[0], c->ip[1] == LOOM_ROPE_NEOX ? "neox" : "normal");
+            if (c->fp[3] != 0.0f && n > 0 && (size_t)n < size) {
+                snprintf(buf + n, size - (size_t)n, " scale=%g ext=%g attn=%g n_ctx_orig=%d%s", (double)c->fp[1], (double)c->fp[2],
+                         (double)c->fp[3], c->ip[2], c->n_src > 2 ? " freq_factors" : "");
+            }
             break;
         case LOOM_OP_SOFT_MAX: snprintf(buf + n, size - (size_t)n, " scale=%g%s", c->fp[0], c->ip[3] ? " masked-row" : ""); break;
         case LOOM_OP_CONT:

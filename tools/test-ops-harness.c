@@ -126,7 +126,14 @@ static struct loom_tensor * build_op(struct built * b, const struct test_case * 
     case LOOM_OP_MUL: return loom_mul(ctx, s[0], s[1]);
     case LOOM_OP_SCALE: return loom_scale(ctx, s[0], c->fp[0]);
     case LOOM_OP_RMS_NORM: return loom_rms_norm(ctx, s[0], c->fp[0]);
-    case LOOM_OP_ROPE: return loom_rope(ctx, s[0], s[1], c->ip[0], (enum loom_rope_mode)c->ip[1], c->fp[0], c->fp[1]);
+    case LOOM_OP_ROPE:
+        if (c->fp[3] != 0.0f) { /* the extended form (attn_factor is never 0 there) */
+            const struct loom_rope_ext_params e = {
+                .n_ctx_orig = c->ip[2], .ext_factor = c->fp[2], .attn_factor = c->fp[3], .beta_fast = c->fp[4], .beta_slow = c->fp[5]};
+            return loom_rope_ext(ctx, s[0], s[1], c->n_src > 2 ? s[2] : NULL, c->ip[0], (enum loom_rope_mode)c->ip[1], c->fp[0],
+                                 c->fp[1], &e);
+        }
+        return loom_rope(ctx, s[0], s[1], c->ip[0], (enum loom_rope_mode)c->ip[1], c->fp[0], c->fp[1]);
     case LOOM_OP_SOFT_MAX: return loom_soft_max_ext(ctx, s[0], c->n_src > 1 ? s[1] : NULL, c->fp[0]);
     case LOOM_OP_SILU: return loom_silu(ctx, s[0]);
     case LOOM_OP_GELU: return loom_gelu(ctx, s[0]);
@@ -216,6 +223,7 @@ static double gen_value(const struct test_case * c, int s, const int64_t * i, ui
         if (c->ip[3] == 1) return floor(rng_uniform(rng, 0, 4));
         if (c->ip[3] == 2 && rng_uniform(rng, 0, 1) < 0.2) return NAN;
     }
+    if (c->op == LOOM_OP_ROPE && s == 2) return rng_uniform(rng, 1, 8); /* frequency factors: Llama 3.1's are 1..8 */
     if (c->op == LOOM_OP_SOFT_MAX || c->op == LOOM_OP_SILU || c->op == LOOM_OP_GELU) return rng_uniform(rng, -4, 4);
     return rng_uniform(rng, -1, 1);
 }

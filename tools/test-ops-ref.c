@@ -71,6 +71,36 @@ static void ref_mul_mat(const struct test_view * src, int64_t ne0, int64_t j, in
     free(arow);
 }
 
+/* The rotation angle's frequency and the magnitude factor of pair 'i', written from the YaRN
+ * paper's definitions (Peng et al. 2023, 3.2-3.4): a pair that turns r = L / lambda_i times over the
+ * original context L keeps its frequency when r > beta_fast, is fully interpolated (times s = the
+ * frequency scale) when r < beta_slow, and mixes linearly between, over pair indices rounded out to
+ * whole pairs; the attention temperature is 1 + 0.1 ln(1/s). */
+static void ref_rope_freq(const struct test_case * c, const struct test_view * src, int i, double * freq, double * mag) {
+    const int n_dims = c->ip[0];
+    const double base = c->fp[0], s = c->fp[1], ext = c->fp[2];
+    const double theta = pow(base, -2.0 * i / n_dims) / (c->n_src > 2 ? test_view_get(&src[2], i, 0, 0, 0) : 1.0);
+    *freq = s * theta;
+    *mag = c->fp[3] != 0.0f ? c->fp[3] : 1.0;
+    if (c->fp[3] == 0.0f || ext == 0.0) return;
+    /* the (fractional) pair index at which the rotation count over L equals b: L * base^(-2d/n) / (2 pi) = b */
+    const double L = c->ip[2];
+    const double d_fast = n_dims / 2.0 * log(L / (2 * M_PI * c->fp[4])) / log(base);
+    const double d_slow = n_dims / 2.0 * log(L / (2 * M_PI * c->fp[5])) / log(base);
+    const double lo = d_fast > 0 ? floor(d_fast) : 0, hi = ceil(d_slow) < n_dims - 1 ? ceil(d_slow) : n_dims - 1;
+    double gamma; /* 1: keep the frequency, 0: interpolate */
+    if (i <= lo) {
+        gamma = 1;
+    } else if (i >= hi) {
+        gamma = 0;
+    } else {
+        gamma = 1 - (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+    }
+    gamma *= ext;
+    *freq = theta * ((1 - gamma) * s + gamma);
+    *mag *= 1 + 0.1 * log(1 / s);
+}
+
 static void ref_rope(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
                      int64_t i3, double * out) {
     const int n_dims = c->ip[0];
@@ -78,11 +108,13 @@ static void ref_rope(const struct test_case * c, const struct test_view * src, i
     const double pos = test_view_get(&src[1], i2, 0, 0, 0);
     for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3);
     for (int i = 0; i < n_dims / 2; i++) {
-        const double theta = pos * (double)c->fp[1] * pow((double)c->fp[0], -2.0 * i / n_dims);
+        double freq, mag;
+        ref_rope_freq(c, src, i, &freq, &mag);
+        const double theta = pos * freq;
         const int64_t e0 = neox ? i : 2 * i, e1 = neox ? i + n_dims / 2 : 2 * i + 1;
         const double x0 = test_view_get(&src[0], e0, i1, i2, i3), x1 = test_view_get(&src[0], e1, i1, i2, i3);
-        out[e0] = x0 * cos(theta) - x1 * sin(theta);
-        out[e1] = x0 * sin(theta) + x1 * cos(theta);
+        out[e0] = mag * (x0 * cos(theta) - x1 * sin(theta));
+        out[e1] = mag * (x0 * sin(theta) + x1 * cos(theta));
     }
 }
 

@@ -26,8 +26,10 @@ struct test_case {
     enum loom_type type[TEST_MAX_SRC];
     int64_t ne[TEST_MAX_SRC][4];
     enum test_layout layout[TEST_MAX_SRC];
-    float fp[4];          /* SCALE: s; RMS_NORM: eps; ROPE: freq_base, freq_scale; SOFT_MAX: scale */
-    int ip[4];            /* ROPE: n_dims, mode; SOFT_MAX: mask present; data variants (see test-ops-cases.c) */
+    float fp[8];          /* SCALE: s; RMS_NORM: eps; ROPE: freq_base, freq_scale, ext_factor, attn_factor,
+                           * beta_fast, beta_slow (all 0 for a plain loom_rope); SOFT_MAX: scale */
+    int ip[4];            /* ROPE: n_dims, mode, n_ctx_orig (source 2: frequency factors); SOFT_MAX: mask
+                           * present; data variants (see test-ops-cases.c) */
     int64_t ne_out[4];    /* CONT: the result's shape */
     bool perf_only;       /* large: run only with --perf */
 };

@@ -69,18 +69,52 @@ struct loom_tensor * loom_rms_norm(struct loom_context * ctx, struct loom_tensor
     return r;
 }
 
-struct loom_tensor * loom_rope(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
-                               int n_dims, enum loom_rope_mode mode, float freq_base, float freq_scale) {
+struct loom_rope_ext_params loom_rope_ext_default_params(void) {
+    return (struct loom_rope_ext_params){.n_ctx_orig = 0, .ext_factor = 0.0f, .attn_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f};
+}
+
+struct loom_tensor * loom_rope_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
+                                   struct loom_tensor * freq_factors, int n_dims, enum loom_rope_mode mode, float freq_base,
+                                   float freq_scale, const struct loom_rope_ext_params * ext) {
     LOOM_ASSERT(a->type == LOOM_TYPE_F32);
     LOOM_ASSERT(pos->type == LOOM_TYPE_I32 && loom_nelements(pos) == a->ne[2]);
     LOOM_ASSERT(n_dims > 0 && n_dims % 2 == 0 && n_dims <= a->ne[0]);
     LOOM_ASSERT(mode == LOOM_ROPE_NORMAL || mode == LOOM_ROPE_NEOX);
+    LOOM_ASSERT(!freq_factors || (freq_factors->type == LOOM_TYPE_F32 && freq_factors->ne[0] >= n_dims / 2));
+    const struct loom_rope_ext_params def = loom_rope_ext_default_params();
+    if (!ext) ext = &def;
     struct loom_tensor * r = new_node(ctx, LOOM_OP_ROPE, LOOM_TYPE_F32, a->ne, a, pos);
+    r->src[2] = freq_factors;
     loom_set_op_param_i32(r, 0, n_dims);
     loom_set_op_param_i32(r, 1, (int32_t)mode);
     loom_set_op_param_f32(r, 2, freq_base);
     loom_set_op_param_f32(r, 3, freq_scale);
+    loom_set_op_param_i32(r, 4, ext->n_ctx_orig);
+    loom_set_op_param_f32(r, 5, ext->ext_factor);
+    loom_set_op_param_f32(r, 6, ext->attn_factor);
+    loom_set_op_param_f32(r, 7, ext->beta_fast);
+    loom_set_op_param_f32(r, 8, ext->beta_slow);
     return r;
+}
+
+struct loom_tensor * loom_rope(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
+                               int n_dims, enum loom_rope_mode mode, float freq_base, float freq_scale) {
+    return loom_rope_ext(ctx, a, pos, NULL, n_dims, mode, freq_base, freq_scale, NULL);
+}
+
+struct loom_rope_ext_params loom_rope_get_ext_params(const struct loom_tensor * rope) {
+    return (struct loom_rope_ext_params){
+        .n_ctx_orig = loom_get_op_param_i32(rope, 4),
+        .ext_factor = loom_get_op_param_f32(rope, 5),
+        .attn_factor = loom_get_op_param_f32(rope, 6),
+        .beta_fast = loom_get_op_param_f32(rope, 7),
+        .beta_slow = loom_get_op_param_f32(rope, 8),
+    };
+}
+
+bool loom_rope_is_plain(const struct loom_tensor * rope) {
+    const struct loom_rope_ext_params e = loom_rope_get_ext_params(rope);
+    return rope->op == LOOM_OP_ROPE && !rope->src[2] && e.ext_factor == 0.0f && e.attn_factor == 1.0f;
 }
 
 struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * mask, float scale) {

@@ -57,6 +57,8 @@ bool lc_rope_supported(const struct loom_tensor * op) {
     const int n_dims = loom_get_op_param_i32(op, 0), mode = loom_get_op_param_i32(op, 1);
     if (n_dims <= 0 || n_dims % 2 != 0 || n_dims > a->ne[0]) return false;
     if (mode != LOOM_ROPE_NORMAL && mode != LOOM_ROPE_NEOX) return false;
+    /* frequency factors and YaRN are computed on the CPU (the scheduler keeps such a rope there) */
+    if (!loom_rope_is_plain(op)) return false;
     return lc_strides_ok(a) && lc_strides_ok(pos) && lc_strides_ok(op);
 }
 

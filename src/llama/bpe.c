@@ -1,134 +1,164 @@
-/* bpe.c -- SentencePiece BPE on one run of escaped text: merge best-scoring pairs, then byte fallback.
+/* bpe.c -- byte-level BPE (GPT-2; Radford et al. 2019, Sennrich et al. 2016): pre-tokenize, then
+ * merge each word's bytes by merge rank.
  *
- * Kudo & Richardson 2018 ("SentencePiece"); the merge order is by the score of the merged piece,
- * as in SentencePiece's bpe_model. Symbols form a doubly linked list over the text; candidate pairs
- * sit in a binary max-heap; a pair whose symbols changed since it was pushed is recognised as stale
- * when popped (its recorded length no longer matches), so the whole run costs O(n log n). */
+ * Symbols are piece ids in a doubly linked list over the word's bytes; candidate pairs sit in a
+ * binary min-heap by (rank, position); a popped pair whose symbols changed since it was pushed is
+ * stale and skipped, so a word of n bytes costs O(n log n). */
+#include "pretok.h"
 #include "vocab-impl.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* GPT-2's table: the printable bytes ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF) stand for
+ * themselves; the other 68 take U+0100.. in byte order. */
+static bool byte_is_printable(unsigned b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+
+uint32_t loom_bpe_byte_char(uint8_t b) {
+    if (byte_is_printable(b)) return b;
+    if (b <= 0x20) return 256u + b;
+    if (b <= 0xA0) return 256u + 33u + (b - 0x7Fu);
+    return 256u + 67u; /* 0xAD */
+}
+
+int loom_bpe_char_byte(uint32_t cp) {
+    if (cp < 256) return byte_is_printable(cp) ? (int)cp : -1;
+    if (cp < 256 + 33) return (int)(cp - 256);
+    if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
+    return cp == 256 + 67 ? 0xAD : -1;
+}
 
 struct sym {
-    int32_t prev, next;   /* neighbours in the list, -1 at the ends */
-    int32_t start, len;   /* bytes of the text; len 0 = merged into its left neighbour */
+    int32_t prev, next;  /* neighbours, -1 at the ends */
+    int32_t id;          /* piece; -1 a byte without a piece; -2 merged into its left neighbour */
 };
 
-/* The right symbol is not stored: while 'left' keeps its length, its 'next' cannot change (a
- * symbol's next changes only when it absorbs that neighbour), and both lengths only grow. So the
- * pair is current exactly when left is alive and len(left) + len(left.next) still equals 'len'. */
 struct pair {
-    float score;   /* of the merged piece */
-    int32_t left;  /* symbol */
-    int32_t len;   /* bytes of left + right when pushed */
+    int32_t rank, left, right;  /* symbols */
+    int32_t lid, rid;           /* their pieces when pushed */
+    int32_t id;                 /* the merged piece */
 };
 
-struct bpe {
-    const struct loom_vocab * v;
-    const char * text;
+struct work {
     struct sym * syms;
     struct pair * heap;
-    size_t n_heap;
+    size_t n_heap, cap;  /* bytes the arrays are sized for (heap: 3 x) */
+    char * spell;        /* a word in GGUF spelling (ignore_merges) */
 };
 
-/* Higher score first; on ties the leftmost pair (symbol indices grow with text position). */
 static bool pair_before(const struct pair * a, const struct pair * b) {
-    if (a->score != b->score) return a->score > b->score;
-    return a->left < b->left;
+    return a->rank != b->rank ? a->rank < b->rank : a->left < b->left;
 }
 
-static void heap_push(struct bpe * b, struct pair p) {
-    size_t i = b->n_heap++;
+static void heap_push(struct work * w, struct pair p) {
+    size_t i = w->n_heap++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &b->heap[parent])) break;
-        b->heap[i] = b->heap[parent];
+        if (!pair_before(&p, &w->heap[parent])) break;
+        w->heap[i] = w->heap[parent];
         i = parent;
     }
-    b->heap[i] = p;
+    w->heap[i] = p;
 }
 
-static struct pair heap_pop(struct bpe * b) {
-    struct pair top = b->heap[0], last = b->heap[--b->n_heap];
-    size_t i = 0, n = b->n_heap;
+static struct pair heap_pop(struct work * w) {
+    struct pair top = w->heap[0], last = w->heap[--w->n_heap];
+    size_t i = 0, n = w->n_heap;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && pair_before(&b->heap[c + 1], &b->heap[c])) c++;
-        if (!pair_before(&b->heap[c], &last)) break;
-        b->heap[i] = b->heap[c];
+        if (c + 1 < n && pair_before(&w->heap[c + 1], &w->heap[c])) c++;
+        if (!pair_before(&w->heap[c], &last)) break;
+        w->heap[i] = w->heap[c];
         i = c;
     }
-    if (n > 0) b->heap[i] = last;
+    if (n > 0) w->heap[i] = last;
     return top;
 }
 
-/* Pushes the pair (l, r) when their concatenation is a text piece. */
-static void try_pair(struct bpe * b, int32_t l, int32_t r) {
+static void try_pair(const struct loom_vocab * v, struct work * w, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
-    int32_t len = b->syms[l].len + b->syms[r].len;
-    int32_t id = loom_vocab_find_text(b->v, b->text + b->syms[l].start, (size_t)len);
-    if (id < 0) return;
-    heap_push(b, (struct pair){b->v->scores[id], l, len});
+    int32_t lid = w->syms[l].id, rid = w->syms[r].id, rank, id;
+    if (lid < 0 || rid < 0 || !loom_vocab_merge_find(v, lid, rid, &rank, &id)) return;
+    heap_push(w, (struct pair){rank, l, r, lid, rid, id});
 }
 
-static enum loom_status emit(const struct bpe * b, const struct sym * s, struct loom_tokbuf * out, bool * prev_unk) {
-    const struct loom_vocab * v = b->v;
-    int32_t id = loom_vocab_find_text(v, b->text + s->start, (size_t)s->len);
-    if (id >= 0) {
-        *prev_unk = false;
-        return loom_tokbuf_push(out, id);
+static bool work_reserve(struct work * w, size_t n) {
+    if (n <= w->cap) return true;
+    size_t c = w->cap ? w->cap : 64;
+    while (c < n) c *= 2;
+    struct sym * s = realloc(w->syms, c * sizeof *s);
+    if (s) w->syms = s;
+    struct pair * h = realloc(w->heap, 3 * c * sizeof *h);
+    if (h) w->heap = h;
+    char * sp = realloc(w->spell, 2 * c);
+    if (sp) w->spell = sp;
+    if (!s || !h || !sp) return false;
+    w->cap = c;
+    return true;
+}
+
+/* The ids of one word of 'n' bytes. */
+static enum loom_status encode_word(const struct loom_vocab * v, struct work * w, const uint8_t * b, size_t n,
+                                    struct loom_tokbuf * out) {
+    if (n == 1) return v->byte_tok[b[0]] >= 0 ? loom_tokbuf_push(out, v->byte_tok[b[0]]) : LOOM_OK;
+    if (!work_reserve(w, n)) return LOOM_ERR_OOM;
+    if (v->ignore_merges) { /* the reference looks the whole word up among all pieces first */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t c = loom_bpe_byte_char(b[i]);
+            k += loom_utf8_write(c, w->spell + k);
+        }
+        int32_t id = loom_vocab_find(v, w->spell, k);
+        if (id >= 0) return loom_tokbuf_push(out, id);
     }
-    if (!v->byte_fallback) {
-        /* SentencePiece emits one unknown token for a run of unknown symbols. */
-        if (*prev_unk) return LOOM_OK;
-        *prev_unk = true;
-        return loom_tokbuf_push(out, v->unk);
+    for (size_t i = 0; i < n; i++) w->syms[i] = (struct sym){(int32_t)i - 1, (int32_t)i + 1, v->byte_tok[b[i]]};
+    w->syms[n - 1].next = -1;
+    w->n_heap = 0;
+    for (size_t i = 0; i + 1 < n; i++) try_pair(v, w, (int32_t)i, (int32_t)i + 1);
+    while (w->n_heap > 0) {
+        struct pair p = heap_pop(w);
+        struct sym * l = &w->syms[p.left], * r = &w->syms[p.right];
+        if (l->id != p.lid || l->next != p.right || r->id != p.rid) continue; /* stale */
+        l->id = p.id;
+        l->next = r->next;
+        if (l->next >= 0) w->syms[l->next].prev = p.left;
+        r->id = -2;
+        try_pair(v, w, l->prev, p.left);
+        try_pair(v, w, p.left, l->next);
     }
-    *prev_unk = false;
-    for (int32_t i = 0; i < s->len; i++) {
-        enum loom_status st = loom_tokbuf_push(out, v->byte_ids[(uint8_t)b->text[s->start + i]]);
-        if (st != LOOM_OK) return st;
+    for (int32_t i = 0; i >= 0; i = w->syms[i].next) {
+        /* a byte without a piece is dropped, as the reference does */
+        if (w->syms[i].id >= 0) {
+            enum loom_status st = loom_tokbuf_push(out, w->syms[i].id);
+            if (st != LOOM_OK) return st;
+        }
     }
     return LOOM_OK;
 }
 
 enum loom_status loom_bpe_encode(const struct loom_vocab * v, const char * text, size_t n, struct loom_tokbuf * out) {
     if (n == 0) return LOOM_OK;
-    /* Each merge pushes at most two pairs after the n - 1 initial ones: at most 3n in the heap. */
-    struct bpe b = {v, text, malloc(n * sizeof(struct sym)), malloc(3 * n * sizeof(struct pair)), 0};
-    enum loom_status st = LOOM_ERR_OOM;
-    if (!b.syms || !b.heap) goto done;
-
-    int32_t n_syms = 0;
-    for (size_t pos = 0; pos < n;) {
-        int k = loom_utf8_check((const uint8_t *)text + pos, n - pos);
-        size_t len = k > 0 ? (size_t)k : 1; /* a byte that is not part of a valid character stands alone */
-        b.syms[n_syms] = (struct sym){n_syms - 1, n_syms + 1, (int32_t)pos, (int32_t)len};
-        n_syms++;
-        pos += len;
+    uint32_t * cps = malloc(n * sizeof *cps);
+    uint8_t * wbuf = malloc(4 * n);
+    struct loom_pretok_words words = {0};
+    struct work w = {0};
+    enum loom_status st = cps && wbuf ? LOOM_OK : LOOM_ERR_OOM;
+    size_t n_cps = 0;
+    for (size_t i = 0; st == LOOM_OK && i < n;) i += loom_utf8_read_lax((const uint8_t *)text + i, n - i, &cps[n_cps++]);
+    if (st == LOOM_OK) st = loom_pretok_split(v->pretok, cps, n_cps, &words);
+    size_t at = 0;
+    for (size_t k = 0; st == LOOM_OK && k < words.n; k++) {
+        size_t nb = 0;
+        for (uint32_t j = 0; j < words.len[k]; j++) nb += loom_utf8_write(cps[at + j], (char *)wbuf + nb);
+        at += words.len[k];
+        st = encode_word(v, &w, wbuf, nb, out);
     }
-    b.syms[n_syms - 1].next = -1;
-    for (int32_t i = 0; i + 1 < n_syms; i++) try_pair(&b, i, i + 1);
-
-    while (b.n_heap > 0) {
-        struct pair p = heap_pop(&b);
-        struct sym * l = &b.syms[p.left];
-        if (l->len == 0 || l->next < 0) continue; /* stale */
-        struct sym * r = &b.syms[l->next];
-        if (l->len + r->len != p.len) continue; /* stale */
-        l->len += r->len;
-        r->len = 0;
-        l->next = r->next;
-        if (l->next >= 0) b.syms[l->next].prev = p.left;
-        try_pair(&b, l->prev, p.left);
-        try_pair(&b, p.left, l->next);
-    }
-
-    st = LOOM_OK;
-    bool prev_unk = false;
-    for (int32_t i = 0; i >= 0 && st == LOOM_OK; i = b.syms[i].next) st = emit(&b, &b.syms[i], out, &prev_unk);
-done:
-    free(b.syms);
-    free(b.heap);
+    loom_pretok_words_free(&words);
+    free(w.syms);
+    free(w.heap);
+    free(w.spell);
+    free(cps);
+    free(wbuf);
     return st;
 }

@@ -23,7 +23,19 @@ static void sink_put(struct sink * s, const char * p, size_t k) {
     s->n += k;
 }
 
+/* BPE: normal pieces as the bytes they spell, user-defined as they are, the rest only when 'special'. */
+static void render_bpe(const struct loom_vocab * v, int32_t id, bool special, struct sink * s) {
+    uint8_t t = v->types[id];
+    if (t == LOOM_TOKEN_TYPE_NORMAL || t == LOOM_TOKEN_TYPE_USER_DEFINED || special) {
+        sink_put(s, v->raw_blob + v->raw_offs[id], v->raw_lens[id]);
+    }
+}
+
 static void render(const struct loom_vocab * v, int32_t id, bool special, struct sink * s) {
+    if (v->type == LOOM_VOCAB_TYPE_BPE) {
+        render_bpe(v, id, special, s);
+        return;
+    }
     const char * p = loom_vocab_piece(v, id);
     size_t n = v->lens[id];
     switch (v->types[id]) {

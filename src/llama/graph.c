@@ -1,10 +1,11 @@
-/* graph.c -- the LLaMA forward graph of one decode step, with the KV cache viewed in place. */
+/* graph.c -- the forward graph of one decode step (llama, and qwen2: llama with q/k/v biases and
+ * NeoX RoPE), with the KV cache viewed in place. */
 #include "model-impl.h"
 
 #include <math.h>
 
 size_t loom_llama_graph_max_nodes(const struct loom_model * model) {
-    return 64 + (size_t)model->hp.n_layer * 48;
+    return 64 + (size_t)model->hp.n_layer * 52;
 }
 
 int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens) {
@@ -30,10 +31,16 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     struct loom_tensor * q = loom_mul_mat(ctx, L->wq, cur);
     struct loom_tensor * k = loom_mul_mat(ctx, L->wk, cur);
     struct loom_tensor * v = loom_mul_mat(ctx, L->wv, cur);
-    q = loom_rope(ctx, loom_reshape_3d(ctx, q, head_dim, hp->n_head, n_tokens), in->pos, hp->n_rot, LOOM_ROPE_NORMAL,
-                  hp->rope_freq_base, hp->rope_freq_scale);
-    k = loom_rope(ctx, loom_reshape_3d(ctx, k, head_dim, hp->n_head_kv, n_tokens), in->pos, hp->n_rot, LOOM_ROPE_NORMAL,
-                  hp->rope_freq_base, hp->rope_freq_scale);
+    if (L->bq) q = loom_add(ctx, q, L->bq);
+    if (L->bk) k = loom_add(ctx, k, L->bk);
+    if (L->bv) v = loom_add(ctx, v, L->bv);
+    const struct loom_rope_ext_params ext = {.n_ctx_orig = hp->n_ctx_orig, .ext_factor = hp->yarn_ext_factor,
+                                             .attn_factor = hp->yarn_attn_factor, .beta_fast = hp->yarn_beta_fast,
+                                             .beta_slow = hp->yarn_beta_slow};
+    q = loom_rope_ext(ctx, loom_reshape_3d(ctx, q, head_dim, hp->n_head, n_tokens), in->pos, lctx->model->rope_freqs, hp->n_rot,
+                      hp->rope_mode, hp->rope_freq_base, hp->rope_freq_scale, &ext);
+    k = loom_rope_ext(ctx, loom_reshape_3d(ctx, k, head_dim, hp->n_head_kv, n_tokens), in->pos, lctx->model->rope_freqs, hp->n_rot,
+                      hp->rope_mode, hp->rope_freq_base, hp->rope_freq_scale, &ext);
     loom_format_name(q, "q-%d", il);
     loom_format_name(k, "k-%d", il);
     /* q first: the K and V products still read 'cur' after it, so the rotated q never takes the

@@ -11,6 +11,9 @@ struct loom_layer {
     struct loom_tensor * wk;         /* [n_embd, n_embd_kv] */
     struct loom_tensor * wv;         /* [n_embd, n_embd_kv] */
     struct loom_tensor * wo;         /* [n_embd, n_embd] */
+    struct loom_tensor * bq;         /* [n_embd] (qwen2), else NULL */
+    struct loom_tensor * bk;         /* [n_embd_kv] (qwen2), else NULL */
+    struct loom_tensor * bv;         /* [n_embd_kv] (qwen2), else NULL */
     struct loom_tensor * ffn_norm;   /* [n_embd] */
     struct loom_tensor * ffn_gate;   /* [n_embd, n_ff] */
     struct loom_tensor * ffn_up;     /* [n_embd, n_ff] */
@@ -28,6 +31,7 @@ struct loom_model {
     struct loom_tensor * tok_embd;   /* [n_embd, n_vocab] */
     struct loom_tensor * output_norm;/* [n_embd] */
     struct loom_tensor * output;     /* [n_embd, n_vocab]; == tok_embd when tied */
+    struct loom_tensor * rope_freqs; /* [n_rot/2] per-pair frequency factors (Llama 3.1), or NULL */
     struct loom_layer * layers;      /* [n_layer] */
     bool output_offloaded;
 
@@ -44,6 +48,7 @@ struct loom_model {
     uint64_t n_params;
     uint64_t n_bytes;
     char desc[64];
+    char * chat_template;            /* tokenizer.chat_template (NUL-terminated copy), or NULL */
 };
 
 /* The input and output tensors of a step's graph. */

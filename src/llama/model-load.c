@@ -1,4 +1,4 @@
-/* model-load.c -- loading a llama GGUF: metadata, the expected tensors and where each runs. */
+/* model-load.c -- loading a llama or qwen2 GGUF: metadata, the expected tensors and where each runs. */
 #include "loom-gguf.h"
 #include "model-loader.h"
 
@@ -80,29 +80,38 @@ static loom_backend_dev_t pick_offload_device(const struct loom_model_params * p
     return NULL;
 }
 
-/* True when 'name' is one of the tensors a llama model of 'n_layer' blocks uses. */
-static bool is_llama_tensor(const char * name, int n_layer) {
+/* True when 'name' is one of the tensors a model of architecture 'arch' with 'n_layer' blocks uses. */
+static bool is_model_tensor(const char * name, enum loom_arch arch, int n_layer) {
     static const char * const blk[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
                                        "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    static const char * const blk_bias[] = {"attn_q", "attn_k", "attn_v"}; /* qwen2 */
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") || !strcmp(name, "output.weight")) return true;
+    if (arch == LOOM_ARCH_LLAMA && !strcmp(name, "rope_freqs.weight")) return true;
     int layer = -1, used = 0;
-    char part[LOOM_MAX_NAME];
-    if (sscanf(name, "blk.%d.%63[a-z_].weight%n", &layer, part, &used) != 2 || name[used] || layer < 0 || layer >= n_layer) {
+    char part[LOOM_MAX_NAME], kind[8];
+    if (sscanf(name, "blk.%d.%63[a-z_].%7[a-z]%n", &layer, part, kind, &used) != 3 || name[used] || layer < 0 || layer >= n_layer) {
         return false;
     }
-    for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
-        if (!strcmp(part, blk[i])) return true;
+    if (!strcmp(kind, "weight")) {
+        for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++) {
+            if (!strcmp(part, blk[i])) return true;
+        }
+    } else if (!strcmp(kind, "bias") && arch == LOOM_ARCH_QWEN2) {
+        for (size_t i = 0; i < sizeof blk_bias / sizeof blk_bias[0]; i++) {
+            if (!strcmp(part, blk_bias[i])) return true;
+        }
     }
     return false;
 }
 
-/* A file whose tensors do not match its metadata (e.g. more blocks than llama.block_count) is
+/* A file whose tensors do not match its metadata (e.g. more blocks than <arch>.block_count) is
  * inconsistent: refuse it rather than silently ignoring weights. */
-static enum loom_status check_no_extra_tensors(const struct loom_gguf * g, int n_layer) {
+static enum loom_status check_no_extra_tensors(const struct loom_gguf * g, enum loom_arch arch, int n_layer) {
     for (int64_t i = 0; i < loom_gguf_n_tensors(g); i++) {
         const char * name = loom_gguf_tensor_name(g, i);
-        if (!is_llama_tensor(name, n_layer)) {
-            loom_log(LOOM_LOG_ERROR, "tensor '%s' does not belong to a llama model of %d blocks (llama.block_count)", name, n_layer);
+        if (!is_model_tensor(name, arch, n_layer)) {
+            loom_log(LOOM_LOG_ERROR, "tensor '%s' does not belong to a %s model of %d blocks (%s.block_count)", name, loom_arch_name(arch),
+                     n_layer, loom_arch_name(arch));
             return LOOM_ERR_FORMAT;
         }
     }
@@ -112,7 +121,7 @@ static enum loom_status check_no_extra_tensors(const struct loom_gguf * g, int n
 static enum loom_status create_weights(struct loom_model * m, const struct loom_gguf * g) {
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
-    size_t n_max = 8 + (size_t)hp->n_layer * 10;
+    size_t n_max = 8 + (size_t)hp->n_layer * 13;
     struct loom_init_params ip = {.mem_size = n_max * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
     m->ctx_host = loom_init(ip);
     m->ctx_dev = loom_init(ip);
@@ -131,6 +140,10 @@ static enum loom_status create_weights(struct loom_model * m, const struct loom_
     } else {
         m->output = m->tok_embd;
     }
+    if (hp->arch == LOOM_ARCH_LLAMA && loom_gguf_find_tensor(g, "rope_freqs.weight") >= 0) {
+        /* the rotation runs on the CPU when a device cannot apply the factors, so they stay there */
+        m->rope_freqs = weight(m, g, m->ctx_host, "rope_freqs.weight", hp->n_rot / 2, 0, &st);
+    }
     for (int il = 0; il < hp->n_layer && st == LOOM_OK; il++) {
         struct loom_layer * L = &m->layers[il];
         struct loom_context * c = L->offloaded ? m->ctx_dev : m->ctx_host;
@@ -148,8 +161,17 @@ static enum loom_status create_weights(struct loom_model * m, const struct loom_
         W(ffn_up, "ffn_up", hp->n_embd, hp->n_ff);
         W(ffn_down, "ffn_down", hp->n_ff, hp->n_embd);
 #undef W
+        if (hp->arch == LOOM_ARCH_QWEN2) {
+#define B(field, suffix, ne0)                                               \
+            snprintf(name, sizeof name, "blk.%d." suffix ".bias", il);      \
+            L->field = weight(m, g, c, name, ne0, 0, &st)
+            B(bq, "attn_q", hp->n_embd);
+            B(bk, "attn_k", n_embd_kv);
+            B(bv, "attn_v", n_embd_kv);
+#undef B
+        }
     }
-    if (st == LOOM_OK) st = check_no_extra_tensors(g, hp->n_layer);
+    if (st == LOOM_OK) st = check_no_extra_tensors(g, hp->arch, hp->n_layer);
     if (st == LOOM_OK) m->wtype = m->layers[0].wq->type;
     return st;
 }
@@ -161,6 +183,7 @@ void loom_model_free(struct loom_model * m) {
     loom_free(m->ctx_host);
     loom_free(m->ctx_dev);
     loom_vocab_free(m->vocab);
+    free(m->chat_template);
     free(m->layers);
     free(m);
 }
@@ -185,6 +208,17 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
     }
     st = loom_model_read_hparams(g, &m->hp);
     if (st == LOOM_OK) st = loom_model_read_vocab(g, &m->vocab);
+    if (st == LOOM_OK && loom_gguf_find_key(g, "tokenizer.chat_template") >= 0 &&
+        loom_gguf_kv_type(g, loom_gguf_find_key(g, "tokenizer.chat_template")) == LOOM_GGUF_TYPE_STRING) {
+        size_t len = 0;
+        const char * t = loom_gguf_get_str(g, "tokenizer.chat_template", NULL, &len);
+        if (t && (m->chat_template = malloc(len + 1))) {
+            memcpy(m->chat_template, t, len);
+            m->chat_template[len] = 0; /* a NUL inside only shortens the text the families are recognized in */
+        } else if (t) {
+            st = LOOM_ERR_OOM;
+        }
+    }
     if (st == LOOM_OK) {
         m->hp.n_vocab = loom_vocab_n_tokens(m->vocab);
         m->dev_offload = pick_offload_device(&params);
@@ -208,7 +242,7 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
     char type[16];
     snprintf(type, sizeof type, "%s", loom_type_name(m->wtype));
     for (char * c = type; *c; c++) *c = (char)toupper((unsigned char)*c);
-    snprintf(m->desc, sizeof m->desc, "llama %s %s", size_label(m->n_params, label, sizeof label), type);
+    snprintf(m->desc, sizeof m->desc, "%s %s %s", loom_arch_name(m->hp.arch), size_label(m->n_params, label, sizeof label), type);
     loom_log(LOOM_LOG_INFO, "model: %s, %.2f MiB, %.2f bits per weight, loaded in %.1f ms", m->desc, m->n_bytes / 1048576.0,
              m->n_params ? 8.0 * m->n_bytes / m->n_params : 0.0, (loom_time_us() - t0) / 1000.0);
     *out = m;
@@ -220,6 +254,7 @@ const struct loom_vocab * loom_model_vocab(const struct loom_model * m) { return
 uint64_t loom_model_n_params(const struct loom_model * m) { return m->n_params; }
 uint64_t loom_model_size(const struct loom_model * m) { return m->n_bytes; }
 const char * loom_model_desc(const struct loom_model * m) { return m->desc; }
+const char * loom_model_chat_template(const struct loom_model * m) { return m->chat_template; }
 
 const char * loom_model_backend_name(const struct loom_model * m) {
     if (!m->dev_offload) return "CPU";

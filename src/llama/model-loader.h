@@ -6,7 +6,8 @@
 
 struct loom_gguf;
 
-/* Reads the llama.* hyper-parameters; LOOM_ERR_UNSUPPORTED for another architecture,
+/* Reads the <arch>.* hyper-parameters (llama, qwen2); LOOM_ERR_UNSUPPORTED for another architecture
+ * or RoPE scaling type,
  * LOOM_ERR_FORMAT for a required key missing or any key out of range or of the wrong type
  * (optional keys take their defaults only when absent). */
 enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom_hparams * hp);

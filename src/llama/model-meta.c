@@ -1,4 +1,4 @@
-/* model-meta.c -- hyper-parameters and vocabulary from a GGUF file's metadata. */
+/* model-meta.c -- hyper-parameters from a GGUF file's metadata, and the metadata-only reads (the vocabulary is vocab-gguf.c). */
 #include "loom-gguf.h"
 #include "model-loader.h"
 
@@ -40,54 +40,134 @@ static enum loom_status req_u32(const struct loom_gguf * g, const char * key, in
     return LOOM_OK;
 }
 
-enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom_hparams * hp) {
+static const char * const arch_names[LOOM_ARCH_COUNT] = {[LOOM_ARCH_LLAMA] = "llama", [LOOM_ARCH_QWEN2] = "qwen2"};
+
+const char * loom_arch_name(enum loom_arch arch) { return (unsigned)arch < LOOM_ARCH_COUNT ? arch_names[arch] : NULL; }
+
+/* "<arch>.<suffix>" in 'buf' (the keys of one architecture share its name as prefix). */
+static const char * arch_key(char * buf, size_t size, enum loom_arch arch, const char * suffix) {
+    snprintf(buf, size, "%s.%s", arch_names[arch], suffix);
+    return buf;
+}
+
+/* general.architecture, refused (with the list of supported ones) when Loom does not run it. */
+static enum loom_status read_arch(const struct loom_gguf * g, enum loom_arch * arch) {
     size_t len = 0;
-    const char * arch = NULL;
-    if (req_str(g, "general.architecture", &arch, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
-    if (len != 5 || memcmp(arch, "llama", 5) != 0) {
-        loom_log(LOOM_LOG_ERROR, "architecture '%.*s' is not supported (Loom runs 'llama')", (int)(len > 64 ? 64 : len), arch);
-        return LOOM_ERR_UNSUPPORTED;
+    const char * name = NULL;
+    if (req_str(g, "general.architecture", &name, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
+    for (int a = 0; a < LOOM_ARCH_COUNT; a++) {
+        if (len == strlen(arch_names[a]) && !memcmp(name, arch_names[a], len)) {
+            *arch = (enum loom_arch)a;
+            return LOOM_OK;
+        }
     }
+    char list[128] = "";
+    for (int a = 0; a < LOOM_ARCH_COUNT; a++) {
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", a ? ", " : "", arch_names[a]);
+    }
+    loom_log(LOOM_LOG_ERROR, "architecture '%.*s' is not supported (Loom runs %s)", (int)(len > 64 ? 64 : len), name, list);
+    return LOOM_ERR_UNSUPPORTED;
+}
+
+/* <arch>.rope.scaling.*: the type (absent: linear, as the field reads it), factor, YaRN's keys. */
+static enum loom_status read_rope_scaling(const struct loom_gguf * g, struct loom_hparams * hp) {
+    char key[96];
+    static const char * const types[LOOM_ROPE_SCALING_COUNT] = {"none", "linear", "yarn"};
+    hp->rope_scaling = LOOM_ROPE_SCALING_LINEAR;
+    arch_key(key, sizeof key, hp->arch, "rope.scaling.type");
+    if (loom_gguf_find_key(g, key) >= 0) {
+        const char * t = NULL;
+        size_t len = 0;
+        if (req_str(g, key, &t, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
+        int found = -1;
+        for (int i = 0; i < LOOM_ROPE_SCALING_COUNT; i++) {
+            if (len == strlen(types[i]) && !memcmp(t, types[i], len)) found = i;
+        }
+        if (found < 0) {
+            loom_log(LOOM_LOG_ERROR, "metadata key '%s' = '%.*s': Loom implements RoPE scaling 'none', 'linear' and 'yarn' only", key,
+                     (int)(len > 64 ? 64 : len), t);
+            return LOOM_ERR_UNSUPPORTED;
+        }
+        hp->rope_scaling = (enum loom_rope_scaling)found;
+    }
+    /* the factor: the current key, else the older one; 0 means none */
+    float factor = 0.0f;
+    const char * factor_key = arch_key(key, sizeof key, hp->arch, "rope.scaling.factor");
+    char old_key[96];
+    if (loom_gguf_find_key(g, factor_key) < 0) factor_key = arch_key(old_key, sizeof old_key, hp->arch, "rope.scale_linear");
+    enum loom_status st = read_key(g, factor_key, false, NULL, &factor);
+    if (st != LOOM_OK) return st;
+    if (!(factor == 0.0f || (factor > 0 && factor < 1e6f))) {
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %g is out of range (0, 1e6)", factor_key, (double)factor);
+        return LOOM_ERR_FORMAT;
+    }
+    hp->rope_freq_scale = factor > 0 && hp->rope_scaling != LOOM_ROPE_SCALING_NONE ? 1.0f / factor : 1.0f;
+
+    uint32_t n_ctx_orig = (uint32_t)hp->n_ctx_train;
+    hp->yarn_attn_factor = 1.0f;
+    st = read_key(g, arch_key(key, sizeof key, hp->arch, "rope.scaling.original_context_length"), false, &n_ctx_orig, NULL);
+    if (st == LOOM_OK) st = read_key(g, arch_key(key, sizeof key, hp->arch, "rope.scaling.attn_factor"), false, NULL, &hp->yarn_attn_factor);
+    if (st != LOOM_OK) return st;
+    if (n_ctx_orig == 0 || n_ctx_orig > (1u << 24)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s.rope.scaling.original_context_length' = %u is out of range [1, %u]", arch_names[hp->arch],
+                 n_ctx_orig, 1u << 24);
+        return LOOM_ERR_FORMAT;
+    }
+    if (!(hp->yarn_attn_factor > 0 && hp->yarn_attn_factor < 100.0f)) {
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s.rope.scaling.attn_factor' = %g is out of range (0, 100)", arch_names[hp->arch],
+                 (double)hp->yarn_attn_factor);
+        return LOOM_ERR_FORMAT;
+    }
+    hp->n_ctx_orig = (int32_t)n_ctx_orig;
+    hp->yarn_ext_factor = hp->rope_scaling == LOOM_ROPE_SCALING_YARN ? 1.0f : 0.0f;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    return LOOM_OK;
+}
+
+enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom_hparams * hp) {
     memset(hp, 0, sizeof *hp);
-    enum loom_status st = LOOM_OK;
-    if (st == LOOM_OK) st = req_u32(g, "llama.embedding_length", &hp->n_embd);
-    if (st == LOOM_OK) st = req_u32(g, "llama.block_count", &hp->n_layer);
-    if (st == LOOM_OK) st = req_u32(g, "llama.attention.head_count", &hp->n_head);
-    if (st == LOOM_OK) st = req_u32(g, "llama.feed_forward_length", &hp->n_ff);
+    enum loom_status st = read_arch(g, &hp->arch);
+    if (st != LOOM_OK) return st;
+    char key[96];
+#define KEY(suffix) arch_key(key, sizeof key, hp->arch, suffix)
+    if (st == LOOM_OK) st = req_u32(g, KEY("embedding_length"), &hp->n_embd);
+    if (st == LOOM_OK) st = req_u32(g, KEY("block_count"), &hp->n_layer);
+    if (st == LOOM_OK) st = req_u32(g, KEY("attention.head_count"), &hp->n_head);
+    if (st == LOOM_OK) st = req_u32(g, KEY("feed_forward_length"), &hp->n_ff);
     if (st != LOOM_OK) return st;
     /* each layer has nine weight tensors: a block count the file cannot hold is refused before
      * anything is sized by it */
     if ((int64_t)hp->n_layer * 9 > loom_gguf_n_tensors(g)) {
-        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.block_count' = %d: the file has only %lld tensors (nine per layer)", hp->n_layer,
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %d: the file has only %lld tensors (nine per layer)", KEY("block_count"), hp->n_layer,
                  (long long)loom_gguf_n_tensors(g));
         return LOOM_ERR_FORMAT;
     }
     /* optional keys: the defaults when absent, an error when present with another type */
     uint32_t n_ctx = 2048, n_head_kv = (uint32_t)hp->n_head, n_rot = (uint32_t)(hp->n_embd / hp->n_head);
-    float scale = 1.0f;
     hp->rope_freq_base = 10000.0f;
     hp->rms_eps = 1e-5f;
-    if (st == LOOM_OK) st = read_key(g, "llama.context_length", false, &n_ctx, NULL);
-    if (st == LOOM_OK) st = read_key(g, "llama.attention.head_count_kv", false, &n_head_kv, NULL);
-    if (st == LOOM_OK) st = read_key(g, "llama.rope.dimension_count", false, &n_rot, NULL);
-    if (st == LOOM_OK) st = read_key(g, "llama.rope.freq_base", false, NULL, &hp->rope_freq_base);
-    if (st == LOOM_OK) st = read_key(g, "llama.rope.scale_linear", false, NULL, &scale);
-    if (st == LOOM_OK) st = read_key(g, "llama.attention.layer_norm_rms_epsilon", false, NULL, &hp->rms_eps);
+    if (st == LOOM_OK) st = read_key(g, KEY("context_length"), false, &n_ctx, NULL);
+    if (st == LOOM_OK) st = read_key(g, KEY("attention.head_count_kv"), false, &n_head_kv, NULL);
+    if (st == LOOM_OK) st = read_key(g, KEY("rope.dimension_count"), false, &n_rot, NULL);
+    if (st == LOOM_OK) st = read_key(g, KEY("rope.freq_base"), false, NULL, &hp->rope_freq_base);
+    if (st == LOOM_OK) st = read_key(g, KEY("attention.layer_norm_rms_epsilon"), false, NULL, &hp->rms_eps);
     if (st != LOOM_OK) return st;
     const struct {
         const char * key;
         uint32_t value, max;
     } ranges[] = {
-        {"llama.context_length", n_ctx, 1u << 24},
-        {"llama.attention.head_count_kv", n_head_kv, 1u << 20},
-        {"llama.rope.dimension_count", n_rot, 1u << 20},
+        {"context_length", n_ctx, 1u << 24},
+        {"attention.head_count_kv", n_head_kv, 1u << 20},
+        {"rope.dimension_count", n_rot, 1u << 20},
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
         if (ranges[i].value == 0 || ranges[i].value > ranges[i].max) {
-            loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range [1, %u]", ranges[i].key, ranges[i].value, ranges[i].max);
+            loom_log(LOOM_LOG_ERROR, "metadata key '%s' = %u is out of range [1, %u]", KEY(ranges[i].key), ranges[i].value, ranges[i].max);
             return LOOM_ERR_FORMAT;
         }
     }
+#undef KEY
     hp->n_ctx_train = (int32_t)n_ctx;
     hp->n_head_kv = (int32_t)n_head_kv;
     if (hp->n_embd % hp->n_head != 0) {
@@ -103,125 +183,18 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
         loom_log(LOOM_LOG_ERROR, "rope dimension count %d is invalid for head size %d", hp->n_rot, hp->n_embd / hp->n_head);
         return LOOM_ERR_FORMAT;
     }
-    hp->rope_freq_scale = scale > 0 ? 1.0f / scale : 1.0f;
     if (!(hp->rope_freq_base > 0 && hp->rope_freq_base < 1e12f)) {
-        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.rope.freq_base' = %g is out of range (0, 1e12)", (double)hp->rope_freq_base);
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s.rope.freq_base' = %g is out of range (0, 1e12)", arch_names[hp->arch],
+                 (double)hp->rope_freq_base);
         return LOOM_ERR_FORMAT;
     }
     if (!(hp->rms_eps >= 0 && hp->rms_eps < 1.0f)) {
-        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.attention.layer_norm_rms_epsilon' = %g is out of range [0, 1)", (double)hp->rms_eps);
+        loom_log(LOOM_LOG_ERROR, "metadata key '%s.attention.layer_norm_rms_epsilon' = %g is out of range [0, 1)", arch_names[hp->arch],
+                 (double)hp->rms_eps);
         return LOOM_ERR_FORMAT;
     }
-    if (!(scale > 0 && scale < 1e6f)) {
-        loom_log(LOOM_LOG_ERROR, "metadata key 'llama.rope.scale_linear' = %g is out of range (0, 1e6)", (double)scale);
-        return LOOM_ERR_FORMAT;
-    }
-    return LOOM_OK;
-}
-
-/* An optional token id ('*id' keeps the caller's default when the key is absent): any integer type
- * whose value is -1 (none) .. INT32_MAX, u32 0xFFFFFFFF read as -1; another type or value refused. */
-static enum loom_status opt_token_id(const struct loom_gguf * g, const char * key, int32_t * id) {
-    if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
-    char err[256];
-    int64_t v = 0;
-    enum loom_status st = loom_gguf_read_i64(g, key, &v, err, sizeof err);
-    if (st == LOOM_OK && v == 0xFFFFFFFFll) v = -1;
-    if (st == LOOM_OK && (v < -1 || v > INT32_MAX)) {
-        snprintf(err, sizeof err, "metadata key '%s' = %lld is not a token id", key, (long long)v);
-        st = LOOM_ERR_FORMAT;
-    }
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
-    *id = (int32_t)v;
-    return LOOM_OK;
-}
-
-/* An optional flag ('*b' keeps the caller's default when the key is absent): bool only. */
-static enum loom_status opt_flag(const struct loom_gguf * g, const char * key, bool * b) {
-    if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
-    char err[256];
-    enum loom_status st = loom_gguf_read_bool(g, key, b, err, sizeof err);
-    if (st != LOOM_OK) loom_log(LOOM_LOG_ERROR, "%s", err);
-    return st;
-}
-
-enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_vocab ** out) {
-    *out = NULL;
-    char err[256];
-    size_t len = 0;
-    const char * model = NULL;
-    if (req_str(g, "tokenizer.ggml.model", &model, &len) != LOOM_OK) return LOOM_ERR_FORMAT;
-    if (len != 5 || memcmp(model, "llama", 5) != 0) {
-        loom_log(LOOM_LOG_ERROR, "tokenizer '%.*s' is not supported (Loom reads 'llama' SentencePiece vocabularies)",
-                 (int)(len > 64 ? 64 : len), model);
-        return LOOM_ERR_UNSUPPORTED;
-    }
-    enum loom_status st = loom_gguf_expect_arr(g, "tokenizer.ggml.tokens", LOOM_GGUF_TYPE_STRING, LOOM_GGUF_ANY_N, err, sizeof err);
-    if (st != LOOM_OK) {
-        loom_log(LOOM_LOG_ERROR, "%s", err);
-        return st;
-    }
-    uint64_t n = loom_gguf_get_arr_n(g, "tokenizer.ggml.tokens");
-    if (n == 0 || n > LOOM_VOCAB_MAX_TOKENS) {
-        loom_log(LOOM_LOG_ERROR, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n);
-        return LOOM_ERR_FORMAT;
-    }
-    const float * scores = NULL;
-    const int32_t * types = NULL;
-    if (loom_gguf_find_key(g, "tokenizer.ggml.scores") >= 0) {
-        st = loom_gguf_expect_arr(g, "tokenizer.ggml.scores", LOOM_GGUF_TYPE_FLOAT32, n, err, sizeof err);
-        if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "%s", err);
-            return st;
-        }
-        scores = loom_gguf_get_arr_data(g, "tokenizer.ggml.scores");
-    }
-    if (loom_gguf_find_key(g, "tokenizer.ggml.token_type") >= 0) {
-        st = loom_gguf_expect_arr(g, "tokenizer.ggml.token_type", LOOM_GGUF_TYPE_INT32, n, err, sizeof err);
-        if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "%s", err);
-            return st;
-        }
-        types = loom_gguf_get_arr_data(g, "tokenizer.ggml.token_type");
-    }
-    const char ** texts = malloc(n * sizeof *texts);
-    size_t * lens = malloc(n * sizeof *lens);
-    float * scores_copy = scores ? malloc(n * sizeof *scores_copy) : NULL;
-    int32_t * types_copy = types ? malloc(n * sizeof *types_copy) : NULL;
-    if (!texts || !lens || (scores && !scores_copy) || (types && !types_copy)) {
-        st = LOOM_ERR_OOM;
-    } else {
-        for (uint64_t i = 0; i < n; i++) texts[i] = loom_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &lens[i]);
-        /* the array data in a file need not be aligned for direct float access */
-        if (scores) memcpy(scores_copy, scores, n * sizeof *scores_copy);
-        if (types) memcpy(types_copy, types, n * sizeof *types_copy);
-        struct loom_vocab_params vp = loom_vocab_default_params();
-        vp.n_tokens = (int32_t)n;
-        vp.texts = texts;
-        vp.text_lens = lens;
-        vp.scores = scores_copy;
-        vp.types = types_copy;
-        vp.bos_id = 1;
-        vp.eos_id = 2;
-        vp.unk_id = 0;
-        vp.add_bos = true;
-        vp.add_space_prefix = true;
-        /* optional keys: the defaults when absent, an error when present with another type */
-        st = opt_token_id(g, "tokenizer.ggml.bos_token_id", &vp.bos_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eos_token_id", &vp.eos_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.unknown_token_id", &vp.unk_id);
-        if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_bos_token", &vp.add_bos);
-        if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_space_prefix", &vp.add_space_prefix);
-        if (st == LOOM_OK) st = loom_vocab_new(&vp, out);
-    }
-    free(texts);
-    free(lens);
-    free(scores_copy);
-    free(types_copy);
-    return st;
+    hp->rope_mode = hp->arch == LOOM_ARCH_QWEN2 ? LOOM_ROPE_NEOX : LOOM_ROPE_NORMAL;
+    return read_rope_scaling(g, hp);
 }
 
 /* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both. */

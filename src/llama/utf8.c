@@ -1,4 +1,4 @@
-/* utf8.c -- UTF-8 validation shared by the tokenizer (character split) and the streaming detokenizer. */
+/* utf8.c -- UTF-8 validation (tokenizer, streaming detokenizer, the CLI) and the reference engine's lax reading. */
 #include "vocab-impl.h"
 
 int loom_utf8_check(const uint8_t * s, size_t n) {
@@ -31,4 +31,51 @@ int loom_utf8_check(const uint8_t * s, size_t n) {
         lo = 0x80, hi = 0xBF;
     }
     return need + 1;
+}
+
+size_t loom_utf8_read_lax(const uint8_t * s, size_t n, uint32_t * cp) {
+    uint8_t c = s[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 1) {
+        *cp = c;
+        return 1;
+    }
+    if (len == 0 || len > n) { /* a continuation byte, F8..FF, or a sequence cut short */
+        *cp = 0xFFFD;
+        return 1;
+    }
+    uint32_t v = c & (0x7Fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) {
+            *cp = 0xFFFD;
+            return 1;
+        }
+        v = v << 6 | (s[i] & 0x3Fu);
+    }
+    *cp = v;
+    return len;
+}
+
+size_t loom_utf8_write(uint32_t cp, char * out) {
+    if (cp > 0x10FFFF) cp = 0xFFFD;
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12);
+        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }

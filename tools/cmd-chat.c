@@ -1,0 +1,560 @@
+/* cmd-chat.c -- `loom chat` (and `loom run -cnv`): a conversation with a model in its chat template,
+ * user turns read from a terminal or a pipe, replies streamed, the KV cache kept across turns. */
+#include "cli-util.h"
+#include "commands.h"
+#include "loom-llama.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+struct chat_opts {
+    const char * model;
+    const char * system;
+    const char * template_name;
+    const char * device;
+    long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n, keep;
+    double temp, top_p, min_p, repeat_penalty;
+    uint64_t seed;
+    bool no_mmap, context_shift, verbose_prompt, verbose;
+};
+
+static void usage(FILE * f) {
+    fprintf(f,
+            "usage: loom chat -m MODEL.gguf [options]      (also: loom run -cnv ...)\n"
+            "\n"
+            "Reads one user message per line from the terminal or a pipe and streams the model's reply;\n"
+            "'/exit' or the end of the input ends the chat. Ctrl-C stops a reply; a second Ctrl-C (or one at\n"
+            "the prompt) ends the chat. Timings go to stderr at the end.\n"
+            "\n"
+            "  -m, --model FILE          GGUF model (required)\n"
+            "  -sys, --system-prompt TEXT  the system message (also -p, --prompt)\n"
+            "      --chat-template NAME  the format, overriding the file's tokenizer.chat_template: chatml,\n"
+            "                            llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1,\n"
+            "                            mistral-v3, mistral-v3-tekken, mistral-v7, llama3, phi3, gemma,\n"
+            "                            zephyr, deepseek, deepseek2, deepseek3\n"
+            "  -n, --n-predict N         tokens per reply at most (default -1: until the end of the turn)\n"
+            "  -c, --ctx-size N          context size in tokens (default: the training context, at most 4096)\n"
+            "      --context-shift       when the context is full, drop the oldest turns (after --keep) and go on;\n"
+            "                            without it the chat ends with a message\n"
+            "      --keep N              tokens after BOS never dropped by a shift (default 0; -1: the whole first turn)\n"
+            "  -b, --batch-size N        tokens per batch (default 512)\n"
+            "  -t, --threads N           CPU threads (default: all cores)\n"
+            "  -ngl, --n-gpu-layers N    layers to offload (default 0); --device NAME picks the device\n"
+            "      --temp T  --top-k N  --top-p P  --min-p P  --repeat-penalty X  --repeat-last-n N  -s, --seed N\n"
+            "                            sampling, as for loom run\n"
+            "      --no-mmap             read the model instead of mapping it\n"
+            "      --verbose-prompt      print, for every evaluation, the token ids evaluated and the position\n"
+            "  -v, --verbose             print loading details\n"
+            "  -h, --help                this help\n"
+            "\n" CLI_LONG_OPTION_HELP);
+}
+
+enum { O_SYS = 256, O_TMPL, O_SHIFT, O_KEEP, O_NGL, O_DEVICE, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN, O_RLAST, O_NOMMAP, O_VPROMPT };
+
+static const struct option long_opts[] = {
+    {"model", required_argument, 0, 'm'},         {"sys", required_argument, 0, O_SYS},
+    {"system-prompt", required_argument, 0, O_SYS}, {"prompt", required_argument, 0, 'p'},
+    {"chat-template", required_argument, 0, O_TMPL}, {"n-predict", required_argument, 0, 'n'},
+    {"ctx-size", required_argument, 0, 'c'},      {"context-shift", no_argument, 0, O_SHIFT},
+    {"keep", required_argument, 0, O_KEEP},       {"batch-size", required_argument, 0, 'b'},
+    {"threads", required_argument, 0, 't'},       {"ngl", required_argument, 0, O_NGL},
+    {"n-gpu-layers", required_argument, 0, O_NGL}, {"device", required_argument, 0, O_DEVICE},
+    {"temp", required_argument, 0, O_TEMP},       {"top-k", required_argument, 0, O_TOPK},
+    {"top-p", required_argument, 0, O_TOPP},      {"min-p", required_argument, 0, O_MINP},
+    {"repeat-penalty", required_argument, 0, O_RPEN}, {"repeat-last-n", required_argument, 0, O_RLAST},
+    {"seed", required_argument, 0, 's'},          {"no-mmap", no_argument, 0, O_NOMMAP},
+    {"verbose-prompt", no_argument, 0, O_VPROMPT}, {"verbose", no_argument, 0, 'v'},
+    {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
+};
+
+/* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
+static int parse(int argc, char ** argv, struct chat_opts * o) {
+    struct loom_sampler_params sp = loom_sampler_default_params();
+    *o = (struct chat_opts){.n_predict = -1, .n_ctx = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
+                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
+                            .seed = LOOM_DEFAULT_SEED};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = cli_getopt(argc, argv, ":m:p:n:c:b:t:s:vh", long_opts)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'p':
+        case O_SYS: o->system = optarg; break;
+        case O_TMPL: o->template_name = optarg; break;
+        case 'n': ok = cli_parse_int("chat", "-n", optarg, -1, 1 << 30, &o->n_predict); break;
+        case 'c': ok = cli_parse_int("chat", "-c", optarg, 0, 1 << 24, &o->n_ctx); break;
+        case O_SHIFT: o->context_shift = true; break;
+        case O_KEEP: ok = cli_parse_int("chat", "--keep", optarg, -1, 1 << 24, &o->keep); break;
+        case 'b': ok = cli_parse_int("chat", "-b", optarg, 1, 1 << 20, &o->n_batch); break;
+        case 't': ok = cli_parse_int("chat", "-t", optarg, 1, 1024, &o->n_threads); break;
+        case O_NGL: ok = cli_parse_int("chat", "-ngl", optarg, 0, 100000, &o->n_gpu_layers); break;
+        case O_DEVICE: o->device = optarg; break;
+        case O_TEMP: ok = cli_parse_float("chat", "--temp", optarg, 0, 1e6, &o->temp); break;
+        case O_TOPK: ok = cli_parse_int("chat", "--top-k", optarg, -1, 1 << 30, &o->top_k); break;
+        case O_TOPP: ok = cli_parse_float("chat", "--top-p", optarg, 0, 1, &o->top_p); break;
+        case O_MINP: ok = cli_parse_float("chat", "--min-p", optarg, 0, 1, &o->min_p); break;
+        case O_RPEN: ok = cli_parse_float("chat", "--repeat-penalty", optarg, 1e-6, 1e6, &o->repeat_penalty); break;
+        case O_RLAST: ok = cli_parse_int("chat", "--repeat-last-n", optarg, 0, 1 << 20, &o->repeat_last_n); break;
+        case 's':
+            if (!strcmp(optarg, "-1")) o->seed = LOOM_DEFAULT_SEED;
+            else ok = cli_parse_u64("chat", "--seed", optarg, LOOM_DEFAULT_SEED - 1, &o->seed);
+            break;
+        case O_NOMMAP: o->no_mmap = true; break;
+        case O_VPROMPT: o->verbose_prompt = true; break;
+        case 'v': o->verbose = true; break;
+        case 'h': usage(stdout); return 2;
+        default: cli_option_error("chat", c); return 1;
+        }
+        if (!ok) return 1;
+    }
+    if (!cli_no_more_args("chat", argc, argv)) return 1;
+    if (!o->model) {
+        fprintf(stderr, "loom chat: no model given (-m MODEL.gguf)\n");
+        return 1;
+    }
+    if (o->device && !strcasecmp(o->device, "none")) o->device = NULL, o->n_gpu_layers = 0;
+    if (o->device && !loom_backend_dev_by_name(o->device)) {
+        fprintf(stderr, "loom chat: no device named '%s' (available: %s)\n", o->device, cli_device_list());
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- Ctrl-C */
+
+static volatile sig_atomic_t g_interrupts; /* Ctrl-C presses since the last user message */
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupts++;
+}
+
+/* ---------------------------------------------------------------- the conversation */
+
+struct chat {
+    const struct chat_opts * o;
+    struct loom_model * model;
+    const struct loom_vocab * vocab;
+    struct loom_llama_context * lctx;
+    struct loom_sampler * sampler;
+    struct loom_detok * detok;
+    enum loom_chat_template tmpl;
+    int32_t eot_id;                  /* the template's end-of-turn token, or -1 */
+    int32_t n_ctx, n_vocab, keep;    /* keep: tokens a shift never drops (BOS included; set by the first turn) */
+
+    int32_t * tokens;                /* what the KV cache holds, in order */
+    int32_t n_tokens, cap_tokens;
+    int32_t * turn_start;            /* index in 'tokens' where each turn's first evaluated token is */
+    int32_t n_turns, cap_turns;
+
+    struct loom_chat_message * msgs; /* contents and roles owned (heap) */
+    size_t n_msgs, cap_msgs;
+    char * hist;                     /* the history as the template writes it, without the assistant's opening */
+    char * closing;                  /* what the template writes after an assistant message ("<|im_end|>\n") */
+    char * pending;                  /* the part of 'closing' not yet evaluated after the last reply */
+
+    int64_t t_start;
+    double t_load, t_prompt, t_eval;
+    int n_prompt, n_eval;
+};
+
+/* The end of generation: the vocabulary's end-of-generation ids (EOS, EOT, EOM, the field's
+ * end-of-turn markers) or the token the template closes turns with. */
+static bool chat_is_eog(const struct chat * c, int32_t tok) {
+    return loom_vocab_is_eog(c->vocab, tok) || (c->eot_id >= 0 && tok == c->eot_id);
+}
+
+static bool grow(void ** p, int32_t * cap, int32_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int32_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void * q = realloc(*p, (size_t)n * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = n;
+    return true;
+}
+
+static char * dup_n(const char * s, size_t n) {
+    char * d = malloc(n + 1);
+    if (d) memcpy(d, s, n), d[n] = 0;
+    return d;
+}
+
+static bool add_msg(struct chat * c, const char * role, const char * content, size_t len) {
+    if (c->n_msgs == c->cap_msgs) {
+        size_t n = c->cap_msgs ? 2 * c->cap_msgs : 16;
+        struct loom_chat_message * m = realloc(c->msgs, n * sizeof *m);
+        if (!m) return false;
+        c->msgs = m;
+        c->cap_msgs = n;
+    }
+    char * r = dup_n(role, strlen(role)), * t = dup_n(content, len);
+    if (!r || !t) {
+        free(r), free(t);
+        return false;
+    }
+    c->msgs[c->n_msgs++] = (struct loom_chat_message){r, t};
+    return true;
+}
+
+/* The conversation so far in the template, with or without the assistant's opening (heap, or NULL). */
+static char * format(const struct chat * c, bool add_ass) {
+    int32_t n = loom_chat_apply(c->tmpl, c->msgs, c->n_msgs, add_ass, NULL, 0);
+    if (n == LOOM_TOKEN_ERROR) return NULL;
+    n = n < 0 ? -n : n;
+    char * s = malloc((size_t)n + 1);
+    if (s && loom_chat_apply(c->tmpl, c->msgs, c->n_msgs, add_ass, s, n + 1) != n) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void print_tokens(const char * what, const int32_t * t, int32_t n, int32_t pos) {
+    fprintf(stderr, "[%s: %d tokens at position %d:", what, n, pos);
+    for (int32_t i = 0; i < n; i++) fprintf(stderr, " %d", t[i]);
+    fprintf(stderr, "]\n");
+}
+
+/* Evaluates 'n' tokens at the end of the KV cache and appends them to 'tokens'. */
+static bool eval(struct chat * c, const int32_t * t, int32_t n, bool prompt) {
+    if (!grow((void **)&c->tokens, &c->cap_tokens, c->n_tokens + n, sizeof *c->tokens)) return false;
+    if (c->o->verbose_prompt && prompt) print_tokens("eval", t, n, loom_llama_n_past(c->lctx));
+    const int64_t t0 = loom_time_us();
+    if (loom_llama_decode(c->lctx, t, n) != LOOM_OK) return false;
+    const double ms = (loom_time_us() - t0) / 1000.0;
+    if (prompt) c->t_prompt += ms, c->n_prompt += n;
+    else c->t_eval += ms, c->n_eval += n;
+    memcpy(c->tokens + c->n_tokens, t, (size_t)n * sizeof *t);
+    c->n_tokens += n;
+    return true;
+}
+
+/* Frees at least 'need' cells by dropping the oldest whole turns after the kept tokens, never
+ * touching the turn that starts at 'limit' (the current one), then evaluates what is left again
+ * (the positions of the later tokens change, so their cache entries are recomputed). Returns 1 when
+ * done, 0 when the old turns do not free enough (nothing dropped), -1 on an evaluation error. */
+static int context_shift(struct chat * c, int32_t need, int32_t limit) {
+    const int32_t from = c->keep < c->n_tokens ? c->keep : c->n_tokens;
+    int32_t to = -1;
+    for (int32_t j = 0; j < c->n_turns; j++) { /* the first turn boundary after 'from' that frees enough */
+        const int32_t b = c->turn_start[j];
+        if (b > from && b <= limit && b - from >= need) {
+            to = b;
+            break;
+        }
+    }
+    if (to < 0 && limit > from && limit - from >= need) to = limit; /* everything before the current turn */
+    if (to < 0) return 0;
+    const int32_t d = to - from;
+    memmove(c->tokens + from, c->tokens + to, (size_t)(c->n_tokens - to) * sizeof *c->tokens);
+    c->n_tokens -= d;
+    int32_t k = 0;
+    for (int32_t j = 0; j < c->n_turns; j++) {
+        const int32_t b = c->turn_start[j];
+        if (b <= from) c->turn_start[k++] = b;
+        else if (b >= to) c->turn_start[k++] = b - d;
+    }
+    c->n_turns = k;
+    fprintf(stderr, "[context shift: dropped %d tokens after the first %d, %d kept]\n", d, from, c->n_tokens);
+    loom_llama_kv_clear(c->lctx);
+    const int32_t n = c->n_tokens;
+    c->n_tokens = 0;
+    return eval(c, c->tokens, n, true) ? 1 : -1;
+}
+
+/* Makes room for 'need' more tokens: 1 when there is room, 0 when there is none (reported: the chat
+ * ends), -1 on an error. 'limit': the start of the turn a shift must keep. */
+static int make_room(struct chat * c, int32_t need, int32_t limit) {
+    if (loom_llama_n_past(c->lctx) + need <= c->n_ctx) return 1;
+    if (need > c->n_ctx - c->keep) {
+        fprintf(stderr, "\nloom chat: %d tokens do not fit the context of %d (%d kept); use a larger -c\n", need, c->n_ctx, c->keep);
+        return 0;
+    }
+    if (!c->o->context_shift) {
+        fprintf(stderr, "\nloom chat: the context is full (%d tokens); --context-shift drops the oldest turns and goes on\n", c->n_ctx);
+        return 0;
+    }
+    const int r = context_shift(c, loom_llama_n_past(c->lctx) + need - c->n_ctx, limit);
+    if (r == 0) fprintf(stderr, "\nloom chat: the context is full (%d tokens) and no older turn is left to drop\n", c->n_ctx);
+    return r;
+}
+
+/* Tokenizes 'text' (template markers parsed as special tokens), BOS first on the first turn. */
+static int32_t * tokenize(const struct chat * c, const char * text, bool first, int32_t * n) {
+    const bool bos = first && loom_vocab_get_add_bos(c->vocab);
+    int32_t k = loom_tokenize(c->vocab, text, strlen(text), bos, true, NULL, 0);
+    if (k == LOOM_TOKEN_ERROR) return NULL;
+    k = k < 0 ? -k : k;
+    int32_t * t = malloc(((size_t)k + 1) * sizeof *t);
+    if (t && loom_tokenize(c->vocab, text, strlen(text), bos, true, t, k + 1) != k) {
+        free(t);
+        return NULL;
+    }
+    *n = k;
+    return t;
+}
+
+static void emit(struct chat * c, int32_t tok, char ** reply, size_t * len, size_t * cap) {
+    const char * text;
+    size_t n;
+    if (loom_detok_push(c->detok, tok, &text, &n) != LOOM_OK || !n) return;
+    fwrite(text, 1, n, stdout);
+    fflush(stdout);
+    if (*len + n + 1 > *cap) {
+        size_t m = *cap ? *cap : 256;
+        while (m < *len + n + 1) m *= 2;
+        char * r = realloc(*reply, m);
+        if (!r) return;
+        *reply = r, *cap = m;
+    }
+    memcpy(*reply + *len, text, n);
+    *len += n;
+    (*reply)[*len] = 0;
+}
+
+/* One user message: the new part of the conversation evaluated, the reply generated and streamed.
+ * Returns 1 to go on, 0 when the chat ends (context full, reported), -1 on an error. */
+static int turn(struct chat * c, const char * line, size_t len) {
+    const bool first = c->n_turns == 0;
+    if (!add_msg(c, "user", line, len)) return -1;
+    char * full = format(c, true);
+    if (!full) return -1;
+    /* the new text: the end of the last reply's turn, then what the template adds after the history
+     * (the templates only append, so the history is a prefix; the common part otherwise) */
+    size_t common = strlen(c->hist);
+    if (strncmp(full, c->hist, common) != 0) {
+        common = 0;
+        while (c->hist[common] && c->hist[common] == full[common]) common++;
+    }
+    const size_t lp = strlen(c->pending), ld = strlen(full + common);
+    char * delta = malloc(lp + ld + 1);
+    if (!delta) {
+        free(full);
+        return -1;
+    }
+    memcpy(delta, c->pending, lp);
+    memcpy(delta + lp, full + common, ld + 1);
+    free(full);
+    int32_t n = 0;
+    int32_t * toks = tokenize(c, delta, first, &n);
+    free(delta);
+    if (!toks) return -1;
+    const int32_t start = c->n_tokens;
+    int r = make_room(c, n + 1, start);
+    if (r == 1 && !grow((void **)&c->turn_start, &c->cap_turns, c->n_turns + 1, sizeof *c->turn_start)) r = -1;
+    if (r == 1) {
+        const int32_t at = c->n_tokens; /* after a shift, the turn starts where the kept tokens end */
+        c->turn_start[c->n_turns++] = at;
+        r = eval(c, toks, n, true) ? 1 : -1;
+        for (int32_t i = 0; i < n; i++) loom_sampler_accept(c->sampler, toks[i]); /* the repetition penalty sees the prompt */
+        if (first && c->o->keep < 0) c->keep = c->n_tokens;                       /* the whole first turn */
+        else if (first) c->keep = (int32_t)c->o->keep + (loom_vocab_get_add_bos(c->vocab) ? 1 : 0);
+        if (c->keep > c->n_ctx / 2) c->keep = c->n_ctx / 2;
+    }
+    free(toks);
+    if (r != 1) return r;
+
+    /* the reply */
+    char * reply = NULL;
+    size_t rlen = 0, rcap = 0;
+    loom_detok_reset(c->detok);
+    int32_t n_gen = 0, eog = -1;
+    while (c->o->n_predict < 0 || n_gen < c->o->n_predict) {
+        if (g_interrupts) break;
+        int32_t tok;
+        if (loom_sampler_sample(c->sampler, loom_llama_get_logits(c->lctx), c->n_vocab, &tok) != LOOM_OK) {
+            r = -1;
+            break;
+        }
+        r = make_room(c, 1, c->turn_start[c->n_turns - 1]);
+        if (r != 1) break;
+        loom_sampler_accept(c->sampler, tok);
+        if (!eval(c, &tok, 1, false)) {
+            r = -1;
+            break;
+        }
+        if (chat_is_eog(c, tok)) { /* evaluated, so that the cache holds the closed turn */
+            eog = tok;
+            break;
+        }
+        emit(c, tok, &reply, &rlen, &rcap);
+        n_gen++;
+    }
+    const char * text;
+    size_t tl;
+    if (loom_detok_flush(c->detok, &text, &tl) == LOOM_OK && tl) fwrite(text, 1, tl, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (r == -1) {
+        free(reply);
+        return -1;
+    }
+    /* the history with the reply as generated; the turn's closing text is evaluated with the next
+     * message, less the end token when the reply ended with it (it is in the cache already) */
+    const bool ok = add_msg(c, "assistant", reply ? reply : "", rlen);
+    free(reply);
+    if (!ok) return -1;
+    char * hist = format(c, false);
+    if (!hist) return -1;
+    free(c->hist);
+    c->hist = hist;
+    const char * rest = c->closing;
+    if (eog >= 0) {
+        char piece[64];
+        const int32_t k = loom_token_to_piece(c->vocab, eog, piece, sizeof piece, true);
+        if (k > 0 && !strncmp(rest, piece, (size_t)k)) rest += k;
+    }
+    char * pending = dup_n(rest, strlen(rest));
+    if (!pending) return -1;
+    free(c->pending);
+    c->pending = pending;
+    return r;
+}
+
+static void print_timing(const char * what, double ms, int n, const char * unit) {
+    fprintf(stderr, "%-17s = %10.2f ms / %5d %s", what, ms, n, unit);
+    if (n > 0) fprintf(stderr, " (%8.2f ms per token, %8.2f tokens per second)", ms / n, 1000.0 * n / ms);
+    fputc('\n', stderr);
+}
+
+static void print_timings(const struct chat * c) {
+    fprintf(stderr, "\n%-17s = %10.2f ms\n", "load time", c->t_load);
+    print_timing("prompt eval time", c->t_prompt, c->n_prompt, "tokens");
+    print_timing("eval time", c->t_eval, c->n_eval, "runs  ");
+    fprintf(stderr, "%-17s = %10.2f ms / %5d tokens\n", "total time", (loom_time_us() - c->t_start) / 1000.0, c->n_prompt + c->n_eval);
+}
+
+static void chat_free(struct chat * c) {
+    loom_detok_free(c->detok);
+    loom_sampler_free(c->sampler);
+    loom_llama_context_free(c->lctx);
+    loom_model_free(c->model);
+    for (size_t i = 0; i < c->n_msgs; i++) free((char *)c->msgs[i].role), free((char *)c->msgs[i].content);
+    free(c->msgs);
+    free(c->tokens);
+    free(c->turn_start);
+    free(c->hist);
+    free(c->closing);
+    free(c->pending);
+}
+
+static int fail(struct chat * c, const char * what) {
+    fflush(stdout);
+    fprintf(stderr, "loom chat: %s\n", cli_last_error(what));
+    chat_free(c);
+    return 1;
+}
+
+/* Loads the model, picks the template, creates the context, sampler and detokenizer. */
+static int setup(struct chat * c, const struct chat_opts * o) {
+    struct loom_model_params mp = loom_model_default_params();
+    mp.n_gpu_layers = (int)o->n_gpu_layers;
+    mp.device = o->device;
+    mp.use_mmap = !o->no_mmap;
+    if (loom_model_load(o->model, mp, &c->model) != LOOM_OK) return fail(c, "cannot load the model");
+    c->vocab = loom_model_vocab(c->model);
+    c->n_vocab = loom_model_hparams(c->model)->n_vocab;
+    if (o->template_name) {
+        if (loom_chat_template_from_name(o->template_name, &c->tmpl) != LOOM_OK) return fail(c, "unknown chat template");
+    } else if (!loom_chat_template_detect(loom_model_chat_template(c->model), &c->tmpl)) {
+        fprintf(stderr, "warning: %s; using ChatML (--chat-template NAME picks another)\n",
+                loom_model_chat_template(c->model) ? "the model's chat template is not one Loom recognizes" : "the model has no chat template");
+    }
+    const char * eot = loom_chat_template_eot_text(c->tmpl);
+    c->eot_id = eot ? loom_vocab_find(c->vocab, eot, strlen(eot)) : -1;
+    if (o->verbose) fprintf(stderr, "chat template: %s (end of turn: %s)\n", loom_chat_template_name(c->tmpl), c->eot_id >= 0 ? eot : "EOS");
+
+    const int32_t n_train = loom_model_hparams(c->model)->n_ctx_train;
+    c->n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : n_train;
+    if (o->n_ctx < 0 && c->n_ctx > 4096) c->n_ctx = 4096;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = c->n_ctx;
+    cp.n_batch = (int32_t)o->n_batch;
+    cp.n_threads = (int32_t)cli_cap_threads("chat", o->n_threads);
+    if (loom_llama_context_new(c->model, cp, &c->lctx) != LOOM_OK) return fail(c, "cannot create the context");
+    struct loom_sampler_params sp = loom_sampler_default_params();
+    sp.temp = (float)o->temp;
+    sp.top_k = (int)o->top_k;
+    sp.top_p = (float)o->top_p;
+    sp.min_p = (float)o->min_p;
+    sp.repeat_penalty = (float)o->repeat_penalty;
+    sp.repeat_last_n = (int)o->repeat_last_n;
+    sp.seed = o->seed;
+    if (loom_sampler_new(&sp, &c->sampler) != LOOM_OK) return fail(c, "cannot create the sampler");
+    if (loom_detok_new(c->vocab, 0, &c->detok) != LOOM_OK) return fail(c, "cannot create the detokenizer");
+    c->hist = dup_n("", 0);
+    c->pending = dup_n("", 0);
+    /* the closing text: what follows an assistant message's content (a marker no template trims) */
+    const struct loom_chat_message probe = {"assistant", "\x01"};
+    char buf[256];
+    const int32_t nb = loom_chat_apply(c->tmpl, &probe, 1, false, buf, sizeof buf);
+    const char * after = nb > 0 && nb < (int32_t)sizeof buf ? strrchr(buf, '\x01') : NULL;
+    c->closing = after ? dup_n(after + 1, strlen(after + 1)) : dup_n("", 0);
+    if (!c->hist || !c->pending || !c->closing) return fail(c, "out of memory");
+    if (o->system && !add_msg(c, "system", o->system, strlen(o->system))) return fail(c, "out of memory");
+    return 0;
+}
+
+int loom_cmd_chat(int argc, char ** argv) {
+    struct chat_opts o;
+    int pr = parse(argc, argv, &o);
+    if (pr) return pr == 2 && cli_stdout_ok("chat") ? 0 : 1;
+    cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN);
+    struct chat c = {.o = &o, .t_start = loom_time_us()};
+    if (access(o.model, R_OK) != 0) {
+        fprintf(stderr, "loom chat: cannot open model '%s': %s\n", o.model, strerror(errno));
+        return 1;
+    }
+    if (setup(&c, &o)) return 1;
+    c.t_load = (loom_time_us() - c.t_start) / 1000.0;
+
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    sigaction(SIGINT, &sa, &old);
+    const bool tty = isatty(STDIN_FILENO);
+    char * line = NULL;
+    size_t cap = 0;
+    int status = 0;
+    for (;;) {
+        g_interrupts = 0;
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        errno = 0;
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) break; /* end of input, or Ctrl-C at the prompt */
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (!strcmp(line, "/exit")) break;
+        if (n == 0) continue;
+        const int r = turn(&c, line, (size_t)n);
+        if (r < 0) {
+            fflush(stdout);
+            fprintf(stderr, "loom chat: %s\n", cli_last_error("the turn failed"));
+            status = 1;
+            break;
+        }
+        if (r == 0) {
+            status = 1;
+            break;
+        }
+        if (g_interrupts >= 2) break; /* a second Ctrl-C during the reply */
+    }
+    sigaction(SIGINT, &old, NULL);
+    free(line);
+    if (!cli_stdout_ok("chat")) status = 1;
+    print_timings(&c);
+    chat_free(&c);
+    return status;
+}
