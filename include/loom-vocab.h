@@ -45,6 +45,7 @@ enum loom_token_type {
 enum loom_vocab_type {
     LOOM_VOCAB_TYPE_SPM = 0,  /* "llama": SentencePiece BPE with byte fallback */
     LOOM_VOCAB_TYPE_BPE = 1,  /* "gpt2": byte-level BPE with a pre-tokenizer */
+    LOOM_VOCAB_TYPE_COUNT
 };
 
 /* Largest vocabulary loom_vocab_new accepts (tokens). */
