@@ -29,18 +29,18 @@ static void usage(FILE * f) {
             "\n"
             "  -m, --model FILE          GGUF model to run (required)\n"
             "  -p, --prompt TEXT         prompt (default: none, generation starts from BOS)\n"
-            "  -f, --file FILE           read the prompt from FILE\n"
+            "  -f, --file FILE           read the prompt from FILE (- : standard input; one trailing newline dropped)\n"
             "  -n, --n-predict N         tokens to generate (default -1: until EOS or the context is full)\n"
-            "  -c, --ctx-size N          context size in tokens (default: the model's training context, at most\n"
-            "                            4096; 0: the model's training context however large)\n"
+            "  -c, --ctx-size N          context size in tokens (default 4096, with a warning when it exceeds the\n"
+            "                            model's training context; 0: the model's training context)\n"
             "  -b, --batch-size N        prompt tokens per batch (default 512)\n"
             "  -t, --threads N           CPU threads (default: all cores)\n"
             "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device (default 0)\n"
-            "      --device NAME         offload device (CUDA0, sim0, ...); none: no offload, whatever -ngl says\n"
+            "  -dev, --device NAME       offload device (CUDA0, sim0, ...); none: no offload, whatever -ngl says\n"
             "      --no-host-copy        offloaded weights stay in host memory the device reads in place\n"
-            "      --temp T              temperature (default 0.8; 0 = greedy)\n"
+            "      --temp T              temperature (default 0.8; 0 or less = greedy)\n"
             "      --top-k N             top-k sampling (default 40; 0 or -1 = off)\n"
-            "      --top-p P             top-p sampling (default 0.95; 1 = off)\n"
+            "      --top-p P             top-p sampling (default 0.95; 1 or more = off)\n"
             "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"
             "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
@@ -68,7 +68,7 @@ static const struct option long_opts[] = {
     {"min-p", required_argument, 0, OPT_MINP}, {"repeat-penalty", required_argument, 0, OPT_RPEN},
     {"repeat-last-n", required_argument, 0, OPT_RLAST}, {"seed", required_argument, 0, 's'},
     {"no-mmap", no_argument, 0, OPT_NOMMAP},   {"mlock", no_argument, 0, OPT_MLOCK},
-    {"verbose-prompt", no_argument, 0, OPT_VPROMPT}, {"device", required_argument, 0, OPT_DEVICE},
+    {"verbose-prompt", no_argument, 0, OPT_VPROMPT}, {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE},
     {"no-host-copy", no_argument, 0, OPT_NOHOSTCOPY}, {"cache-type", required_argument, 0, OPT_CACHE},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
@@ -97,9 +97,9 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case 'b': ok = cli_parse_int("run", "-b", optarg, 1, 1 << 20, &o->n_batch); break;
         case 't': ok = cli_parse_int("run", "-t", optarg, 1, 1024, &o->n_threads); break;
         case OPT_NGL: ok = cli_parse_int("run", "-ngl", optarg, 0, 100000, &o->n_gpu_layers); break;
-        case OPT_TEMP: ok = cli_parse_float("run", "--temp", optarg, 0, 1e6, &o->temp); break;
+        case OPT_TEMP: ok = cli_parse_float("run", "--temp", optarg, -1e6, 1e6, &o->temp); break; /* <= 0: greedy */
         case OPT_TOPK: ok = cli_parse_int("run", "--top-k", optarg, -1, 1 << 30, &o->top_k); break;
-        case OPT_TOPP: ok = cli_parse_float("run", "--top-p", optarg, 0, 1, &o->top_p); break;
+        case OPT_TOPP: ok = cli_parse_float("run", "--top-p", optarg, 0, 1e6, &o->top_p); break; /* >= 1: off */
         case OPT_MINP: ok = cli_parse_float("run", "--min-p", optarg, 0, 1, &o->min_p); break;
         case OPT_RPEN: ok = cli_parse_float("run", "--repeat-penalty", optarg, 1e-6, 1e6, &o->repeat_penalty); break;
         case OPT_RLAST: ok = cli_parse_int("run", "--repeat-last-n", optarg, 0, 1 << 20, &o->repeat_last_n); break;
@@ -146,6 +146,10 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         fprintf(stderr, "loom run: no model given (-m MODEL.gguf)\n");
         return 1;
     }
+    if (o->no_host_copy && o->no_mmap) {
+        fprintf(stderr, "loom run: --no-host-copy reads the weights in the mapped file, which --no-mmap turns off (give one of them)\n");
+        return 1;
+    }
     if (o->prompt && o->prompt_file) {
         fprintf(stderr, "loom run: give the prompt with -p or -f, not both\n");
         return 1;
@@ -174,6 +178,8 @@ struct run_state {
     struct loom_sampler * sampler;
     struct loom_detok * detok;
     int32_t * tokens;
+    bool text_out; /* text was written to stdout (an error line then starts on a new line) */
+    int32_t n_ctx_train; /* the model's training context when the context is larger (a warning), else 0 */
 };
 
 static void run_state_free(struct run_state * s) {
@@ -186,18 +192,20 @@ static void run_state_free(struct run_state * s) {
 }
 
 static int fail(struct run_state * s, const char * what) {
+    if (s->text_out) fputc('\n', stdout);
     fflush(stdout);
     fprintf(stderr, "loom run: %s\n", cli_last_error(what));
     run_state_free(s);
     return 1;
 }
 
-static void emit(struct loom_detok * d, int32_t token) {
+static void emit(struct run_state * s, int32_t token) {
     const char * text;
     size_t len;
-    if (loom_detok_push(d, token, &text, &len) == LOOM_OK && len) {
+    if (loom_detok_push(s->detok, token, &text, &len) == LOOM_OK && len) {
         fwrite(text, 1, len, stdout);
         fflush(stdout);
+        s->text_out = true;
     }
 }
 
@@ -207,7 +215,7 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
     char * prompt_buf = NULL;
     size_t plen = 0;
     if (o->prompt_file) {
-        prompt_buf = cli_read_file("run", o->prompt_file, &plen);
+        prompt_buf = cli_read_prompt_file("run", o->prompt_file, &plen);
         if (!prompt_buf) return 1;
     }
     const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
@@ -229,13 +237,11 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         return 1;
     }
     if (n_prompt < 0 || !s->tokens) return fail(s, "cannot tokenize the prompt");
-    /* unset: the training context up to LOOM_RUN_DEFAULT_CTX (a file's context length alone should
-     * not size a cache of many GiB); -c 0: the training context as it is */
-    int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : hp.n_ctx_train;
-    if (o->n_ctx < 0 && n_ctx > LOOM_RUN_DEFAULT_CTX) n_ctx = LOOM_RUN_DEFAULT_CTX;
-    if (n_ctx > hp.n_ctx_train) {
-        fprintf(stderr, "warning: context %d is larger than the model's training context %d\n", n_ctx, hp.n_ctx_train);
-    }
+    /* unset: LOOM_RUN_DEFAULT_CTX, as the field's tools (a file's context length alone should not
+     * size a cache of many GiB, nor a short one cut generation short); -c 0: the training context */
+    const int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : o->n_ctx == 0 ? hp.n_ctx_train : LOOM_RUN_DEFAULT_CTX;
+    /* warnings wait until the model has loaded, so that a request refused there gets its one line */
+    if (n_ctx > hp.n_ctx_train) s->n_ctx_train = hp.n_ctx_train;
     if (n_prompt > n_ctx) {
         fprintf(stderr, "loom run: the prompt is %d tokens, longer than the context of %d (use -c)\n", n_prompt, n_ctx);
         run_state_free(s);
@@ -276,6 +282,15 @@ int loom_cmd_run(int argc, char ** argv) {
     if (o.no_host_copy && o.n_gpu_layers == 0) {
         fprintf(stderr, "warning: --no-host-copy has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n");
     }
+    if (s.n_ctx_train) {
+        fprintf(stderr, "warning: the context of %d tokens is larger than the model's training context of %d: text past %d "
+                        "positions may lose coherence\n", n_ctx, s.n_ctx_train, s.n_ctx_train);
+    }
+    /* the token sampled from the last position is printed though it is never decoded */
+    if (o.n_predict >= 0 && (int64_t)n_prompt + o.n_predict > (int64_t)n_ctx + 1) {
+        fprintf(stderr, "warning: the prompt (%d tokens) and -n %lld exceed the context of %d: generation stops after %d tokens "
+                        "(use -c)\n", n_prompt, o.n_predict, n_ctx, n_ctx - n_prompt + 1);
+    }
     double t_load = (loom_time_us() - t_start) / 1000.0;
 
     struct loom_llama_context_params cp = loom_llama_context_default_params();
@@ -305,11 +320,11 @@ int loom_cmd_run(int argc, char ** argv) {
     sp.seed = o.seed;
     if (loom_sampler_new(&sp, &s.sampler) != LOOM_OK) return fail(&s, "cannot create the sampler");
     if (loom_detok_new(vocab, 0, &s.detok) != LOOM_OK) return fail(&s, "cannot create the detokenizer");
-    fprintf(stderr, "seed: %llu\n", (unsigned long long)loom_sampler_get_seed(s.sampler));
+    if (o.temp > 0) fprintf(stderr, "seed: %llu\n", (unsigned long long)loom_sampler_get_seed(s.sampler)); /* greedy draws nothing */
 
     for (int32_t i = 0; i < n_prompt; i++) {
         loom_sampler_accept(s.sampler, s.tokens[i]);
-        emit(s.detok, s.tokens[i]);
+        emit(&s, s.tokens[i]);
     }
     int64_t t0 = loom_time_us();
     if (loom_llama_decode(s.lctx, s.tokens, n_prompt) != LOOM_OK) return fail(&s, "prompt evaluation failed");
@@ -325,7 +340,7 @@ int loom_cmd_run(int argc, char ** argv) {
         }
         if (tok == loom_vocab_eos(vocab)) break;
         loom_sampler_accept(s.sampler, tok);
-        emit(s.detok, tok);
+        emit(&s, tok);
         n_gen++;
         if (o.n_predict >= 0 && n_gen >= o.n_predict) break;
         if (loom_llama_n_past(s.lctx) >= n_ctx) {
