@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,7 @@ struct run_opts {
     long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n;
     double temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
-    bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy;
+    bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos;
     enum loom_type cache_type;
 };
 
@@ -44,6 +46,7 @@ static void usage(FILE * f) {
             "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"
             "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
+            "      --ignore-eos          keep generating past the end-of-sequence token (never sample it)\n"
             "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
             "                            picks one from the clock, and the seed used is printed\n"
             "      --cache-type TYPE     KV cache type: f32 (default), f16 or bf16\n"
@@ -56,7 +59,7 @@ static void usage(FILE * f) {
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -70,6 +73,7 @@ static const struct option long_opts[] = {
     {"no-mmap", no_argument, 0, OPT_NOMMAP},   {"mlock", no_argument, 0, OPT_MLOCK},
     {"verbose-prompt", no_argument, 0, OPT_VPROMPT}, {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE},
     {"no-host-copy", no_argument, 0, OPT_NOHOSTCOPY}, {"cache-type", required_argument, 0, OPT_CACHE},
+    {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -123,6 +127,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
                 ok = false;
             }
             break;
+        case OPT_IGNORE_EOS: o->ignore_eos = true; break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("run", c); return 1; /* ':' or '?' */
@@ -165,6 +170,13 @@ static bool progress_bar(float p, void * user) {
     return true;
 }
 
+static volatile sig_atomic_t g_interrupted; /* set by SIGINT (Ctrl-C): generation stops, timings are printed */
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
 static void print_timing(const char * what, double ms, int n, const char * unit) {
     fprintf(stderr, "%-17s = %10.2f ms / %5d %s", what, ms, n, unit);
     if (n > 0) fprintf(stderr, " (%8.2f ms per token, %8.2f tokens per second)", ms / n, 1000.0 * n / ms);
@@ -180,6 +192,7 @@ struct run_state {
     int32_t * tokens;
     bool text_out; /* text was written to stdout (an error line then starts on a new line) */
     int32_t n_ctx_train; /* the model's training context when the context is larger (a warning), else 0 */
+    float * logits;      /* [n_vocab] the logits with --ignore-eos's bias, or NULL: the context's as they are */
 };
 
 static void run_state_free(struct run_state * s) {
@@ -189,6 +202,17 @@ static void run_state_free(struct run_state * s) {
     loom_model_free(s->model);
     loom_vocab_free(s->vocab);
     free(s->tokens);
+    free(s->logits);
+}
+
+/* The logits to sample from: the context's, or a copy with the end-of-sequence token removed. */
+static const float * sample_logits(struct run_state * s, const struct run_opts * o, int32_t n_vocab) {
+    const float * logits = loom_llama_get_logits(s->lctx);
+    const int32_t eos = loom_vocab_eos(s->vocab);
+    if (!o->ignore_eos || eos < 0 || !s->logits) return logits;
+    memcpy(s->logits, logits, (size_t)n_vocab * sizeof *logits);
+    s->logits[eos] = -INFINITY;
+    return s->logits;
 }
 
 static int fail(struct run_state * s, const char * what) {
@@ -209,6 +233,21 @@ static void emit(struct run_state * s, int32_t token) {
     }
 }
 
+/* A lower bound on the tokens of a text of 'len' bytes (without BOS): with byte fallback every
+ * token stands for one of the vocabulary's pieces, which are at least as long as the text they
+ * cover (a space is written as a three-byte U+2581), or for one byte. Without byte fallback an
+ * unknown token may cover any run of bytes: 0. */
+static int64_t prompt_min_tokens(const struct loom_vocab * vocab, size_t len) {
+    if (!loom_vocab_has_byte_fallback(vocab)) return 0;
+    size_t longest = 1;
+    for (int32_t i = 0; i < loom_vocab_n_tokens(vocab); i++) {
+        size_t n = 0;
+        loom_vocab_get_text(vocab, i, &n);
+        longest = n > longest ? n : longest;
+    }
+    return (int64_t)((len + longest - 1) / longest);
+}
+
 /* Tokenizes the prompt with the model's vocabulary (read from the file's metadata, before the
  * weights) and checks it fits the context, so that bad requests fail before any loading. */
 static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32_t * n_prompt_out, int32_t * n_ctx_out) {
@@ -226,6 +265,17 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
     }
     if (!prompt_buf) plen = strlen(prompt);
     bool add_bos = loom_vocab_get_add_bos(s->vocab);
+    /* unset: LOOM_RUN_DEFAULT_CTX, as the field's tools (a file's context length alone should not
+     * size a cache of many GiB, nor a short one cut generation short); -c 0: the training context */
+    const int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : o->n_ctx == 0 ? hp.n_ctx_train : LOOM_RUN_DEFAULT_CTX;
+    const int64_t n_least = prompt_min_tokens(s->vocab, plen) + add_bos;
+    if (n_least > n_ctx) { /* refused before tokenizing a text that cannot fit (a large file takes minutes) */
+        fprintf(stderr, "loom run: the prompt is at least %lld tokens (%zu bytes), longer than the context of %d (use -c)\n",
+                (long long)n_least, plen, n_ctx);
+        free(prompt_buf);
+        run_state_free(s);
+        return 1;
+    }
     int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, NULL, 0);
     if (n_prompt < 0 && n_prompt != LOOM_TOKEN_ERROR) n_prompt = -n_prompt;
     if (n_prompt > 0) s->tokens = malloc(((size_t)n_prompt + 1) * sizeof *s->tokens);
@@ -237,9 +287,6 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         return 1;
     }
     if (n_prompt < 0 || !s->tokens) return fail(s, "cannot tokenize the prompt");
-    /* unset: LOOM_RUN_DEFAULT_CTX, as the field's tools (a file's context length alone should not
-     * size a cache of many GiB, nor a short one cut generation short); -c 0: the training context */
-    const int32_t n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : o->n_ctx == 0 ? hp.n_ctx_train : LOOM_RUN_DEFAULT_CTX;
     /* warnings wait until the model has loaded, so that a request refused there gets its one line */
     if (n_ctx > hp.n_ctx_train) s->n_ctx_train = hp.n_ctx_train;
     if (n_prompt > n_ctx) {
@@ -322,6 +369,15 @@ int loom_cmd_run(int argc, char ** argv) {
     if (loom_detok_new(vocab, 0, &s.detok) != LOOM_OK) return fail(&s, "cannot create the detokenizer");
     if (o.temp > 0) fprintf(stderr, "seed: %llu\n", (unsigned long long)loom_sampler_get_seed(s.sampler)); /* greedy draws nothing */
 
+    const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;
+    if (o.ignore_eos && !(s.logits = malloc((size_t)n_vocab * sizeof *s.logits))) return fail(&s, "out of memory");
+    /* Ctrl-C from here on ends generation cleanly (a second one kills the process) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     for (int32_t i = 0; i < n_prompt; i++) {
         loom_sampler_accept(s.sampler, s.tokens[i]);
         emit(&s, s.tokens[i]);
@@ -332,10 +388,9 @@ int loom_cmd_run(int argc, char ** argv) {
 
     double t_eval = 0;
     int n_eval = 0, n_gen = 0;
-    const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;
-    while (o.n_predict < 0 || n_gen < o.n_predict) {
+    while ((o.n_predict < 0 || n_gen < o.n_predict) && !g_interrupted) {
         int32_t tok;
-        if (loom_sampler_sample(s.sampler, loom_llama_get_logits(s.lctx), n_vocab, &tok) != LOOM_OK) {
+        if (loom_sampler_sample(s.sampler, sample_logits(&s, &o, n_vocab), n_vocab, &tok) != LOOM_OK) {
             return fail(&s, "sampling failed");
         }
         if (tok == loom_vocab_eos(vocab)) break;
@@ -361,11 +416,11 @@ int loom_cmd_run(int argc, char ** argv) {
         return 1;
     }
 
-    fprintf(stderr, "\n");
+    fprintf(stderr, g_interrupted ? "\n(interrupted)\n" : "\n");
     fprintf(stderr, "%-17s = %10.2f ms\n", "load time", t_load);
     print_timing("prompt eval time", t_prompt, n_prompt, "tokens");
     print_timing("eval time", t_eval, n_eval, "runs  ");
     fprintf(stderr, "%-17s = %10.2f ms / %5d tokens\n", "total time", (loom_time_us() - t_start) / 1000.0, n_prompt + n_gen);
     run_state_free(&s);
-    return 0;
+    return g_interrupted ? 130 : 0; /* the shell's status for a command ended by SIGINT */
 }
