@@ -189,6 +189,7 @@ void loom_detok_reset(struct loom_detok * d);
 /* (section owned by the sampler work)
  *
  * Picks the next token from a row of logits: repetition penalty (Keskar et al. 2019, "CTRL"),
+ * presence and frequency penalties (as OpenAI's API defines them),
  * then temperature, top-k (Fan et al. 2018), top-p / nucleus (Holtzman et al. 2019, "The Curious
  * Case of Neural Text Degeneration"), min-p (Nguyen et al. 2024), then a draw from the softmax of
  * what is left. Deterministic for a given seed. */
@@ -202,18 +203,21 @@ struct loom_sampler_params {
     float top_p;           /* keep the smallest most-likely prefix whose probability reaches p; >= 1 = off */
     float min_p;           /* drop tokens with probability < min_p * (top probability); <= 0 = off */
     float repeat_penalty;  /* > 0; 1 = off: logits of recent tokens are divided (if > 0) or multiplied (if < 0) */
-    int repeat_last_n;     /* how many accepted tokens the penalty looks back; 0 = off */
+    int repeat_last_n;     /* how many accepted tokens the penalties look back; 0 = off */
+    float presence_penalty;   /* subtracted from the logit of each token among them; 0 = off */
+    float frequency_penalty;  /* times the token's count among them, subtracted from its logit; 0 = off */
     uint64_t seed;         /* PRNG seed (0 is fine); LOOM_DEFAULT_SEED = from the clock */
 };
 
 struct loom_sampler;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1 (off),
- * repeat_last_n 64, seed LOOM_DEFAULT_SEED. */
+ * repeat_last_n 64, presence and frequency penalties 0 (off), seed LOOM_DEFAULT_SEED. */
 struct loom_sampler_params loom_sampler_default_params(void);
 
 /* Creates a sampler. Errors (logged, '*out' = NULL): LOOM_ERR_INVALID_ARG for NULL pointers, a NaN
- * temp/top_p/min_p, repeat_penalty not > 0 (or NaN/inf), repeat_last_n < 0 or > 1<<20;
+ * temp/top_p/min_p, repeat_penalty not > 0 (or NaN/inf), a presence or frequency penalty NaN/inf,
+ * repeat_last_n < 0 or > 1<<20;
  * LOOM_ERR_OOM. Out-of-range but meaningful values are clamped (top_p <= 0 and min_p >= 1 keep
  * only the most likely token(s)). */
 enum loom_status loom_sampler_new(const struct loom_sampler_params * params, struct loom_sampler ** out);

@@ -1,6 +1,7 @@
 /* cmd-run.c -- `loom run`: generate text with a GGUF model, streaming to stdout, timings to stderr. */
 #include "cli-util.h"
 #include "commands.h"
+#include "gen-controls.h"
 #include "loom-llama.h"
 
 #include <errno.h>
@@ -19,9 +20,12 @@ struct run_opts {
     const char * prompt_file;
     const char * device;
     long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n;
-    double temp, top_p, min_p, repeat_penalty;
+    double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
-    bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos;
+    bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos, escape, no_display_prompt;
+    struct logit_bias biases[LOGIT_BIAS_MAX];
+    int n_biases;
+    struct stop_strings stops;
     enum loom_type cache_type;
 };
 
@@ -46,7 +50,13 @@ static void usage(FILE * f) {
             "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"
             "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
+            "      --presence-penalty X  subtracted from the logits of the recent tokens (default 0 = off)\n"
+            "      --frequency-penalty X subtracted times their count in the recent tokens (default 0 = off)\n"
+            "      --logit-bias T+B      add B to the logit of token T (T-B subtracts; T-inf: never); repeatable\n"
             "      --ignore-eos          keep generating past the end-of-sequence token (never sample it)\n"
+            "  -r, --reverse-prompt S    stop when the generated text ends with S; repeatable\n"
+            "  -e, --escape              process escapes (\\n, \\t, \\xHH, ...) in -p and -r\n"
+            "      --no-display-prompt   print only the generated text, not the prompt\n"
             "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
             "                            picks one from the clock, and the seed used is printed\n"
             "      --cache-type TYPE     KV cache type: f32 (default), f16 or bf16\n"
@@ -59,7 +69,7 @@ static void usage(FILE * f) {
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -73,7 +83,10 @@ static const struct option long_opts[] = {
     {"no-mmap", no_argument, 0, OPT_NOMMAP},   {"mlock", no_argument, 0, OPT_MLOCK},
     {"verbose-prompt", no_argument, 0, OPT_VPROMPT}, {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE},
     {"no-host-copy", no_argument, 0, OPT_NOHOSTCOPY}, {"cache-type", required_argument, 0, OPT_CACHE},
-    {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+    {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS}, {"presence-penalty", required_argument, 0, OPT_PRESENCE},
+    {"frequency-penalty", required_argument, 0, OPT_FREQUENCY}, {"logit-bias", required_argument, 0, OPT_BIAS},
+    {"reverse-prompt", required_argument, 0, 'r'}, {"escape", no_argument, 0, 'e'},
+    {"no-display-prompt", no_argument, 0, OPT_NO_DISPLAY},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -90,7 +103,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = cli_getopt(argc, argv, ":m:p:f:n:c:b:t:s:vh", long_opts)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:f:n:c:b:t:s:r:evh", long_opts)) != -1) {
         bool ok = true;
         switch (c) {
         case 'm': o->model = optarg; break;
@@ -128,6 +141,24 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
             }
             break;
         case OPT_IGNORE_EOS: o->ignore_eos = true; break;
+        case OPT_PRESENCE: ok = cli_parse_float("run", "--presence-penalty", optarg, -1e6, 1e6, &o->presence_penalty); break;
+        case OPT_FREQUENCY: ok = cli_parse_float("run", "--frequency-penalty", optarg, -1e6, 1e6, &o->frequency_penalty); break;
+        case OPT_BIAS:
+            if (o->n_biases == LOGIT_BIAS_MAX) {
+                fprintf(stderr, "loom run: --logit-bias given more than %d times\n", LOGIT_BIAS_MAX);
+                return 1;
+            }
+            ok = logit_bias_parse("run", optarg, &o->biases[o->n_biases++]);
+            break;
+        case 'r':
+            if (o->stops.n == STOP_STRINGS_MAX || !*optarg || strlen(optarg) > STOP_STRING_MAX_LEN) {
+                fprintf(stderr, "loom run: -r takes 1 to %d bytes, at most %d times\n", STOP_STRING_MAX_LEN, STOP_STRINGS_MAX);
+                return 1;
+            }
+            o->stops.strs[o->stops.n++] = optarg;
+            break;
+        case 'e': o->escape = true; break;
+        case OPT_NO_DISPLAY: o->no_display_prompt = true; break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("run", c); return 1; /* ':' or '?' */
@@ -135,6 +166,12 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         if (!ok) return 1;
     }
     if (!cli_no_more_args("run", argc, argv)) return 1;
+    for (int i = 0; i < o->stops.n; i++) {
+        /* argv's strings may be changed in place; an escape can only shorten them */
+        if (o->escape) process_escapes((char *)o->stops.strs[i]);
+        const size_t n = strlen(o->stops.strs[i]);
+        o->stops.longest = n > o->stops.longest ? n : o->stops.longest;
+    }
     if (o->device && !strcasecmp(o->device, "none")) { /* the CPU alone */
         o->device = NULL;
         o->n_gpu_layers = 0;
@@ -205,13 +242,14 @@ static void run_state_free(struct run_state * s) {
     free(s->logits);
 }
 
-/* The logits to sample from: the context's, or a copy with the end-of-sequence token removed. */
+/* The logits to sample from: the context's, or a copy with --logit-bias and --ignore-eos applied. */
 static const float * sample_logits(struct run_state * s, const struct run_opts * o, int32_t n_vocab) {
     const float * logits = loom_llama_get_logits(s->lctx);
-    const int32_t eos = loom_vocab_eos(s->vocab);
-    if (!o->ignore_eos || eos < 0 || !s->logits) return logits;
+    if (!s->logits) return logits;
     memcpy(s->logits, logits, (size_t)n_vocab * sizeof *logits);
-    s->logits[eos] = -INFINITY;
+    for (int i = 0; i < o->n_biases; i++) s->logits[o->biases[i].token] += o->biases[i].bias;
+    const int32_t eos = loom_vocab_eos(s->vocab);
+    if (o->ignore_eos && eos >= 0) s->logits[eos] = -INFINITY;
     return s->logits;
 }
 
@@ -223,14 +261,16 @@ static int fail(struct run_state * s, const char * what) {
     return 1;
 }
 
-static void emit(struct run_state * s, int32_t token) {
+/* Streams 'token' to stdout (unless 'show' is false); returns true when the text printed now
+ * ends with a stop string (-r). */
+static bool emit(struct run_state * s, struct stop_strings * stops, int32_t token, bool show) {
     const char * text;
     size_t len;
-    if (loom_detok_push(s->detok, token, &text, &len) == LOOM_OK && len) {
-        fwrite(text, 1, len, stdout);
-        fflush(stdout);
-        s->text_out = true;
-    }
+    if (loom_detok_push(s->detok, token, &text, &len) != LOOM_OK || !len || !show) return false;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    s->text_out = true;
+    return stops && stop_strings_push(stops, text, len);
 }
 
 /* A lower bound on the tokens of a text of 'len' bytes (without BOS): with byte fallback every
@@ -257,11 +297,18 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         prompt_buf = cli_read_prompt_file("run", o->prompt_file, &plen);
         if (!prompt_buf) return 1;
     }
+    if (o->escape && !prompt_buf && o->prompt && !(prompt_buf = strdup(o->prompt))) return fail(s, "out of memory");
+    if (o->escape) plen = process_escapes(prompt_buf);
     const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
     struct loom_hparams hp;
     if (loom_model_read_meta(o->model, &hp, &s->vocab) != LOOM_OK) {
         free(prompt_buf);
         return fail(s, "cannot read the model");
+    }
+    if (!logit_bias_check("run", o->biases, o->n_biases, hp.n_vocab)) {
+        free(prompt_buf);
+        run_state_free(s);
+        return 1;
     }
     if (!prompt_buf) plen = strlen(prompt);
     bool add_bos = loom_vocab_get_add_bos(s->vocab);
@@ -364,13 +411,15 @@ int loom_cmd_run(int argc, char ** argv) {
     sp.min_p = (float)o.min_p;
     sp.repeat_penalty = (float)o.repeat_penalty;
     sp.repeat_last_n = (int)o.repeat_last_n;
+    sp.presence_penalty = (float)o.presence_penalty;
+    sp.frequency_penalty = (float)o.frequency_penalty;
     sp.seed = o.seed;
     if (loom_sampler_new(&sp, &s.sampler) != LOOM_OK) return fail(&s, "cannot create the sampler");
     if (loom_detok_new(vocab, 0, &s.detok) != LOOM_OK) return fail(&s, "cannot create the detokenizer");
     if (o.temp > 0) fprintf(stderr, "seed: %llu\n", (unsigned long long)loom_sampler_get_seed(s.sampler)); /* greedy draws nothing */
 
     const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;
-    if (o.ignore_eos && !(s.logits = malloc((size_t)n_vocab * sizeof *s.logits))) return fail(&s, "out of memory");
+    if ((o.ignore_eos || o.n_biases) && !(s.logits = malloc((size_t)n_vocab * sizeof *s.logits))) return fail(&s, "out of memory");
     /* Ctrl-C from here on ends generation cleanly (a second one kills the process) */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -380,7 +429,7 @@ int loom_cmd_run(int argc, char ** argv) {
     sigaction(SIGINT, &sa, NULL);
     for (int32_t i = 0; i < n_prompt; i++) {
         loom_sampler_accept(s.sampler, s.tokens[i]);
-        emit(&s, s.tokens[i]);
+        emit(&s, NULL, s.tokens[i], !o.no_display_prompt); /* fed in any case: the detokenizer needs the start */
     }
     int64_t t0 = loom_time_us();
     if (loom_llama_decode(s.lctx, s.tokens, n_prompt) != LOOM_OK) return fail(&s, "prompt evaluation failed");
@@ -395,8 +444,9 @@ int loom_cmd_run(int argc, char ** argv) {
         }
         if (tok == loom_vocab_eos(vocab)) break;
         loom_sampler_accept(s.sampler, tok);
-        emit(&s, tok);
+        const bool stop = emit(&s, &o.stops, tok, true);
         n_gen++;
+        if (stop) break;
         if (o.n_predict >= 0 && n_gen >= o.n_predict) break;
         if (loom_llama_n_past(s.lctx) >= n_ctx) {
             fprintf(stderr, "\n(context full: %d token%s)\n", n_ctx, n_ctx == 1 ? "" : "s");

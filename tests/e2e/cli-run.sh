@@ -114,5 +114,27 @@ expect_fail "bench on a missing file names it once" "^loom bench: cannot open '$
 row=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -ngl 99 2>/dev/null | grep "pp8")
 echo "$row" | grep -q "| CPU | *1 | *0 |" && echo "ok: bench -ngl 99 without a device labels its row ngl 0" || fail "bench -ngl 99 row: $row"
 expect_fail "test-ops -o FOO lists the ops" "unknown op 'FOO' (ops: .*MUL_MAT" "$bin" test-ops -o FOO
+# generation controls: -r, --no-display-prompt, -e, --logit-bias, the penalties
+gen() { "$bin" run -m "$model" -c 128 --temp 0 "$@" 2>/dev/null; }
+full=$(gen -p "Once upon a time" -n 64)
+stopped=$(gen -p "Once upon a time" -n 64 -r "park.")
+case "$full" in "$stopped"*) prefix=1 ;; *) prefix=0 ;; esac
+[ $prefix = 1 ] && [ "${stopped%park.}" != "$stopped" ] && [ ${#stopped} -lt ${#full} ] &&
+  echo "ok: -r park. stops there: ...${stopped: -30}" || fail "-r: '$stopped'"
+quiet=$(gen -p "Once upon a time" -n 64 --no-display-prompt)
+[ "Once upon a time$quiet" = "$full" ] && echo "ok: --no-display-prompt prints the generated text alone" || fail "--no-display-prompt: '$quiet'"
+[ "$(gen -p 'Once upon\x20a\ttime' -e -n 64)" = "$(gen -p "$(printf 'Once upon a\ttime')" -n 64)" ] &&
+  [ "$(gen -p 'Once upon\x20a time' -n 8)" != "$(gen -p 'Once upon a time' -n 8)" ] &&
+  echo "ok: -e turns \\x20 and \\t into their bytes (and only with -e)" || fail "-e"
+lily=$("$bin" tokenize -m "$model" -p " Lily" --ids 2>/dev/null | tr -d '[] ' | awk -F, '{ print $NF }')
+forced=$(gen -p "Once upon a time" -n 4 --logit-bias "$lily+inf")
+[ "$forced" = "Once upon a time Lily Lily Lily Lily" ] && echo "ok: --logit-bias $lily+inf forces ' Lily'" || fail "--logit-bias +inf: '$forced' (token $lily)"
+banned=$(gen -p "Once upon a time" -n 64 --logit-bias "$lily-inf")
+case "$full" in *Lily*) ;; *) fail "the unbiased text has no Lily: $full" ;; esac
+[ "${banned#*Lily}" = "$banned" ] && echo "ok: --logit-bias $lily-inf: no Lily (${banned:0:60}...)" || fail "--logit-bias -inf: '$banned'"
+[ "$(gen -p "Once upon a time" -n 64 --frequency-penalty 0.5 --presence-penalty 0.5)" != "$full" ] &&
+  echo "ok: presence and frequency penalties change the greedy text" || fail "the penalties changed nothing"
+expect_fail "a logit bias outside the vocabulary" "names token 99999, outside the vocabulary" "$bin" run -m "$model" -p hi --logit-bias 99999+1
+expect_fail "a malformed logit bias" "invalid value '12x' for --logit-bias" "$bin" run -m "$model" -p hi --logit-bias 12x
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all loom run checks passed"
