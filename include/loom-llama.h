@@ -328,6 +328,17 @@ enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32
 /* Logits [n_vocab] of the last decoded position (or of position i of the last batch with logits_all). */
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
 const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
+/* Bytes held in one device's memory (for a memory breakdown). */
+struct loom_llama_memory {
+    size_t model;    /* weights (wrapped mapped file included, for the host) */
+    size_t context;  /* KV cache */
+    size_t compute;  /* the scheduler's compute buffers (0 before the first decode) */
+};
+/* What 'model' and 'lctx' (either may be NULL) hold on 'dev': its device memory, or with 'dev' NULL
+ * or the CPU device, host memory (mapped weights, CPU buffers, pinned host memory of a device). */
+void loom_llama_memory_breakdown(const struct loom_model * model, const struct loom_llama_context * lctx, loom_backend_dev_t dev,
+                                 struct loom_llama_memory * out);
+
 /* The scheduler (for introspection: splits, copies, buffer sizes). */
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 

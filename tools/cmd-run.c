@@ -1,5 +1,6 @@
 /* cmd-run.c -- `loom run`: generate text with a GGUF model, streaming to stdout, timings to stderr. */
 #include "cli-util.h"
+#include "cli-devices.h"
 #include "commands.h"
 #include "gen-controls.h"
 #include "loom-llama.h"
@@ -22,7 +23,7 @@ struct run_opts {
     long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n;
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
-    bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos, escape, no_display_prompt;
+    bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos, escape, no_display_prompt, list_devices, json;
     struct logit_bias biases[LOGIT_BIAS_MAX];
     int n_biases;
     struct stop_strings stops;
@@ -63,13 +64,14 @@ static void usage(FILE * f) {
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
             "      --verbose-prompt      print the prompt's tokens\n"
-            "  -v, --verbose             print loading details\n"
+            "  -v, --verbose             print loading details (and the memory breakdown after loading)\n"
+            "      --list-devices        print the devices (name, type, memory) and exit; --json: as JSON\n"
             "  -h, --help                this help\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -86,7 +88,8 @@ static const struct option long_opts[] = {
     {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS}, {"presence-penalty", required_argument, 0, OPT_PRESENCE},
     {"frequency-penalty", required_argument, 0, OPT_FREQUENCY}, {"logit-bias", required_argument, 0, OPT_BIAS},
     {"reverse-prompt", required_argument, 0, 'r'}, {"escape", no_argument, 0, 'e'},
-    {"no-display-prompt", no_argument, 0, OPT_NO_DISPLAY},
+    {"no-display-prompt", no_argument, 0, OPT_NO_DISPLAY}, {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
+    {"json", no_argument, 0, OPT_JSON},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -159,6 +162,8 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
             break;
         case 'e': o->escape = true; break;
         case OPT_NO_DISPLAY: o->no_display_prompt = true; break;
+        case OPT_LIST_DEVICES: o->list_devices = true; break;
+        case OPT_JSON: o->json = true; break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("run", c); return 1; /* ':' or '?' */
@@ -166,6 +171,18 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         if (!ok) return 1;
     }
     if (!cli_no_more_args("run", argc, argv)) return 1;
+    if (o->json && !o->list_devices) {
+        fprintf(stderr, "loom run: --json goes with --list-devices\n");
+        return 1;
+    }
+    if (o->list_devices) {
+        cli_list_devices(o->json);
+        return 2;
+    }
+    if (o->device && strchr(o->device, ',')) { /* the field's -dev NAME,NAME: one offload device for now */
+        fprintf(stderr, "loom run: -dev '%s' lists several devices; Loom offloads to one (-dev NAME, or none)\n", o->device);
+        return 1;
+    }
     for (int i = 0; i < o->stops.n; i++) {
         /* argv's strings may be changed in place; an escape can only shorten them */
         if (o->escape) process_escapes((char *)o->stops.strs[i]);
@@ -393,6 +410,7 @@ int loom_cmd_run(int argc, char ** argv) {
     cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
     cp.cache_type = o.cache_type;
     if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
+    if (o.verbose) cli_print_memory_breakdown(s.model, s.lctx);
     if (o.verbose_prompt) {
         fprintf(stderr, "prompt: %d tokens\n", n_prompt);
         for (int32_t i = 0; i < n_prompt; i++) {
@@ -471,6 +489,7 @@ int loom_cmd_run(int argc, char ** argv) {
     print_timing("prompt eval time", t_prompt, n_prompt, "tokens");
     print_timing("eval time", t_eval, n_eval, "runs  ");
     fprintf(stderr, "%-17s = %10.2f ms / %5d tokens\n", "total time", (loom_time_us() - t_start) / 1000.0, n_prompt + n_gen);
+    cli_print_memory_breakdown(s.model, s.lctx);
     run_state_free(&s);
     return g_interrupted ? 130 : 0; /* the shell's status for a command ended by SIGINT */
 }

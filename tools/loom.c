@@ -1,4 +1,5 @@
 /* loom.c -- the `loom` command line: dispatches to one subcommand. */
+#include "cli-devices.h"
 #include "cli-util.h"
 #include "commands.h"
 
@@ -27,7 +28,8 @@ static const struct command commands[] = {
 };
 
 static void usage(FILE * f) {
-    fprintf(f, "usage: loom COMMAND [options]   (loom COMMAND -h for a command's options)\n\ncommands:\n");
+    fprintf(f, "usage: loom COMMAND [options]   (loom COMMAND -h for a command's options)\n"
+               "       loom --list-devices [--json]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
     }
@@ -50,6 +52,15 @@ int main(int argc, char ** argv) {
         }
         fprintf(stderr, "loom help: unknown command '%s' (see loom -h)\n", argv[2]);
         return 1;
+    }
+    if (!strcmp(argv[1], "--list-devices")) { /* as every command's --list-devices */
+        const bool json = argc == 3 && !strcmp(argv[2], "--json");
+        if (argc > 3 || (argc == 3 && !json)) {
+            fprintf(stderr, "loom: --list-devices takes only --json\n");
+            return 1;
+        }
+        cli_list_devices(json);
+        return cli_stdout_ok("--list-devices") ? 0 : 1;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);

@@ -80,6 +80,17 @@ expect_error "KV cache over a sim device's memory" "cannot allocate the KV cache
 "$bin" gen-model --dim 512 --hidden 64 --layers 8 --heads 8 --kv-heads 8 --vocab 259 --ctx 512 --type f16 -o "$tmp/wide.gguf" >/dev/null 2>&1
 expect_error "KV cache over the host's memory" "cannot allocate the KV cache (16777216 cells, f32) on CPU: 524288.00 MiB asked, .* MiB free" \
   "$bin" run -m "$tmp/wide.gguf" -c 16777216 -p hi
+# the memory breakdown at exit: on sim0 (100 MiB) the weights (18 MiB) and the KV cache,
+# 2 (K, V) x 8 layers x 512 x 4 bytes x 1024 cells = 32 MiB; total = free + self + unaccounted
+LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=100 "$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl 99 -n 4 -p hi >/dev/null 2>"$tmp/err"
+row=$(grep "^  - sim0 " "$tmp/err")
+read -r m_total m_free m_self m_model m_context m_compute m_unacc < <(echo "$row" | tr -d '=+()|' | awk '{ print $3, $4, $5, $6, $7, $8, $9 }')
+if grep -q "^memory breakdown \[MiB\]" "$tmp/err" && [ "${m_total:-}" = 100 ] && [ "${m_model:-}" = 18 ] && [ "${m_context:-}" = 32 ] &&
+  [ $((m_free + m_self + m_unacc)) = "$m_total" ] && [ $((m_model + m_context + m_compute)) = "$m_self" ]; then
+  echo "ok: memory breakdown: $row"
+else
+  fail "memory breakdown: '$row'"; grep -A3 "^memory breakdown" "$tmp/err"
+fi
 rm -f "$tmp/wide.gguf"
 
 # 6. a prompt that cannot fit is refused before it is tokenized (the bound from its length)
@@ -114,6 +125,16 @@ expect_fail "bench on a missing file names it once" "^loom bench: cannot open '$
 row=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -ngl 99 2>/dev/null | grep "pp8")
 echo "$row" | grep -q "| CPU | *1 | *0 |" && echo "ok: bench -ngl 99 without a device labels its row ngl 0" || fail "bench -ngl 99 row: $row"
 expect_fail "test-ops -o FOO lists the ops" "unknown op 'FOO' (ops: .*MUL_MAT" "$bin" test-ops -o FOO
+# devices: --list-devices (and --json), -dev with a list
+out=$(LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=64 "$bin" --list-devices)
+echo "$out" | grep -q "^  sim0: .*(GPU, 64 MiB, 64 MiB free)$" && echo "$out" | grep -q "^  CPU: .*(CPU, [0-9]* MiB, [0-9]* MiB free)$" &&
+  echo "ok: --list-devices: $(echo "$out" | tr '\n' ' ')" || fail "--list-devices: $out"
+out=$(LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=64 "$bin" run --list-devices --json)
+echo "$out" | grep -q '^  {"name": "sim0", "type": "GPU", "description": "[^"]*", "memory_free": 67108864, "memory_total": 67108864},$' &&
+  [ "$(echo "$out" | head -1)" = "[" ] && [ "$(echo "$out" | tail -1)" = "]" ] && echo "ok: run --list-devices --json" || fail "--json: $out"
+expect_fail "-dev with two devices" "lists several devices" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -dev sim0,sim1 -ngl 9 -p hi
+expect_fail "--json alone" "--json goes with --list-devices" "$bin" run -m "$model" --json
+
 # generation controls: -r, --no-display-prompt, -e, --logit-bias, the penalties
 gen() { "$bin" run -m "$model" -c 128 --temp 0 "$@" 2>/dev/null; }
 full=$(gen -p "Once upon a time" -n 64)
