@@ -328,6 +328,30 @@ enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32
 /* Logits [n_vocab] of the last decoded position (or of position i of the last batch with logits_all). */
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
 const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
+/* What loom_model_fit measured and chose. Sizes in bytes, as the buffers would be allocated. */
+#define LOOM_FIT_MAX_LAYERS 4096
+struct loom_fit {
+    const char * device;          /* the offload device's registry name, NULL when there is none */
+    int n_layer;                  /* the model's layers */
+    int n_gpu_layers;             /* the layers that fit (the last ones; with all, the output layer too) */
+    uint64_t layer_bytes[LOOM_FIT_MAX_LAYERS]; /* [n_layer] each layer's weights on the device */
+    uint64_t output_bytes;        /* output.weight and output_norm.weight (the embedding when tied) */
+    uint64_t kv_layer_bytes;      /* one layer's K and V at the context size */
+    uint64_t compute_bytes;       /* compute buffers of the largest step (n_batch tokens, the context full) */
+    uint64_t free_bytes;          /* the device's free memory */
+    uint64_t margin_bytes;        /* kept free: the margin asked, or the context's reserve when larger */
+    uint64_t need_bytes;          /* weights and KV cache of the layers chosen */
+};
+/* Chooses how many layers of the model at 'path' to offload ('mp.device', or the first non-CPU
+ * device) so that free memory >= compute + margin + the chosen layers' weights and KV cache, from
+ * sizes measured by a dry run: the model mapped on the CPU (no copy), each weight's size in the
+ * device's buffer type, the KV cache at 'cp' (n_ctx, cache_type), and the scheduler's plan of the
+ * largest step (n_batch tokens attending over the full context) in a context whose KV memory is
+ * never touched. Without an offload device: LOOM_OK and 0 layers. Errors: those of
+ * loom_model_load and loom_llama_context_new; LOOM_ERR_UNSUPPORTED past LOOM_FIT_MAX_LAYERS. */
+enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+                                struct loom_fit * out);
+
 /* Bytes held in one device's memory (for a memory breakdown). */
 struct loom_llama_memory {
     size_t model;    /* weights (wrapped mapped file included, for the host) */

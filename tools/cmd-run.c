@@ -20,7 +20,7 @@ struct run_opts {
     const char * prompt;
     const char * prompt_file;
     const char * device;
-    long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n;
+    long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n, fit_margin;
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
     bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos, escape, no_display_prompt, list_devices, json;
@@ -42,7 +42,9 @@ static void usage(FILE * f) {
             "                            model's training context; 0: the model's training context)\n"
             "  -b, --batch-size N        prompt tokens per batch (default 512)\n"
             "  -t, --threads N           CPU threads (default: all cores)\n"
-            "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device (default 0)\n"
+            "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device, or auto: as many as its free\n"
+            "                            memory holds (default: auto when a GPU is present, else 0)\n"
+            "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"
             "  -dev, --device NAME       offload device (CUDA0, sim0, ...); none: no offload, whatever -ngl says\n"
             "      --no-host-copy        offloaded weights stay in host memory the device reads in place\n"
             "      --temp T              temperature (default 0.8; 0 or less = greedy)\n"
@@ -71,7 +73,7 @@ static void usage(FILE * f) {
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON, OPT_FIT_MARGIN };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -89,10 +91,13 @@ static const struct option long_opts[] = {
     {"frequency-penalty", required_argument, 0, OPT_FREQUENCY}, {"logit-bias", required_argument, 0, OPT_BIAS},
     {"reverse-prompt", required_argument, 0, 'r'}, {"escape", no_argument, 0, 'e'},
     {"no-display-prompt", no_argument, 0, OPT_NO_DISPLAY}, {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
-    {"json", no_argument, 0, OPT_JSON},
+    {"json", no_argument, 0, OPT_JSON}, {"fit-margin", required_argument, 0, OPT_FIT_MARGIN},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
+
+#define NGL_UNSET (-2) /* no -ngl: auto when a GPU is present, else 0 */
+#define NGL_AUTO (-1)  /* -ngl auto */
 
 /* The context of a run without -c when the model's training context is longer (tokens). */
 #define LOOM_RUN_DEFAULT_CTX 4096
@@ -100,7 +105,7 @@ static const struct option long_opts[] = {
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct run_opts * o) {
     struct loom_sampler_params sp = loom_sampler_default_params();
-    *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
+    *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_gpu_layers = NGL_UNSET, .fit_margin = 1024, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
                            .seed = LOOM_DEFAULT_SEED, .cache_type = LOOM_TYPE_F32};
     opterr = 0;
@@ -116,7 +121,11 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case 'c': ok = cli_parse_int("run", "-c", optarg, 0, 1 << 24, &o->n_ctx); break;
         case 'b': ok = cli_parse_int("run", "-b", optarg, 1, 1 << 20, &o->n_batch); break;
         case 't': ok = cli_parse_int("run", "-t", optarg, 1, 1024, &o->n_threads); break;
-        case OPT_NGL: ok = cli_parse_int("run", "-ngl", optarg, 0, 100000, &o->n_gpu_layers); break;
+        case OPT_NGL:
+            if (!strcmp(optarg, "auto")) o->n_gpu_layers = NGL_AUTO;
+            else ok = cli_parse_int("run", "-ngl", optarg, 0, 100000, &o->n_gpu_layers);
+            break;
+        case OPT_FIT_MARGIN: ok = cli_parse_int("run", "--fit-margin", optarg, 0, 1 << 30, &o->fit_margin); break;
         case OPT_TEMP: ok = cli_parse_float("run", "--temp", optarg, -1e6, 1e6, &o->temp); break; /* <= 0: greedy */
         case OPT_TOPK: ok = cli_parse_int("run", "--top-k", optarg, -1, 1 << 30, &o->top_k); break;
         case OPT_TOPP: ok = cli_parse_float("run", "--top-p", optarg, 0, 1e6, &o->top_p); break; /* >= 1: off */
@@ -193,6 +202,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         o->device = NULL;
         o->n_gpu_layers = 0;
     }
+    if (o->n_gpu_layers == NGL_UNSET) o->n_gpu_layers = loom_backend_dev_by_type(LOOM_BACKEND_DEV_TYPE_GPU) ? NGL_AUTO : 0;
     if (o->device && !loom_backend_dev_by_name(o->device)) {
         fprintf(stderr, "loom run: no device named '%s' (available: %s)\n", o->device, cli_device_list());
         return 1;
@@ -229,6 +239,29 @@ static volatile sig_atomic_t g_interrupted; /* set by SIGINT (Ctrl-C): generatio
 static void on_sigint(int sig) {
     (void)sig;
     g_interrupted = 1;
+}
+
+/* -ngl auto: sets mp->n_gpu_layers to the layers that fit and prints the choice with the sizes it
+ * rests on. Returns 0, or 1 when the dry run failed (its error logged). */
+static int fit_layers(struct run_opts * o, struct loom_model_params * mp, struct loom_llama_context_params cp) {
+    struct loom_fit * f = malloc(sizeof *f);
+    if (!f || loom_model_fit(o->model, *mp, cp, (size_t)o->fit_margin << 20, f) != LOOM_OK) {
+        free(f);
+        return 1;
+    }
+    mp->n_gpu_layers = f->n_gpu_layers;
+    o->n_gpu_layers = f->n_gpu_layers;
+    if (f->device) {
+        const double M = 1048576.0;
+        uint64_t weights = 0;
+        for (int i = 0; i < f->n_layer; i++) weights += f->layer_bytes[i];
+        fprintf(stderr, "-ngl auto: %d of %d layers on %s (%.2f MiB of layer weights + %.2f MiB of KV cache per layer on average, "
+                        "output %.2f MiB, compute %.2f MiB; %.2f MiB free, %.2f MiB kept free; %.2f MiB placed)\n",
+                f->n_gpu_layers, f->n_layer, f->device, weights / M / (f->n_layer ? f->n_layer : 1), f->kv_layer_bytes / M,
+                f->output_bytes / M, f->compute_bytes / M, f->free_bytes / M, f->margin_bytes / M, f->need_bytes / M);
+    }
+    free(f);
+    return 0;
 }
 
 static void print_timing(const char * what, double ms, int n, const char * unit) {
@@ -385,9 +418,21 @@ int loom_cmd_run(int argc, char ** argv) {
     mp.use_mlock = o.mlock;
     mp.no_host_copy = o.no_host_copy;
     if (isatty(STDERR_FILENO)) mp.progress = progress_bar;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = (int32_t)o.n_batch;
+    cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
+    cp.cache_type = o.cache_type;
+    const bool ngl_auto = o.n_gpu_layers == NGL_AUTO;
+    if (ngl_auto) {
+        cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN); /* the dry run's loading is not the run's */
+        const int fr = fit_layers(&o, &mp, cp);
+        cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_INFO);
+        if (fr) return fail(&s, "cannot measure what fits on the device");
+    }
     if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
     /* warned only now, so that a request refused above still gets its one line */
-    if (o.device && o.n_gpu_layers == 0) {
+    if (o.device && o.n_gpu_layers == 0 && !ngl_auto) {
         fprintf(stderr, "warning: --device %s has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n", o.device);
     }
     if (o.no_host_copy && o.n_gpu_layers == 0) {
@@ -404,11 +449,6 @@ int loom_cmd_run(int argc, char ** argv) {
     }
     double t_load = (loom_time_us() - t_start) / 1000.0;
 
-    struct loom_llama_context_params cp = loom_llama_context_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = (int32_t)o.n_batch;
-    cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
-    cp.cache_type = o.cache_type;
     if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
     if (o.verbose) cli_print_memory_breakdown(s.model, s.lctx);
     if (o.verbose_prompt) {

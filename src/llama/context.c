@@ -34,7 +34,7 @@ static enum loom_status check_fits(struct loom_context * ctx, loom_backend_t bac
 }
 
 /* K and V of every layer, each layer's pair in the buffer type of the device that runs it. */
-static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
+static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool measure) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
@@ -59,11 +59,11 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
     loom_backend_t backends[2] = {lctx->backend_cpu, lctx->backend_dev};
     for (int d = 0; d < 2; d++) {
         if (!backends[d]) continue;
-        enum loom_status st = check_fits(lctx->ctx_kv[d], backends[d], lctx->params.cache_type, n_ctx);
+        enum loom_status st = measure ? LOOM_OK : check_fits(lctx->ctx_kv[d], backends[d], lctx->params.cache_type, n_ctx);
         if (st != LOOM_OK) return st;
         lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backends[d], &st);
         if (st != LOOM_OK) return st;
-        if (lctx->kv_buffers[d]) {
+        if (lctx->kv_buffers[d] && !measure) {
             loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
             loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (%s, %d cells)",
                      loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backends[d]),
@@ -119,6 +119,11 @@ static enum loom_status init_backends(struct loom_llama_context * lctx) {
 
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out) {
+    return loom_llama_context_create(model, params, false, out);
+}
+
+enum loom_status loom_llama_context_create(struct loom_model * model, struct loom_llama_context_params params, bool measure,
+                                           struct loom_llama_context ** out) {
     *out = NULL;
     const struct loom_hparams * hp = &model->hp;
     if (params.n_ctx <= 0) params.n_ctx = hp->n_ctx_train;
@@ -146,7 +151,7 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
                  (double)n_out * hp->n_vocab * sizeof(float) / 1048576.0);
     }
     if (st == LOOM_OK) st = init_backends(lctx);
-    if (st == LOOM_OK) st = kv_cache_init(lctx);
+    if (st == LOOM_OK) st = kv_cache_init(lctx, measure);
     if (st != LOOM_OK && st != LOOM_ERR_OOM) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));
     }

@@ -91,6 +91,29 @@ if grep -q "^memory breakdown \[MiB\]" "$tmp/err" && [ "${m_total:-}" = 100 ] &&
 else
   fail "memory breakdown: '$row'"; grep -A3 "^memory breakdown" "$tmp/err"
 fi
+# -ngl auto on a sim device of 70 MiB, -c 1024, --fit-margin 4: each layer holds 4 x 512 x 512 +
+# 3 x 512 x 64 F16 weights and two F32 norms of 512 (2297856 bytes) and a KV cache of
+# 2 x 512 x 1024 x 4 bytes (4194304); the layers that fit are those whose sum stays within the
+# free memory less the margin kept (the larger of 4 MiB and 1/16 of the device) and the compute
+# buffers the dry run measured; the text is the CPU's
+LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl auto --fit-margin 4 -n 8 --temp 0 -p hi >"$tmp/out" 2>"$tmp/err"
+rc=$?
+line=$(grep "^-ngl auto: " "$tmp/err")
+read -r n_fit compute free < <(echo "$line" | sed -n 's/^-ngl auto: \([0-9]*\) of 8 layers on sim0 .*compute \([0-9.]*\) MiB; \([0-9.]*\) MiB free.*/\1 \2 \3/p')
+want=$(awk -v c="${compute:-0}" -v f="${free:-0}" 'BEGIN { kept = 70 / 16 > 4 ? 70 / 16 : 4; n = int((f - kept - c) * 1048576 / (2297856 + 4194304)); print (n > 8 ? 8 : n) }')
+"$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl 0 -n 8 --temp 0 -p hi >"$tmp/cpu" 2>/dev/null
+if [ $rc -eq 0 ] && [ -n "${n_fit:-}" ] && [ "$n_fit" = "$want" ] && [ "$n_fit" -gt 0 ] && [ "$n_fit" -lt 8 ] && cmp -s "$tmp/out" "$tmp/cpu" &&
+  grep -q "^  - sim0 " "$tmp/err"; then
+  echo "ok: -ngl auto placed $n_fit of 8 layers (by the sizes: $want): $line"
+else
+  fail "-ngl auto: exit $rc, '${n_fit:-}' layers, want '$want': $line $(tail -2 "$tmp/err")"
+fi
+# without -ngl, a GPU-type device means auto; -dev none means none
+LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 --fit-margin 4 -n 2 -p hi >/dev/null 2>"$tmp/err" &&
+  grep -q "^-ngl auto: $n_fit of 8 layers on sim0" "$tmp/err" && echo "ok: -ngl auto is the default with a GPU-type device" ||
+  fail "default -ngl with a device: $(grep -- '-ngl' "$tmp/err")"
+LOOM_SIM_DEVICES=1 "$bin" run -m "$tmp/wide.gguf" -c 1024 -dev none -n 2 -p hi >/dev/null 2>"$tmp/err" &&
+  ! grep -q "sim0" "$tmp/err" && echo "ok: -dev none offloads nothing" || fail "-dev none: $(grep sim0 "$tmp/err")"
 rm -f "$tmp/wide.gguf"
 
 # 6. a prompt that cannot fit is refused before it is tokenized (the bound from its length)
