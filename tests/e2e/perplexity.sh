@@ -32,6 +32,11 @@ last=$(grep -o '\[15\][0-9.]*' "$tmp/out" | sed 's/\[15\]//')
 ppl2=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/out2")
 awk -v a="$ppl" -v b="${ppl2:-0}" 'BEGIN { d = a - b; exit !(d < 0.0005 && d > -0.0005) }' &&
   echo "ok: -b 32 -t 1 from standard input: $ppl2" || { echo "FAIL: -b 32 -t 1 -f -: '$ppl2' against $ppl"; fails=$((fails + 1)); }
+# offloaded to a sim device, the same figure (results do not depend on the split)
+LOOM_SIM_DEVICES=1 "$bin" perplexity -m "$model" -f "$text" -c 128 -ngl 3 -t 2 >"$tmp/out3" 2>/dev/null
+ppl3=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/out3")
+awk -v a="$ppl" -v b="${ppl3:-0}" 'BEGIN { d = a - b; exit !(d < 0.0005 && d > -0.0005) }' &&
+  echo "ok: -ngl 3 on sim0: $ppl3" || { echo "FAIL: -ngl 3 on sim0: '$ppl3' against $ppl"; fails=$((fails + 1)); }
 expect_fail() {
   local what=$1 want=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
