@@ -58,7 +58,8 @@ static void usage(FILE * f) {
             "      --logit-bias T+B      add B to the logit of token T (T-B subtracts; T-inf: never); repeatable\n"
             "      --ignore-eos          keep generating past the end-of-sequence token (never sample it)\n"
             "  -r, --reverse-prompt S    stop when the generated text ends with S; repeatable\n"
-            "  -e, --escape              process escapes (\\n, \\t, \\xHH, ...) in -p and -r\n"
+            "  -e, --escape              process escapes (\\n, \\t, \\xHH, ...) in the prompt and -r (default)\n"
+            "      --no-escape           take them as they are written\n"
             "      --no-display-prompt   print only the generated text, not the prompt\n"
             "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
             "                            picks one from the clock, and the seed used is printed\n"
@@ -73,7 +74,7 @@ static void usage(FILE * f) {
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON, OPT_FIT_MARGIN };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON, OPT_FIT_MARGIN, OPT_NO_ESCAPE };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -89,7 +90,7 @@ static const struct option long_opts[] = {
     {"no-host-copy", no_argument, 0, OPT_NOHOSTCOPY}, {"cache-type", required_argument, 0, OPT_CACHE},
     {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS}, {"presence-penalty", required_argument, 0, OPT_PRESENCE},
     {"frequency-penalty", required_argument, 0, OPT_FREQUENCY}, {"logit-bias", required_argument, 0, OPT_BIAS},
-    {"reverse-prompt", required_argument, 0, 'r'}, {"escape", no_argument, 0, 'e'},
+    {"reverse-prompt", required_argument, 0, 'r'}, {"escape", no_argument, 0, 'e'}, {"no-escape", no_argument, 0, OPT_NO_ESCAPE},
     {"no-display-prompt", no_argument, 0, OPT_NO_DISPLAY}, {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
     {"json", no_argument, 0, OPT_JSON}, {"fit-margin", required_argument, 0, OPT_FIT_MARGIN},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
@@ -105,7 +106,7 @@ static const struct option long_opts[] = {
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct run_opts * o) {
     struct loom_sampler_params sp = loom_sampler_default_params();
-    *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_gpu_layers = NGL_UNSET, .fit_margin = 1024, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
+    *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_gpu_layers = NGL_UNSET, .fit_margin = 1024, .escape = true, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
                            .seed = LOOM_DEFAULT_SEED, .cache_type = LOOM_TYPE_F32};
     opterr = 0;
@@ -170,6 +171,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
             o->stops.strs[o->stops.n++] = optarg;
             break;
         case 'e': o->escape = true; break;
+        case OPT_NO_ESCAPE: o->escape = false; break;
         case OPT_NO_DISPLAY: o->no_display_prompt = true; break;
         case OPT_LIST_DEVICES: o->list_devices = true; break;
         case OPT_JSON: o->json = true; break;
@@ -194,7 +196,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
     }
     for (int i = 0; i < o->stops.n; i++) {
         /* argv's strings may be changed in place; an escape can only shorten them */
-        if (o->escape) process_escapes((char *)o->stops.strs[i]);
+        if (o->escape) process_escapes((char *)o->stops.strs[i], strlen(o->stops.strs[i]));
         const size_t n = strlen(o->stops.strs[i]);
         o->stops.longest = n > o->stops.longest ? n : o->stops.longest;
     }
@@ -348,7 +350,7 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         if (!prompt_buf) return 1;
     }
     if (o->escape && !prompt_buf && o->prompt && !(prompt_buf = strdup(o->prompt))) return fail(s, "out of memory");
-    if (o->escape) plen = process_escapes(prompt_buf);
+    if (o->escape && prompt_buf) plen = process_escapes(prompt_buf, o->prompt_file ? plen : strlen(prompt_buf));
     const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
     struct loom_hparams hp;
     if (loom_model_read_meta(o->model, &hp, &s->vocab) != LOOM_OK) {

@@ -41,18 +41,18 @@ static int hex_value(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-size_t process_escapes(char * s) {
+size_t process_escapes(char * s, size_t len) {
     static const char from[] = "nrt\\'\"?abfv0", to[] = "\n\r\t\\'\"?\a\b\f\v";
     size_t w = 0;
-    for (size_t r = 0; s[r]; r++) {
-        const char * e = s[r] == '\\' && s[r + 1] ? strchr(from, s[r + 1]) : NULL;
+    for (size_t r = 0; r < len; r++) {
+        const char * e = s[r] == '\\' && r + 1 < len && s[r + 1] ? strchr(from, s[r + 1]) : NULL;
         if (e) {
             s[w++] = to[e - from]; /* '0' maps to the terminating NUL of 'to' */
             r++;
-        } else if (s[r] == '\\' && s[r + 1] == 'x' && hex_value(s[r + 2]) >= 0) {
+        } else if (s[r] == '\\' && r + 2 < len && s[r + 1] == 'x' && hex_value(s[r + 2]) >= 0) {
             int v = hex_value(s[r + 2]);
             r += 2;
-            if (hex_value(s[r + 1]) >= 0) v = v * 16 + hex_value(s[++r]);
+            if (r + 1 < len && hex_value(s[r + 1]) >= 0) v = v * 16 + hex_value(s[++r]);
             s[w++] = (char)v;
         } else {
             s[w++] = s[r];

@@ -168,8 +168,12 @@ case "$full" in "$stopped"*) prefix=1 ;; *) prefix=0 ;; esac
 quiet=$(gen -p "Once upon a time" -n 64 --no-display-prompt)
 [ "Once upon a time$quiet" = "$full" ] && echo "ok: --no-display-prompt prints the generated text alone" || fail "--no-display-prompt: '$quiet'"
 [ "$(gen -p 'Once upon\x20a\ttime' -e -n 64)" = "$(gen -p "$(printf 'Once upon a\ttime')" -n 64)" ] &&
-  [ "$(gen -p 'Once upon\x20a time' -n 8)" != "$(gen -p 'Once upon a time' -n 8)" ] &&
-  echo "ok: -e turns \\x20 and \\t into their bytes (and only with -e)" || fail "-e"
+  [ "$(gen -p 'Once upon\x20a\ttime' -n 64)" = "$(gen -p "$(printf 'Once upon a\ttime')" -n 64)" ] &&
+  [ "$(gen -p 'Once upon\x20a time' --no-escape -n 8)" != "$(gen -p 'Once upon a time' -n 8)" ] &&
+  echo "ok: \\x20 and \\t are their bytes (-e, the default), not with --no-escape" || fail "-e"
+printf 'Once upon\\x20a time\n' >"$tmp/esc.txt"
+[ "$(gen -f "$tmp/esc.txt" -n 16)" = "$(gen -p 'Once upon a time' -n 16)" ] && echo "ok: escapes in -f too, as the field" || fail "-f escapes"
+gen -n 4 >/dev/null && echo "ok: no prompt with escapes on" || fail "no prompt"
 lily=$("$bin" tokenize -m "$model" -p " Lily" --ids 2>/dev/null | tr -d '[] ' | awk -F, '{ print $NF }')
 forced=$(gen -p "Once upon a time" -n 4 --logit-bias "$lily+inf")
 [ "$forced" = "Once upon a time Lily Lily Lily Lily" ] && echo "ok: --logit-bias $lily+inf forces ' Lily'" || fail "--logit-bias +inf: '$forced' (token $lily)"
