@@ -116,6 +116,14 @@ LOOM_SIM_DEVICES=1 "$bin" run -m "$tmp/wide.gguf" -c 1024 -dev none -n 2 -p hi >
   ! grep -q "sim0" "$tmp/err" && echo "ok: -dev none offloads nothing" || fail "-dev none: $(grep sim0 "$tmp/err")"
 rm -f "$tmp/wide.gguf"
 
+# compute buffers too large for the device: the error names them, the device, MiB asked and free;
+# the prompt already printed ends with a newline, so the error line is not glued to it
+long=$(for _ in $(seq 1 100); do printf 'Once upon a time '; done)
+expect_error "compute buffer over a sim device's memory" "cannot allocate the compute buffer (sim0, chunk 0): [0-9.]* MiB asked, [0-9.]* MiB free of 8.00 MiB on sim0" \
+  env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=8 "$bin" run -m "$model" -c 512 -ngl 5 -p "$long" -n 4
+[ "$(tail -c 1 "$tmp/out" | od -An -c | tr -d ' ')" = '\n' ] && [ -s "$tmp/out" ] && echo "ok: the text before an error ends with a newline" ||
+  fail "the text before the error does not end with a newline: $(tail -c 20 "$tmp/out" | od -c | head -2)"
+
 # 6. a prompt that cannot fit is refused before it is tokenized (the bound from its length)
 head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/big.txt"
 expect_fail "a 2 MB prompt file" "the prompt is at least [0-9]* tokens (2000000 bytes), longer than the context of 4096" \
