@@ -14,6 +14,7 @@ extern "C" {
 /* (section owned by the sampler work)
  *
  * Picks the next token from a row of logits: repetition penalty (Keskar et al. 2019, "CTRL"),
+ * presence and frequency penalties (as OpenAI's API defines them),
  * then temperature, top-k (Fan et al. 2018), top-p / nucleus (Holtzman et al. 2019, "The Curious
  * Case of Neural Text Degeneration"), min-p (Nguyen et al. 2024), then a draw from the softmax of
  * what is left. Deterministic for a given seed. */
@@ -27,18 +28,21 @@ struct loom_sampler_params {
     float top_p;           /* keep the smallest most-likely prefix whose probability reaches p; >= 1 = off */
     float min_p;           /* drop tokens with probability < min_p * (top probability); <= 0 = off */
     float repeat_penalty;  /* > 0; 1 = off: logits of recent tokens are divided (if > 0) or multiplied (if < 0) */
-    int repeat_last_n;     /* how many accepted tokens the penalty looks back; 0 = off */
+    int repeat_last_n;     /* how many accepted tokens the penalties look back; 0 = off */
+    float presence_penalty;   /* subtracted from the logit of each token among them; 0 = off */
+    float frequency_penalty;  /* times the token's count among them, subtracted from its logit; 0 = off */
     uint64_t seed;         /* PRNG seed (0 is fine); LOOM_DEFAULT_SEED = from the clock */
 };
 
 struct loom_sampler;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1 (off),
- * repeat_last_n 64, seed LOOM_DEFAULT_SEED. */
+ * repeat_last_n 64, presence and frequency penalties 0 (off), seed LOOM_DEFAULT_SEED. */
 struct loom_sampler_params loom_sampler_default_params(void);
 
 /* Creates a sampler. Errors (logged, '*out' = NULL): LOOM_ERR_INVALID_ARG for NULL pointers, a NaN
- * temp/top_p/min_p, repeat_penalty not > 0 (or NaN/inf), repeat_last_n < 0 or > 1<<20;
+ * temp/top_p/min_p, repeat_penalty not > 0 (or NaN/inf), a presence or frequency penalty NaN/inf,
+ * repeat_last_n < 0 or > 1<<20;
  * LOOM_ERR_OOM. Out-of-range but meaningful values are clamped (top_p <= 0 and min_p >= 1 keep
  * only the most likely token(s)). */
 enum loom_status loom_sampler_new(const struct loom_sampler_params * params, struct loom_sampler ** out);
@@ -241,6 +245,41 @@ enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32
 /* Logits [n_vocab] of the last decoded position (or of position i of the last batch with logits_all). */
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
 const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
+/* What loom_model_fit measured and chose. Sizes in bytes, as the buffers would be allocated. */
+#define LOOM_FIT_MAX_LAYERS 4096
+struct loom_fit {
+    const char * device;          /* the offload device's registry name, NULL when there is none */
+    int n_layer;                  /* the model's layers */
+    int n_gpu_layers;             /* the layers that fit (the last ones; with all, the output layer too) */
+    uint64_t layer_bytes[LOOM_FIT_MAX_LAYERS]; /* [n_layer] each layer's weights on the device */
+    uint64_t output_bytes;        /* output.weight and output_norm.weight (the embedding when tied) */
+    uint64_t kv_layer_bytes;      /* one layer's K and V at the context size */
+    uint64_t compute_bytes;       /* compute buffers of the largest step (n_batch tokens, the context full) */
+    uint64_t free_bytes;          /* the device's free memory */
+    uint64_t margin_bytes;        /* kept free: the margin asked, or the context's reserve when larger */
+    uint64_t need_bytes;          /* weights and KV cache of the layers chosen */
+};
+/* Chooses how many layers of the model at 'path' to offload ('mp.device', or the first non-CPU
+ * device) so that free memory >= compute + margin + the chosen layers' weights and KV cache, from
+ * sizes measured by a dry run: the model mapped on the CPU (no copy), each weight's size in the
+ * device's buffer type, the KV cache at 'cp' (n_ctx, cache_type), and the scheduler's plan of the
+ * largest step (n_batch tokens attending over the full context) in a context whose KV memory is
+ * never touched. Without an offload device: LOOM_OK and 0 layers. Errors: those of
+ * loom_model_load and loom_llama_context_new; LOOM_ERR_UNSUPPORTED past LOOM_FIT_MAX_LAYERS. */
+enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+                                struct loom_fit * out);
+
+/* Bytes held in one device's memory (for a memory breakdown). */
+struct loom_llama_memory {
+    size_t model;    /* weights (wrapped mapped file included, for the host) */
+    size_t context;  /* KV cache */
+    size_t compute;  /* the scheduler's compute buffers (0 before the first decode) */
+};
+/* What 'model' and 'lctx' (either may be NULL) hold on 'dev': its device memory, or with 'dev' NULL
+ * or the CPU device, host memory (mapped weights, CPU buffers, pinned host memory of a device). */
+void loom_llama_memory_breakdown(const struct loom_model * model, const struct loom_llama_context * lctx, loom_backend_dev_t dev,
+                                 struct loom_llama_memory * out);
+
 /* The scheduler (for introspection: splits, copies, buffer sizes). */
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 

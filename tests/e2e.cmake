@@ -36,3 +36,7 @@ add_test(NAME e2e-offload-batch COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/offlo
 set_tests_properties(e2e-offload-batch PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 120 RUN_SERIAL TRUE)
 add_test(NAME e2e-cache-type COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/cache-type.sh $<TARGET_FILE:loom-cli> ${E2E_MODEL})
 set_tests_properties(e2e-cache-type PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 120)
+add_test(NAME e2e-perplexity COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/perplexity.sh $<TARGET_FILE:loom-cli> ${LOOM_SHARED_MODELS})
+set_tests_properties(e2e-perplexity PROPERTIES TIMEOUT 120)
+add_test(NAME e2e-cli-run COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/cli-run.sh $<TARGET_FILE:loom-cli> ${E2E_MODEL})
+set_tests_properties(e2e-cli-run PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 300)

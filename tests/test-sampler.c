@@ -346,6 +346,50 @@ static void test_penalty(void) {
     loom_sampler_free(s);
 }
 
+/* Presence and frequency penalties: subtracted once per distinct token, the frequency one times
+ * the token's count in the window, after the repetition penalty. */
+static void test_presence_frequency(void) {
+    const float l[3] = {1.0f, 0.9f, 0.5f};
+    struct { float presence, frequency, repeat; int n_accept; int want; const char * what; } cases[] = {
+        {0.15f, 0, 1, 1, 1, "presence 0.15: 1.0 -> 0.85 < 0.9"},
+        {0.05f, 0, 1, 1, 0, "presence 0.05: 1.0 -> 0.95 > 0.9"},
+        {0.05f, 0, 1, 3, 0, "presence counts a token once: 0.95 > 0.9"},
+        {0, 0.04f, 1, 2, 0, "frequency 0.04 x 2: 1.0 -> 0.92 > 0.9"},
+        {0, 0.06f, 1, 2, 1, "frequency 0.06 x 2: 1.0 -> 0.88 < 0.9"},
+        {0, 0.04f, 1, 3, 1, "frequency 0.04 x 3: 1.0 -> 0.88 < 0.9"},
+        {0.1f, 0, 1.05f, 1, 1, "repeat then presence: 1.0 / 1.05 - 0.1 = 0.852 < 0.9"},
+        {-0.5f, 0, 1, 1, 0, "a negative presence penalty favours the token"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct loom_sampler_params p = plain(0.0f, 1);
+        p.presence_penalty = cases[i].presence;
+        p.frequency_penalty = cases[i].frequency;
+        p.repeat_penalty = cases[i].repeat;
+        struct loom_sampler * s = make(&p);
+        for (int k = 0; k < cases[i].n_accept; k++) loom_sampler_accept(s, 0);
+        int32_t t = -1;
+        loom_sampler_sample(s, l, 3, &t);
+        CHECK(t == cases[i].want, "%s (picked %d)", cases[i].what, t);
+        loom_sampler_free(s);
+    }
+    /* the order: repeat 2 then presence 0.5 takes 1.0 to 0.0 (< 0.1); the other order would give 0.25 */
+    struct loom_sampler_params o = plain(0.0f, 1);
+    o.repeat_penalty = 2.0f, o.presence_penalty = 0.5f;
+    struct loom_sampler * s = make(&o);
+    loom_sampler_accept(s, 0);
+    const float l2[2] = {1.0f, 0.1f};
+    int32_t t = -1;
+    loom_sampler_sample(s, l2, 2, &t);
+    CHECK(t == 1, "the repetition penalty comes before the presence penalty (picked %d)", t);
+    loom_sampler_free(s);
+    struct loom_sampler_params b = plain(1.0f, 1);
+    struct loom_sampler * none = NULL;
+    b.presence_penalty = INFINITY;
+    CHECK(loom_sampler_new(&b, &none) == LOOM_ERR_INVALID_ARG && !none, "infinite presence penalty");
+    b.presence_penalty = 0, b.frequency_penalty = NAN;
+    CHECK(loom_sampler_new(&b, &none) == LOOM_ERR_INVALID_ARG && !none, "NaN frequency penalty");
+}
+
 static void test_degenerate(void) {
     int e0 = g_errors;
     const float with_nan[4] = {NAN, 1.0f, NAN, 0.0f};
@@ -449,6 +493,7 @@ int main(void) {
     test_top_p();
     test_min_p();
     test_penalty();
+    test_presence_frequency();
     test_degenerate();
     test_speed();
     return test_finish("test-sampler");

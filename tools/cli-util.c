@@ -83,6 +83,39 @@ char * cli_read_file(const char * cmd, const char * path, size_t * len) {
     return data;
 }
 
+/* Standard input to its end, at most 'max' bytes. */
+static char * read_stdin(const char * cmd, size_t max, size_t * len) {
+    size_t n = 0, cap = 1 << 16;
+    char * buf = malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            char * grown = cap < max ? realloc(buf, (cap *= 2) + 1) : NULL;
+            if (!grown) break;
+            buf = grown;
+        }
+        const size_t got = fread(buf + n, 1, cap - n, stdin);
+        n += got;
+        if (got == 0) {
+            if (ferror(stdin)) break;
+            buf[n] = 0;
+            *len = n;
+            return buf;
+        }
+    }
+    fprintf(stderr, "loom %s: cannot read standard input: %s\n", cmd, !buf || n == cap ? "too large or out of memory" : strerror(errno));
+    free(buf);
+    return NULL;
+}
+
+char * cli_read_prompt_file(const char * cmd, const char * path, size_t * len) {
+    size_t n = 0;
+    char * text = !strcmp(path, "-") ? read_stdin(cmd, (size_t)1 << 30, &n) : cli_read_file(cmd, path, &n);
+    if (!text) return NULL;
+    if (n && text[n - 1] == '\n') text[--n] = 0;
+    *len = n;
+    return text;
+}
+
 static char g_last_error[1024];
 static enum loom_log_level g_min_level = LOOM_LOG_WARN;
 
@@ -142,6 +175,22 @@ void cli_option_error(const char * cmd, int c) {
 
 int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts) {
     g_longopts = longopts;
+    /* The field's multi-letter short options (-ngl, -fa, -dev, ...) are long options spelled with one
+     * dash: such an element is an option only when its name is one of 'longopts' exactly, and never
+     * a cluster of one-letter options ("-fa" is not "-f a"), so a command adds one by adding its
+     * name to its table. */
+    const char * next = optind < argc ? argv[optind] : NULL;
+    if (next && next[0] == '-' && next[1] && next[1] != '-' && next[2]) {
+        const size_t len = strcspn(next + 1, "=");
+        bool known = false;
+        for (int i = 0; longopts[i].name && !known; i++) known = strlen(longopts[i].name) == len && !strncmp(longopts[i].name, next + 1, len);
+        if (!known) {
+            g_opt_text = next;
+            optind++;
+            optopt = 0;
+            return '?';
+        }
+    }
     char spec[128];
     /* '+': stop at the first non-option, so the parsed element is always argv[optind - 1 or 2] */
     snprintf(spec, sizeof spec, "+%s", shortopts);

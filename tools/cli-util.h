@@ -19,9 +19,12 @@ bool cli_parse_float(const char * cmd, const char * opt, const char * arg, doubl
 int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max);
 /* The line a subcommand's help ends with: how cli_getopt takes a long option's value. */
 #define CLI_LONG_OPTION_HELP "Long options are spelled out in full and take their value as '--opt value' or '--opt=value'.\n"
-/* getopt_long_only with two differences: long options must be spelled out in full (an
- * abbreviation returns '?', like an unknown option), and parsing stops at the first argument that
- * is not an option (the caller reports it as unexpected). */
+/* getopt_long_only with three differences: long options must be spelled out in full (an
+ * abbreviation returns '?', like an unknown option); an element of more than one letter after a
+ * single dash ("-ngl", "-fa") is a long option named exactly so or an unknown option (returns
+ * '?'), never a cluster of one-letter options ("-fa" is not "-f a"); and parsing stops at the first
+ * argument that is not an option (the caller reports it as unexpected). The field's multi-letter
+ * short spellings are thus added to a command by adding them to its 'longopts'. */
 int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts);
 /* The command-line element of the option cli_getopt returned last (for error messages). */
 const char * cli_option_text(void);
@@ -51,6 +54,9 @@ const char * cli_device_list(void);
 bool cli_no_more_args(const char * cmd, int argc, char ** argv);
 /* Reads a whole file into a NUL-terminated heap buffer; NULL (reported) on failure. */
 char * cli_read_file(const char * cmd, const char * path, size_t * len);
+/* Reads a prompt or text file as the field's -f does: "-" is standard input, and one trailing
+ * newline is dropped. NULL (reported) on failure. */
+char * cli_read_prompt_file(const char * cmd, const char * path, size_t * len);
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);

@@ -231,7 +231,9 @@ int loom_cmd_bench(int argc, char ** argv) {
     for (int mi = 0; mi < o.n_models; mi++) {
         struct loom_hparams hp;
         if (loom_model_read_meta(o.models[mi], &hp, NULL) != LOOM_OK) {
-            fprintf(stderr, "loom bench: %s: %s\n", o.models[mi], cli_last_error("cannot read the model"));
+            const char * why = cli_last_error("cannot read the model");
+            if (strstr(why, o.models[mi])) fprintf(stderr, "loom bench: %s\n", why); /* the message names the file */
+            else fprintf(stderr, "loom bench: %s: %s\n", o.models[mi], why);
             return 1;
         }
     }
@@ -268,7 +270,8 @@ int loom_cmd_bench(int argc, char ** argv) {
                     for (int ti2 = 0; ti2 < o.n_prompts + o.n_gens; ti2++) {
                         struct bench_result r = {.model_path = o.models[mi], .size = loom_model_size(model),
                                                  .n_params = loom_model_n_params(model), .n_threads = cp.n_threads,
-                                                 .n_gpu_layers = o.ngls[gi], .n_batch = o.batches[bi]};
+                                                 .n_gpu_layers = strcmp(loom_model_backend_name(model), "CPU") ? o.ngls[gi] : 0,
+                                                 .n_batch = o.batches[bi]};
                         snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
                         r.backend = loom_model_backend_name(model);
                         if (ti2 < o.n_prompts) r.n_prompt = o.prompts[ti2];

@@ -69,7 +69,9 @@ int loom_cmd_tokenize(int argc, char ** argv) {
     int32_t * toks = malloc(((size_t)n + 1) * sizeof *toks);
     int rc = 0;
     if (!toks || (n = loom_tokenize(vocab, text, len, add_bos, special, toks, n + 1)) < 0) {
-        fprintf(stderr, "loom tokenize: %s\n", cli_last_error("cannot tokenize the text"));
+        const char * why = cli_last_error("cannot tokenize the text");
+        if (!strncmp(why, "tokenize: ", 10)) why += 10; /* the library's own prefix: said once, by this line */
+        fprintf(stderr, "loom tokenize: %s\n", why);
         rc = 1;
     } else if (ids_only) {
         putchar('[');

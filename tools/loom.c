@@ -1,4 +1,5 @@
 /* loom.c -- the `loom` command line: dispatches to one subcommand. */
+#include "cli-devices.h"
 #include "cli-util.h"
 #include "commands.h"
 
@@ -22,12 +23,14 @@ static const struct command commands[] = {
     {"tokenize", loom_cmd_tokenize, "print the token ids and pieces of a text"},
     {"convert-llama2c", loom_cmd_convert_llama2c, "convert a llama2.c checkpoint and tokenizer to GGUF"},
     {"gen-model", loom_cmd_gen_model, "write a llama or qwen2 GGUF with random weights"},
+    {"perplexity", loom_cmd_perplexity, "measure a model's perplexity on a text"},
     {"bench", loom_cmd_bench, "measure prompt processing and generation speed"},
     {"test-ops", loom_cmd_test_ops, "check every op of a device against a reference"},
 };
 
 static void usage(FILE * f) {
-    fprintf(f, "usage: loom COMMAND [options]   (loom COMMAND -h for a command's options)\n\ncommands:\n");
+    fprintf(f, "usage: loom COMMAND [options]   (loom COMMAND -h for a command's options)\n"
+               "       loom --list-devices [--json]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
     }
@@ -50,6 +53,15 @@ int main(int argc, char ** argv) {
         }
         fprintf(stderr, "loom help: unknown command '%s' (see loom -h)\n", argv[2]);
         return 1;
+    }
+    if (!strcmp(argv[1], "--list-devices")) { /* as every command's --list-devices */
+        const bool json = argc == 3 && !strcmp(argv[2], "--json");
+        if (argc > 3 || (argc == 3 && !json)) {
+            fprintf(stderr, "loom: --list-devices takes only --json\n");
+            return 1;
+        }
+        cli_list_devices(json);
+        return cli_stdout_ok("--list-devices") ? 0 : 1;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);

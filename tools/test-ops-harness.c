@@ -511,13 +511,18 @@ int test_ops_run(const struct test_ops_options * opt) {
         bool known = false;
         for (int o = 0; o < LOOM_OP_COUNT; o++) known |= !strcasecmp(opt->op, loom_op_name((enum loom_op)o));
         if (!known) {
-            fprintf(stderr, "loom test-ops: unknown op '%s'\n", opt->op);
+            char names[1024] = "";
+            for (int o = 0; o < LOOM_OP_COUNT; o++) {
+                const size_t n = strlen(names);
+                if (o != LOOM_OP_NONE) snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", loom_op_name((enum loom_op)o));
+            }
+            fprintf(stderr, "loom test-ops: unknown op '%s' (ops: %s)\n", opt->op, names);
             return 1;
         }
     }
     loom_backend_t backend = loom_backend_dev_init(dev, NULL);
     if (!backend) {
-        fprintf(stderr, "test-ops: cannot start a backend on %s\n", dev_name);
+        fprintf(stderr, "loom test-ops: cannot start a backend on %s\n", dev_name);
         return 1;
     }
     printf("test-ops on %s (%s)%s%s\n", dev_name, loom_backend_dev_description(dev),

@@ -278,8 +278,12 @@ static enum loom_status ensure_buffers(loom_gallocr_t g) {
             retire(g, b->chunks[k]);
             b->chunks[k] = loom_backend_buft_alloc_buffer(g->bufts[i], need);
             if (!b->chunks[k]) {
-                loom_log(LOOM_LOG_ERROR, "graph allocator: cannot allocate %zu bytes of %s (chunk %d)", need,
-                         loom_backend_buft_name(g->bufts[i]), k);
+                loom_backend_dev_t dev = loom_backend_buft_get_device(g->bufts[i]);
+                size_t free_mem = 0, total = 0;
+                if (dev) loom_backend_dev_memory(dev, &free_mem, &total);
+                loom_log(LOOM_LOG_ERROR, "cannot allocate the compute buffer (%s, chunk %d): %.2f MiB asked, %.2f MiB free of %.2f MiB on %s",
+                         loom_backend_buft_name(g->bufts[i]), k, need / 1048576.0, free_mem / 1048576.0, total / 1048576.0,
+                         dev ? loom_backend_dev_name(dev) : "its device");
                 return LOOM_ERR_OOM;
             }
             loom_backend_buffer_set_usage(b->chunks[k], LOOM_BACKEND_BUFFER_USAGE_COMPUTE);

@@ -226,11 +226,24 @@ static const char * cpu_dev_description(loom_backend_dev_t dev) {
     return desc;
 }
 
+/* Free memory is Linux's MemAvailable (what can be allocated without swapping: free pages plus
+ * the page cache that can be dropped), not MemFree, which leaves the cache out and so reads low
+ * after any large file has been read; sysconf's count of free pages where there is no /proc. */
 static void cpu_dev_memory(loom_backend_dev_t dev, size_t * free_mem, size_t * total) {
     (void)dev;
     long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
     *total = pages > 0 ? (size_t)pages * loom_page_size() : 0;
     *free_mem = avail > 0 ? (size_t)avail * loom_page_size() : 0;
+    FILE * f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kib;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+            *free_mem = (size_t)kib * 1024;
+            break;
+        }
+    }
+    if (f) fclose(f);
 }
 
 static enum loom_backend_dev_type cpu_dev_type(loom_backend_dev_t dev) { (void)dev; return LOOM_BACKEND_DEV_TYPE_CPU; }

@@ -16,8 +16,25 @@ struct loom_llama_context_params loom_llama_context_default_params(void) {
     };
 }
 
+/* Refuses a KV cache larger than the free memory of the device that would hold it (before the
+ * allocation, which would zero-fill it, or on the host take all memory and swap). */
+static enum loom_status check_fits(struct loom_context * ctx, loom_backend_t backend, enum loom_type type, int64_t n_ctx) {
+    uint64_t bytes = 0;
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) bytes += loom_nbytes(t);
+    size_t free_mem = 0, total = 0;
+    loom_backend_dev_t dev = loom_backend_get_device(backend);
+    loom_backend_dev_memory(dev, &free_mem, &total);
+    /* room left for the compute buffers and everything else: 1 GiB, or 1/16 of a smaller device */
+    const uint64_t margin = total / 16 < ((uint64_t)1 << 30) ? total / 16 : (uint64_t)1 << 30;
+    if (bytes == 0 || total == 0 || bytes + margin <= free_mem) return LOOM_OK; /* a device that reports no memory is not checked */
+    loom_log(LOOM_LOG_ERROR, "cannot allocate the KV cache (%lld cells, %s) on %s: %.2f MiB asked, %.2f MiB free of %.2f MiB, "
+             "%.2f MiB of which are kept for the compute buffers (use a smaller -c)", (long long)n_ctx, loom_type_name(type),
+             loom_backend_dev_name(dev), bytes / 1048576.0, free_mem / 1048576.0, total / 1048576.0, margin / 1048576.0);
+    return LOOM_ERR_OOM;
+}
+
 /* K and V of every layer, each layer's pair in the buffer type of the device that runs it. */
-static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
+static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool measure) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
@@ -42,10 +59,11 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
     loom_backend_t backends[2] = {lctx->backend_cpu, lctx->backend_dev};
     for (int d = 0; d < 2; d++) {
         if (!backends[d]) continue;
-        enum loom_status st = LOOM_OK;
+        enum loom_status st = measure ? LOOM_OK : check_fits(lctx->ctx_kv[d], backends[d], lctx->params.cache_type, n_ctx);
+        if (st != LOOM_OK) return st;
         lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backends[d], &st);
         if (st != LOOM_OK) return st;
-        if (lctx->kv_buffers[d]) {
+        if (lctx->kv_buffers[d] && !measure) {
             loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
             loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (%s, %d cells)",
                      loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backends[d]),
@@ -101,6 +119,11 @@ static enum loom_status init_backends(struct loom_llama_context * lctx) {
 
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out) {
+    return loom_llama_context_create(model, params, false, out);
+}
+
+enum loom_status loom_llama_context_create(struct loom_model * model, struct loom_llama_context_params params, bool measure,
+                                           struct loom_llama_context ** out) {
     *out = NULL;
     const struct loom_hparams * hp = &model->hp;
     if (params.n_ctx <= 0) params.n_ctx = hp->n_ctx_train;
@@ -123,10 +146,16 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
     size_t n_out = params.logits_all ? (size_t)params.n_batch : 1;
     lctx->logits = malloc(n_out * (size_t)hp->n_vocab * sizeof(float));
     enum loom_status st = lctx->graph_mem && lctx->logits ? LOOM_OK : LOOM_ERR_OOM;
-    if (st == LOOM_OK) st = init_backends(lctx);
-    if (st == LOOM_OK) st = kv_cache_init(lctx);
     if (st != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "cannot create the inference context: out of host memory for the logits (%.2f MiB) and graph",
+                 (double)n_out * hp->n_vocab * sizeof(float) / 1048576.0);
+    }
+    if (st == LOOM_OK) st = init_backends(lctx);
+    if (st == LOOM_OK) st = kv_cache_init(lctx, measure);
+    if (st != LOOM_OK && st != LOOM_ERR_OOM) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));
+    }
+    if (st != LOOM_OK) { /* out of memory: the allocation that failed said where and how much */
         loom_llama_context_free(lctx);
         return st;
     }

@@ -53,7 +53,7 @@ static enum loom_status read_config(const uint8_t * data, size_t size, struct ll
     }
     uint64_t dim = (uint64_t)c->dim, hid = (uint64_t)c->hidden_dim, L = (uint64_t)c->n_layers;
     uint64_t kv = dim / (uint64_t)c->n_heads * (uint64_t)c->n_kv_heads, head = dim / (uint64_t)c->n_heads;
-    uint64_t t;
+    uint64_t t = 0;
     bool ok = mul_ok((uint64_t)c->vocab_size, dim, &counts[W_EMBD]) && mul_ok(L, dim, &counts[W_RMS_ATT]) &&
               mul_ok(L, dim * dim, &counts[W_Q]) && mul_ok(L, dim * kv, &counts[W_K]) && mul_ok(L, dim * kv, &counts[W_V]) &&
               mul_ok(L, dim * dim, &counts[W_O]) && mul_ok(L, dim, &counts[W_RMS_FFN]) && mul_ok(L, hid * dim, &counts[W_1]) &&

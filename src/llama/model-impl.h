@@ -100,5 +100,9 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
 int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens);
 /* Nodes a graph may have at most (for sizing the scheduler and the metadata arena). */
 size_t loom_llama_graph_max_nodes(const struct loom_model * model);
+/* loom_llama_context_new; with 'measure' the KV cache is neither checked against free memory nor
+ * cleared (its pages are never touched): a context for measuring compute buffers (fit.c). */
+enum loom_status loom_llama_context_create(struct loom_model * model, struct loom_llama_context_params params, bool measure,
+                                           struct loom_llama_context ** out);
 
 #endif

@@ -40,8 +40,12 @@ static struct loom_tensor * weight(struct loom_model * m, const struct loom_gguf
     bool shape_ok = ne[0] == ne0 && (n_dims < 2 || ne[1] == want_ne1) && (n_dims >= 2 || want_ne1 == 1);
     for (int d = 2; d < n_dims; d++) shape_ok = shape_ok && ne[d] == 1;
     if (!shape_ok) {
-        loom_log(LOOM_LOG_ERROR, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name, (long long)ne[0],
-                 (long long)(n_dims > 1 ? ne[1] : 1), (long long)ne0, (long long)want_ne1);
+        char dims[128] = "";
+        for (int d = 0; d < n_dims; d++) {
+            const size_t n = strlen(dims);
+            snprintf(dims + n, sizeof dims - n, "%s%lld", d ? ", " : "", (long long)ne[d]);
+        }
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' has shape [%s], expected [%lld, %lld]", name, dims, (long long)ne0, (long long)want_ne1);
         *status = LOOM_ERR_FORMAT;
         return NULL;
     }

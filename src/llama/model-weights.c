@@ -75,6 +75,23 @@ static enum loom_status check_scales(const struct loom_tensor * t, const void * 
     return LOOM_ERR_FORMAT;
 }
 
+/* The alignment the kernels read a tensor of 'type' with (bytes): its elements' or its blocks'
+ * widest field, at most 4 (F32 and the blocks' float scales; F16, BF16 and half-precision scales
+ * need 2). A file with a small 'general.alignment' may place a tensor at any byte. */
+static uint64_t type_alignment(enum loom_type type) {
+    const uint64_t size = loom_type_size(type);
+    const uint64_t low_bit = size & (~size + 1);
+    return low_bit < 4 ? (low_bit ? low_bit : 1) : 4;
+}
+
+/* The first tensor of 'ctx' whose file address is not aligned for its type, or NULL. */
+static const struct loom_tensor * misaligned_tensor(const struct load_state * s, struct loom_context * ctx) {
+    for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
+        if ((uintptr_t)(s->map + file_offset(s, t)) % type_alignment(t->type)) return t;
+    }
+    return NULL;
+}
+
 /* Wraps the span of the mapping that holds ctx's tensors as a buffer of 'dev' and places each
  * tensor at its file address. Returns LOOM_ERR_UNSUPPORTED when the device cannot wrap it. */
 static enum loom_status place_zero_copy(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev) {
@@ -230,7 +247,12 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
 
 static enum loom_status place_group(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev, bool zero_copy) {
     if (!loom_get_first_tensor(ctx)) return LOOM_OK;
-    if (zero_copy && s->map) {
+    const struct loom_tensor * odd = zero_copy && s->map ? misaligned_tensor(s, ctx) : NULL;
+    if (odd) { /* read in place, its elements would be loaded from misaligned addresses */
+        loom_log(LOOM_LOG_WARN, "tensor '%s' (%s) is not %llu-byte aligned in the file (general.alignment %u): copying the weights "
+                 "for %s into aligned memory", odd->name, loom_type_name(odd->type), (unsigned long long)type_alignment(odd->type),
+                 loom_gguf_alignment(s->g), loom_backend_dev_name(dev));
+    } else if (zero_copy && s->map) {
         enum loom_status st = place_zero_copy(s, ctx, dev);
         if (st == LOOM_OK) {
             uint64_t n = 0;

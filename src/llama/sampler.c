@@ -97,6 +97,11 @@ enum loom_status loom_sampler_new(const struct loom_sampler_params * p, struct l
         loom_log(LOOM_LOG_ERROR, "sampler: repeat_penalty %g must be positive and finite", (double)p->repeat_penalty);
         return LOOM_ERR_INVALID_ARG;
     }
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty)) {
+        loom_log(LOOM_LOG_ERROR, "sampler: presence_penalty %g and frequency_penalty %g must be finite", (double)p->presence_penalty,
+                 (double)p->frequency_penalty);
+        return LOOM_ERR_INVALID_ARG;
+    }
     if (p->repeat_last_n < 0 || p->repeat_last_n > HISTORY_MAX) {
         loom_log(LOOM_LOG_ERROR, "sampler: repeat_last_n %d is outside [0, %d]", p->repeat_last_n, HISTORY_MAX);
         return LOOM_ERR_INVALID_ARG;
@@ -149,16 +154,21 @@ static int cmp_i32(const void * a, const void * b) {
     return (x > y) - (x < y);
 }
 
-/* CTRL penalty, once per distinct token among the last repeat_last_n accepted. */
+/* Penalties on the tokens among the last repeat_last_n accepted, once per distinct token: the
+ * CTRL penalty, then the frequency penalty times its count and the presence penalty (OpenAI's
+ * API definitions), in the field's order. */
 static void apply_penalty(struct loom_sampler * s, float * w, int n_vocab) {
-    float pen = s->p.repeat_penalty;
-    if (pen == 1.0f || s->hist_n == 0) return;
+    const float pen = s->p.repeat_penalty, freq = s->p.frequency_penalty, present = s->p.presence_penalty;
+    if ((pen == 1.0f && freq == 0.0f && present == 0.0f) || s->hist_n == 0) return;
     memcpy(s->uniq, s->hist, (size_t)s->hist_n * sizeof *s->uniq);
     qsort(s->uniq, (size_t)s->hist_n, sizeof *s->uniq, cmp_i32);
-    for (int i = 0; i < s->hist_n; i++) {
-        int32_t id = s->uniq[i];
-        if ((i > 0 && id == s->uniq[i - 1]) || id >= n_vocab) continue;
-        w[id] = w[id] > 0 ? w[id] / pen : w[id] * pen;
+    for (int i = 0; i < s->hist_n;) {
+        const int32_t id = s->uniq[i];
+        int count = 0;
+        for (; i < s->hist_n && s->uniq[i] == id; i++) count++;
+        if (id >= n_vocab) continue;
+        if (pen != 1.0f) w[id] = w[id] > 0 ? w[id] / pen : w[id] * pen;
+        w[id] -= (float)count * freq + present;
     }
 }
 

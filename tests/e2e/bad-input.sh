@@ -147,10 +147,10 @@ expect_warning() {
     echo "ok: $what: $(grep '^warning: ' "$tmp/err")"
   fi
 }
-expect_warning "device without -ngl" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -p hi -n 4
+# (--device without -ngl: -ngl auto, the default with a GPU-type device; see cli-run.sh)
 expect_fail "missing model, device without -ngl (the error alone)" env LOOM_SIM_DEVICES=1 "$bin" run -m "$tmp/none.gguf" --device sim0 -p hi
-expect_warning "device with -ngl 0" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -ngl 0 -p hi -n 4
-expect_warning "--no-host-copy without -ngl" "--no-host-copy has no effect" "$bin" run -m "$model" --no-host-copy -p hi -n 4
+expect_warning "device with -ngl 0" "--device sim0 has no effect" env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device sim0 -ngl 0 -p hi -n 4 -c 512
+expect_warning "--no-host-copy without -ngl" "--no-host-copy has no effect" "$bin" run -m "$model" --no-host-copy -p hi -n 4 -c 512
 # --device none: nothing offloaded, whatever -ngl says (the KV cache and the weights stay on the CPU)
 env LOOM_SIM_DEVICES=1 "$bin" run -m "$model" --device none -ngl 99 -p hi -n 4 >"$tmp/out" 2>"$tmp/err" </dev/null
 if [ $? -ne 0 ] || grep -q sim0 "$tmp/err" || ! grep -q "KV cache: .* on CPU" "$tmp/err"; then
