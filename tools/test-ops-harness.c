@@ -64,21 +64,29 @@ static int add_base(struct built * b, struct loom_tensor * t) {
     return b->n_bases++;
 }
 
+/* Elements of a 1-d base of 'type' holding at least 'bytes' bytes (whole blocks for a block type). */
+static int64_t base_elems(enum loom_type type, size_t bytes) {
+    const size_t es = loom_type_size(type);
+    return (int64_t)((bytes + es - 1) / es) * loom_blck_size(type);
+}
+
 /* A source of shape 'ne' laid out as 'layout', as a view into a new base with guard bytes. */
 static struct loom_tensor * make_src(struct built * b, int s, enum loom_type type, const int64_t ne[4], enum test_layout layout) {
     static const int orders[TL_COUNT][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {0, 2, 1, 3}, {2, 0, 3, 1}, {0, 1, 2, 3}};
     const int * order = orders[layout];
     const size_t es = loom_type_size(type);
     const bool strided = layout == TL_STRIDED;
+    LOOM_ASSERT(loom_blck_size(type) == 1 || order[0] == 0); /* a block type keeps its rows of whole blocks */
     int64_t sne[4];
     size_t snb[4];
     for (int d = 0; d < 4; d++) sne[d] = ne[order[d]];
     snb[0] = es;
-    for (int d = 1; d < 4; d++) snb[d] = snb[d - 1] * (size_t)sne[d - 1] + (strided ? es * (size_t)(2 * d + 1) : 0);
+    const size_t row = loom_row_size(type, sne[0]); /* bytes of dimension 0 (blocks for a block type) */
+    for (int d = 1; d < 4; d++) snb[d] = (d == 1 ? row : snb[d - 1] * (size_t)sne[d - 1]) + (strided ? es * (size_t)(2 * d + 1) : 0);
     const size_t offset = strided ? 7 * es : 0;
-    size_t extent = es;
-    for (int d = 0; d < 4; d++) extent += (size_t)(sne[d] - 1) * snb[d];
-    struct loom_tensor * base = loom_new_tensor_1d(b->ctx, type, (int64_t)((offset + extent + GUARD_BYTES) / es));
+    size_t extent = row;
+    for (int d = 1; d < 4; d++) extent += (size_t)(sne[d] - 1) * snb[d];
+    struct loom_tensor * base = loom_new_tensor_1d(b->ctx, type, base_elems(type, offset + extent + GUARD_BYTES));
     loom_format_name(base, "src%d base", s);
     b->src_base[s] = add_base(b, base);
     struct loom_tensor * v = loom_view_4d(b->ctx, base, sne[0], sne[1], sne[2], sne[3], snb[1], snb[2], snb[3], offset);
@@ -138,9 +146,7 @@ static void build(struct built * b, const struct test_case * c) {
         b->dst_base = b->src_base[0]; /* the rows go into the first */
     } else {
         /* place the result inside a guarded base: a guard before it and after it */
-        const size_t es = loom_type_size(b->node->type);
-        struct loom_tensor * base =
-            loom_new_tensor_1d(b->ctx, b->node->type, (int64_t)((2 * GUARD_BYTES + loom_nbytes(b->node)) / es));
+        struct loom_tensor * base = loom_new_tensor_1d(b->ctx, b->node->type, base_elems(b->node->type, 2 * GUARD_BYTES + loom_nbytes(b->node)));
         loom_set_name(base, "result base");
         b->dst_base = add_base(b, base);
         b->node->view_src = base;
@@ -208,6 +214,20 @@ static enum loom_status fill(struct built * b, const struct test_case * c, uint6
         const struct loom_tensor * t = b->src[s];
         uint8_t * img = b->bases[b->src_base[s]].init;
         int64_t i[4];
+        if (loom_blck_size(t->type) > 1) { /* a block type: rows of values, quantized */
+            float * rowv = malloc(sizeof(float) * (size_t)t->ne[0]);
+            if (!rowv) return LOOM_ERR_OOM;
+            for (i[3] = 0; i[3] < t->ne[3]; i[3]++)
+                for (i[2] = 0; i[2] < t->ne[2]; i[2]++)
+                    for (i[1] = 0; i[1] < t->ne[1]; i[1]++) {
+                        for (i[0] = 0; i[0] < t->ne[0]; i[0]++) rowv[i[0]] = (float)gen_value(c, s, i, &rng);
+                        size_t offs = t->view_offs;
+                        for (int d = 1; d < 4; d++) offs += (size_t)i[d] * t->nb[d];
+                        loom_type_get_traits(t->type)->from_float(rowv, img + offs, t->ne[0]);
+                    }
+            free(rowv);
+            continue;
+        }
         for (i[3] = 0; i[3] < t->ne[3]; i[3]++)
             for (i[2] = 0; i[2] < t->ne[2]; i[2]++)
                 for (i[1] = 0; i[1] < t->ne[1]; i[1]++)
@@ -246,10 +266,11 @@ static void fail(struct verdict * v, const char * fmt, ...) {
 /* Marks every byte of the base that belongs to an element of 't'. */
 static void mark_elements(const struct loom_tensor * t, uint8_t * covered) {
     const size_t es = loom_type_size(t->type);
+    const int64_t n0 = t->ne[0] / loom_blck_size(t->type); /* blocks of a block type */
     for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
             for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+                for (int64_t i0 = 0; i0 < n0; i0++) {
                     size_t offs = t->view_offs + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
                     memset(covered + offs, 1, es);
                 }

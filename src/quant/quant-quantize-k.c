@@ -114,7 +114,7 @@ static float fit_scale_q3(int n, int nmax, const float * x, int8_t * L) {
         if (!n_changed) break;
     }
     for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
-    return sumlx / suml2;
+    return suml2 > 0.f ? sumlx / suml2 : 0.f;
 }
 
 /* Asymmetric fit x ~ scale * L - min with codes 0..nmax and weights 'w': starts from the min/max
