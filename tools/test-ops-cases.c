@@ -12,6 +12,18 @@
 static const enum loom_type float_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
 #define N_FLOAT_TYPES 3
 
+/* The quantized weight types (those with a dequantizer). */
+static const enum loom_type quant_types[] = {
+    LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1, LOOM_TYPE_Q5_0, LOOM_TYPE_Q5_1, LOOM_TYPE_Q8_0,   LOOM_TYPE_Q2_K,   LOOM_TYPE_Q3_K,
+    LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q8_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS,
+};
+#define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
+
+/* Row lengths of the quantized cases: one block, one super-block, 3 blocks, and the row lengths
+ * of common models (3200: 3B; 11008: 7B FFN; 14336: 8B FFN); those the type's block divides. */
+static const int64_t quant_rows[] = {32, 256, 96, 3200, 11008, 14336};
+#define N_QUANT_ROWS (sizeof quant_rows / sizeof quant_rows[0])
+
 static void push(struct test_case_list * l, const struct test_case * c) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 256;
@@ -51,6 +63,26 @@ static void cases_get_rows(struct test_case_list * l) {
                 push(l, &c);
             }
         }
+    }
+    /* quantized rows: contiguous and strided, broadcast over dims 2 and 3 for the short rows */
+    for (size_t t = 0; t < N_QUANT_TYPES; t++) {
+        for (size_t r = 0; r < N_QUANT_ROWS; r++) {
+            if (quant_rows[r] % loom_blck_size(quant_types[t])) continue;
+            for (int li = 0; li < 2; li++) {
+                const bool small = quant_rows[r] <= 256;
+                struct test_case c = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_I32}};
+                set_ne(c.ne[0], quant_rows[r], 5, small ? 2 : 1, small ? 2 : 1);
+                set_ne(c.ne[1], 3, c.ne[0][2], c.ne[0][3], 1);
+                c.layout[0] = li ? TL_STRIDED : TL_CONTIG;
+                c.layout[1] = li ? TL_STRIDED : TL_CONTIG;
+                push(l, &c);
+            }
+        }
+        struct test_case c = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_I32}};
+        set_ne(c.ne[0], 256, 5, 1, 1);
+        set_ne(c.ne[1], 6, 1, 1, 1);
+        c.ip[3] = 1;
+        push(l, &c);
     }
     struct test_case bad = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32}};
     set_ne(bad.ne[0], 8, 5, 1, 1);
@@ -92,6 +124,42 @@ static void cases_mul_mat(struct test_case_list * l) {
             struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .perf_only = true};
             c.type[0] = float_types[t];
             c.type[1] = LOOM_TYPE_F32;
+            set_ne(c.ne[0], 4096, 4096, 1, 1);
+            set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
+            push(l, &c);
+        }
+    }
+}
+
+/* Quantized weights x F32 columns, for every type and row length its block divides: the dot path
+ * (N <= 8) and the GEMM path (N > 8), a strided weight, non-contiguous columns (transposed,
+ * strided), broadcast over dims 2 and 3; rows of 3200 and more get few rows and columns (the
+ * test run stays short). */
+static void cases_mul_mat_quant(struct test_case_list * l) {
+    static const int64_t shapes[][6] = { /* M, N, a2, a3, b2, b3 */
+        {33, 1, 1, 1, 1, 1}, {17, 9, 1, 1, 1, 1}, {16, 3, 2, 1, 6, 2}, {9, 12, 1, 2, 2, 2},
+    };
+    static const enum test_layout pairs[][2] = {
+        {TL_CONTIG, TL_CONTIG}, {TL_STRIDED, TL_TRANSPOSED}, {TL_CONTIG, TL_STRIDED}, {TL_STRIDED, TL_SCRAMBLED},
+    };
+    for (size_t t = 0; t < N_QUANT_TYPES; t++) {
+        for (size_t r = 0; r < N_QUANT_ROWS; r++) {
+            const int64_t K = quant_rows[r];
+            if (K % loom_blck_size(quant_types[t])) continue;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_F32}};
+                const bool big = K > 256;
+                if (big && s >= 2) continue; /* the big rows: one dot and one GEMM case */
+                set_ne(c.ne[0], K, big ? 4 : shapes[s][0], shapes[s][2], shapes[s][3]);
+                set_ne(c.ne[1], K, shapes[s][1], shapes[s][4], shapes[s][5]);
+                c.layout[0] = pairs[s][0];
+                c.layout[1] = pairs[s][1];
+                push(l, &c);
+            }
+        }
+        static const int64_t perf_n[] = {1, 512};
+        for (int pn = 0; pn < 2; pn++) {
+            struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_F32}, .perf_only = true};
             set_ne(c.ne[0], 4096, 4096, 1, 1);
             set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
             push(l, &c);
@@ -358,6 +426,7 @@ void test_ops_make_cases(struct test_case_list * l) {
     memset(l, 0, sizeof *l);
     cases_get_rows(l);
     cases_mul_mat(l);
+    cases_mul_mat_quant(l);
     cases_binary(l, LOOM_OP_ADD);
     cases_binary(l, LOOM_OP_MUL);
     cases_unary(l, LOOM_OP_SCALE, 0.37f);

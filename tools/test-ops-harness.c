@@ -7,9 +7,12 @@
  * filled with loom_backend_tensor_set and read back with loom_backend_tensor_get -- tensor 'data'
  * is never dereferenced, so devices whose addresses are not host pointers work unchanged.
  * Results are compared with the double-precision reference (test-ops-ref.c) by NMSE; on the CPU,
- * a 1-thread and an N-thread run must agree bit for bit. */
+ * a 1-thread and an N-thread run must agree bit for bit. Quantized sources hold random blocks with
+ * finite random scales, laid out as dense rows of blocks (contiguous, or strided: padding between
+ * rows and planes). */
 #include "cli-util.h"
 #include "loom-cpu.h"
+#include "quant/quant.h"
 #include "test-ops.h"
 
 #include <math.h>
@@ -64,29 +67,45 @@ static int add_base(struct built * b, struct loom_tensor * t) {
     return b->n_bases++;
 }
 
-/* Elements of a 1-d base of 'type' holding at least 'bytes' bytes (whole blocks for a block type). */
-static int64_t base_elems(enum loom_type type, size_t bytes) {
+/* A quantized source: rows of whole blocks, dense or (TL_STRIDED) with padding between rows and
+ * planes, as a view into a new base with guard bytes. */
+static struct loom_tensor * make_quant_src(struct built * b, int s, enum loom_type type, const int64_t ne[4], enum test_layout layout) {
+    LOOM_ASSERT(layout == TL_CONTIG || layout == TL_STRIDED);
     const size_t es = loom_type_size(type);
-    return (int64_t)((bytes + es - 1) / es) * loom_blck_size(type);
+    const bool strided = layout == TL_STRIDED;
+    size_t nb[4] = {es, loom_row_size(type, ne[0])};
+    for (int d = 1; d < 4; d++) {
+        if (d > 1) nb[d] = nb[d - 1] * (size_t)ne[d - 1];
+        nb[d] += strided ? es * (size_t)(2 * d - 1) : 0;
+    }
+    const size_t offset = strided ? 3 * es : 0;
+    size_t extent = nb[1];
+    for (int d = 1; d < 4; d++) extent += (size_t)(ne[d] - 1) * nb[d];
+    const size_t blocks = (offset + extent + GUARD_BYTES + es - 1) / es;
+    struct loom_tensor * base = loom_new_tensor_1d(b->ctx, type, (int64_t)blocks * loom_blck_size(type));
+    loom_format_name(base, "src%d base", s);
+    b->src_base[s] = add_base(b, base);
+    struct loom_tensor * v = loom_view_4d(b->ctx, base, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], offset);
+    loom_format_name(v, "src%d", s);
+    return v;
 }
 
 /* A source of shape 'ne' laid out as 'layout', as a view into a new base with guard bytes. */
 static struct loom_tensor * make_src(struct built * b, int s, enum loom_type type, const int64_t ne[4], enum test_layout layout) {
+    if (loom_blck_size(type) > 1) return make_quant_src(b, s, type, ne, layout);
     static const int orders[TL_COUNT][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {0, 2, 1, 3}, {2, 0, 3, 1}, {0, 1, 2, 3}};
     const int * order = orders[layout];
     const size_t es = loom_type_size(type);
     const bool strided = layout == TL_STRIDED;
-    LOOM_ASSERT(loom_blck_size(type) == 1 || order[0] == 0); /* a block type keeps its rows of whole blocks */
     int64_t sne[4];
     size_t snb[4];
     for (int d = 0; d < 4; d++) sne[d] = ne[order[d]];
     snb[0] = es;
-    const size_t row = loom_row_size(type, sne[0]); /* bytes of dimension 0 (blocks for a block type) */
-    for (int d = 1; d < 4; d++) snb[d] = (d == 1 ? row : snb[d - 1] * (size_t)sne[d - 1]) + (strided ? es * (size_t)(2 * d + 1) : 0);
+    for (int d = 1; d < 4; d++) snb[d] = snb[d - 1] * (size_t)sne[d - 1] + (strided ? es * (size_t)(2 * d + 1) : 0);
     const size_t offset = strided ? 7 * es : 0;
-    size_t extent = row;
-    for (int d = 1; d < 4; d++) extent += (size_t)(sne[d] - 1) * snb[d];
-    struct loom_tensor * base = loom_new_tensor_1d(b->ctx, type, base_elems(type, offset + extent + GUARD_BYTES));
+    size_t extent = es;
+    for (int d = 0; d < 4; d++) extent += (size_t)(sne[d] - 1) * snb[d];
+    struct loom_tensor * base = loom_new_tensor_1d(b->ctx, type, (int64_t)((offset + extent + GUARD_BYTES) / es));
     loom_format_name(base, "src%d base", s);
     b->src_base[s] = add_base(b, base);
     struct loom_tensor * v = loom_view_4d(b->ctx, base, sne[0], sne[1], sne[2], sne[3], snb[1], snb[2], snb[3], offset);
@@ -146,7 +165,9 @@ static void build(struct built * b, const struct test_case * c) {
         b->dst_base = b->src_base[0]; /* the rows go into the first */
     } else {
         /* place the result inside a guarded base: a guard before it and after it */
-        struct loom_tensor * base = loom_new_tensor_1d(b->ctx, b->node->type, base_elems(b->node->type, 2 * GUARD_BYTES + loom_nbytes(b->node)));
+        const size_t es = loom_type_size(b->node->type); /* a block's bytes for a block type */
+        const int64_t n_units = (int64_t)((2 * GUARD_BYTES + loom_nbytes(b->node) + es - 1) / es);
+        struct loom_tensor * base = loom_new_tensor_1d(b->ctx, b->node->type, n_units * loom_blck_size(b->node->type));
         loom_set_name(base, "result base");
         b->dst_base = add_base(b, base);
         b->node->view_src = base;
@@ -199,6 +220,30 @@ static double gen_value(const struct test_case * c, int s, const int64_t * i, ui
     return rng_uniform(rng, -1, 1);
 }
 
+/* Random blocks for every row of quantized source 't' in 'img': random code bytes, and scales
+ * drawn from [-1/32, 1/32] (finite, so every product is; negative scales are legal). */
+static void fill_quant(const struct loom_tensor * t, uint8_t * img, uint64_t * rng) {
+    const size_t es = loom_type_size(t->type);
+    const int64_t n_blocks = t->ne[0] / loom_blck_size(t->type);
+    size_t off[2];
+    const int n_off = loom_quant_half_scales(t->type, off);
+    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+                for (int64_t k = 0; k < n_blocks; k++) {
+                    uint8_t * blk = img + t->view_offs + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3] + (size_t)k * es;
+                    for (size_t i = 0; i < es; i++) blk[i] = (uint8_t)(rng_next(rng) >> 56);
+                    for (int j = 0; j < n_off; j++) {
+                        uint16_t h = loom_fp32_to_fp16((float)rng_uniform(rng, -1.0 / 32, 1.0 / 32));
+                        memcpy(blk + off[j], &h, 2);
+                    }
+                    if (t->type == LOOM_TYPE_Q8_K) {
+                        float d = (float)rng_uniform(rng, -1.0 / 32, 1.0 / 32);
+                        memcpy(blk, &d, 4);
+                    }
+                }
+}
+
 /* Builds the host images (guard pattern plus every source element) and uploads them. */
 static enum loom_status fill(struct built * b, const struct test_case * c, uint64_t seed) {
     for (int k = 0; k < b->n_bases; k++) {
@@ -213,21 +258,11 @@ static enum loom_status fill(struct built * b, const struct test_case * c, uint6
     for (int s = 0; s < c->n_src; s++) {
         const struct loom_tensor * t = b->src[s];
         uint8_t * img = b->bases[b->src_base[s]].init;
-        int64_t i[4];
-        if (loom_blck_size(t->type) > 1) { /* a block type: rows of values, quantized */
-            float * rowv = malloc(sizeof(float) * (size_t)t->ne[0]);
-            if (!rowv) return LOOM_ERR_OOM;
-            for (i[3] = 0; i[3] < t->ne[3]; i[3]++)
-                for (i[2] = 0; i[2] < t->ne[2]; i[2]++)
-                    for (i[1] = 0; i[1] < t->ne[1]; i[1]++) {
-                        for (i[0] = 0; i[0] < t->ne[0]; i[0]++) rowv[i[0]] = (float)gen_value(c, s, i, &rng);
-                        size_t offs = t->view_offs;
-                        for (int d = 1; d < 4; d++) offs += (size_t)i[d] * t->nb[d];
-                        loom_type_get_traits(t->type)->from_float(rowv, img + offs, t->ne[0]);
-                    }
-            free(rowv);
+        if (loom_blck_size(t->type) > 1) {
+            fill_quant(t, img, &rng);
             continue;
         }
+        int64_t i[4];
         for (i[3] = 0; i[3] < t->ne[3]; i[3]++)
             for (i[2] = 0; i[2] < t->ne[2]; i[2]++)
                 for (i[1] = 0; i[1] < t->ne[1]; i[1]++)

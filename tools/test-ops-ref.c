@@ -3,23 +3,24 @@
 #include "test-ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 double test_view_get(const struct test_view * v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const struct loom_tensor * t = v->t;
-    const size_t row = t->view_offs + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
-    const int64_t blck = loom_blck_size(t->type);
-    if (blck > 1) { /* a block type: decode the block holding element i0 */
-        const loom_to_float_fn to_float = loom_type_get_traits(t->type)->to_float;
-        float vals[256];
-        if (!to_float || blck > 256) return NAN;
-        to_float(v->image + row + (size_t)(i0 / blck) * t->nb[0], vals, blck);
-        return vals[i0 % blck];
-    }
-    const uint8_t * p = v->image + row + (size_t)i0 * t->nb[0];
+    size_t offs = t->view_offs + (size_t)i0 * t->nb[0] + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
+    const uint8_t * p = v->image + offs;
     uint16_t h;
     float f;
     int32_t i;
+    const int64_t blck = loom_blck_size(t->type);
+    if (blck > 1) { /* the element's block, dequantized */
+        float x[256];
+        const loom_to_float_fn to_float = loom_type_get_traits(t->type)->to_float;
+        if (!to_float || blck > 256) return NAN;
+        to_float(v->image + offs - (size_t)i0 * t->nb[0] + (size_t)(i0 / blck) * t->nb[0], x, blck);
+        return x[i0 % blck];
+    }
     switch (t->type) {
     case LOOM_TYPE_F32: memcpy(&f, p, 4); return f;
     case LOOM_TYPE_F16: memcpy(&h, p, 2); return loom_fp16_to_fp32(h);
@@ -39,16 +40,35 @@ static double round_to(enum loom_type type, double x) {
     }
 }
 
+/* Row (i1, i2, i3) of a source as doubles; a quantized row (dense blocks) is dequantized whole. */
+static void view_row(const struct test_view * v, int64_t i1, int64_t i2, int64_t i3, double * out) {
+    const struct loom_tensor * t = v->t;
+    const loom_to_float_fn to_float = loom_type_get_traits(t->type)->to_float;
+    if (loom_blck_size(t->type) > 1 && to_float) {
+        float * x = malloc((size_t)t->ne[0] * sizeof *x);
+        LOOM_ASSERT(x);
+        to_float(v->image + t->view_offs + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3], x, t->ne[0]);
+        for (int64_t k = 0; k < t->ne[0]; k++) out[k] = x[k];
+        free(x);
+        return;
+    }
+    for (int64_t k = 0; k < t->ne[0]; k++) out[k] = test_view_get(v, k, i1, i2, i3);
+}
+
 static void ref_mul_mat(const struct test_view * src, int64_t ne0, int64_t j, int64_t i2, int64_t i3, double * out) {
     const struct loom_tensor * a = src[0].t, * b = src[1].t;
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    double * arow = malloc((size_t)a->ne[0] * 2 * sizeof *arow);
+    LOOM_ASSERT(arow);
+    double * bcol = arow + a->ne[0];
+    view_row(&src[1], j, i2, i3, bcol);
     for (int64_t i = 0; i < ne0; i++) {
+        view_row(&src[0], i, i2 / r2, i3 / r3, arow);
         double s = 0.0;
-        for (int64_t k = 0; k < a->ne[0]; k++) {
-            s += test_view_get(&src[0], k, i, i2 / r2, i3 / r3) * test_view_get(&src[1], k, j, i2, i3);
-        }
+        for (int64_t k = 0; k < a->ne[0]; k++) s += arow[k] * bcol[k];
         out[i] = s;
     }
+    free(arow);
 }
 
 static void ref_rope(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
@@ -124,9 +144,8 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
     switch (c->op) {
     case LOOM_OP_GET_ROWS: {
         const double id = test_view_get(&src[1], i1, i2, i3, 0);
-        for (int64_t i = 0; i < ne0; i++) {
-            out[i] = id >= 0 && id < src[0].t->ne[1] ? test_view_get(&src[0], i, (int64_t)id, i2, i3) : 0.0;
-        }
+        if (id >= 0 && id < src[0].t->ne[1]) view_row(&src[0], (int64_t)id, i2, i3, out);
+        else for (int64_t i = 0; i < ne0; i++) out[i] = 0.0;
         break;
     }
     case LOOM_OP_MUL_MAT: ref_mul_mat(src, ne0, i1, i2, i3, out); break;
@@ -209,11 +228,14 @@ static int value_bits(enum loom_type t) {
  *  - element-wise ops, row ops (norm, rope, softmax): 1e-7 -- float rounding of each
  *    result (~6e-8 relative) and float transcendental functions stay far below it;
  *  - MUL_MAT with F32 weights: 1e-8 -- float sums of up to 4097 products;
+ *  - MUL_MAT with quantized weights: 1e-8 -- the reference multiplies the dequantized weights, and
+ *    a kernel that dequantizes exactly and sums in F32 (the CPU's) errs only by its float sums of
+ *    up to 14336 products; a kernel that rounds the columns to 8 bits (Q8_0/Q8_K) needs its own bound;
  *  - MUL_MAT with F16/BF16 weights: 5e-4 -- a device may round the F32 columns to the weights'
  *    type (BF16 keeps 8 bits: ~1e-6 typical) before multiplying. */
 double test_ops_threshold(const struct test_case * c) {
     switch (c->op) {
-    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : 5e-4;
+    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 || loom_blck_size(c->type[0]) > 1 ? 1e-8 : 5e-4;
     case LOOM_OP_CPY:
         if (value_bits(c->type[1]) > 0 && c->type[0] != c->type[1]) {
             const double step = 1.5 / ((1 << value_bits(c->type[1])) - 1);

@@ -207,7 +207,6 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     if (!buf) return st != LOOM_OK ? st : LOOM_ERR_OOM;
     st = add_buffer(s->m, buf);
     if (st != LOOM_OK) return st;
-    log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx));
     bool host = loom_backend_buft_is_host(buft);
     struct uploader u;
     if (host || s->map) memset(&u, 0, sizeof u);
@@ -225,6 +224,7 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     }
     if (u.backend && st == LOOM_OK) st = loom_backend_synchronize(u.backend);
     uploader_free(&u);
+    if (st == LOOM_OK) log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx)); /* after the checks of its bytes */
     return st;
 }
 

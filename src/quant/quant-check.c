@@ -6,22 +6,20 @@
 #include <stddef.h>
 #include <string.h>
 
-/* Where a type's block keeps its F16 scales: up to two byte offsets (-1: none). */
-static bool half_scales(enum loom_type type, int off[2]) {
-    off[0] = off[1] = -1;
+int loom_quant_half_scales(enum loom_type type, size_t off[2]) {
     switch (type) {
     case LOOM_TYPE_Q4_0: case LOOM_TYPE_Q5_0: case LOOM_TYPE_Q8_0: case LOOM_TYPE_IQ4_NL: case LOOM_TYPE_IQ4_XS:
         off[0] = 0;
-        return true;
+        return 1;
     case LOOM_TYPE_Q4_1: case LOOM_TYPE_Q5_1: case LOOM_TYPE_Q4_K: case LOOM_TYPE_Q5_K:
         off[0] = 0, off[1] = 2;
-        return true;
+        return 2;
     case LOOM_TYPE_Q2_K:
-        off[0] = (int)offsetof(struct block_q2_K, d), off[1] = (int)offsetof(struct block_q2_K, dmin);
-        return true;
-    case LOOM_TYPE_Q3_K: off[0] = (int)offsetof(struct block_q3_K, d); return true;
-    case LOOM_TYPE_Q6_K: off[0] = (int)offsetof(struct block_q6_K, d); return true;
-    default: return false;
+        off[0] = offsetof(struct block_q2_K, d), off[1] = offsetof(struct block_q2_K, dmin);
+        return 2;
+    case LOOM_TYPE_Q3_K: off[0] = offsetof(struct block_q3_K, d); return 1;
+    case LOOM_TYPE_Q6_K: off[0] = offsetof(struct block_q6_K, d); return 1;
+    default: return 0;
     }
 }
 
@@ -36,12 +34,12 @@ int64_t loom_quant_find_bad_scale(enum loom_type type, const void * src, int64_t
         }
         return -1;
     }
-    int off[2];
-    if (!half_scales(type, off)) return -1;
-    for (int64_t i = 0; i < n_blocks; i++) {
-        for (int k = 0; k < 2 && off[k] >= 0; k++) {
+    size_t off[2];
+    const int n_off = loom_quant_half_scales(type, off);
+    for (int64_t i = 0; i < n_blocks && n_off; i++) {
+        for (int k = 0; k < n_off; k++) {
             uint16_t h;
-            memcpy(&h, p + (size_t)i * bs + (size_t)off[k], 2);
+            memcpy(&h, p + (size_t)i * bs + off[k], 2);
             if ((h & 0x7c00) == 0x7c00) return i; /* exponent all ones: inf or NaN */
         }
     }

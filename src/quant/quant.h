@@ -22,6 +22,11 @@ void loom_dequant_q8_K(const void * src, float * dst, int64_t n);
 void loom_dequant_iq4_nl(const void * src, float * dst, int64_t n);
 void loom_dequant_iq4_xs(const void * src, float * dst, int64_t n);
 
+/* The byte offsets in one block of 'type' of its F16 scale fields (d, and the minimum m / dmin where
+ * the type has one) into 'off'; returns their count, 0 for a type without F16 block scales (Q8_K
+ * keeps an F32 d at offset 0; the float types have none). */
+int loom_quant_half_scales(enum loom_type type, size_t off[2]);
+
 /* Checks the scales of 'n_blocks' consecutive blocks of quantized 'type' at 'src': returns the
  * index of the first block whose scale (or minimum) is NaN or infinite, or -1 when all are
  * finite (also for a type without blocks). A non-finite scale would turn every product with the
