@@ -1,4 +1,6 @@
 /* test-quantize.c -- the quantizers and `loom quantize`:
+ * - rows of weights quantized by the reference engine (tests/data/quant-ref-rows.bin, made once
+ *   from its fixtures by bench/quant/make-ref-rows.c) come out byte for byte the same;
  * - every preset of the fixtures written by the reference engine's llama-quantize ($LOOM_MODELS/quant,
  *   made once, see the README there) is reproduced byte for byte from the same F32 file (tensor
  *   types, order, metadata and every quantized byte); the files its Python quantizers wrote
@@ -32,6 +34,48 @@ static uint8_t * slurp(const char * path, size_t * size) {
 }
 
 static char tmp_dir[256];
+
+/* ---------------------------------------------------------------- rows the reference quantized */
+
+static uint32_t rd32(const uint8_t * p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static void test_ref_rows(void) {
+    const char * src = getenv("LOOM_SRC");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/quant-ref-rows.bin", src ? src : ".");
+    size_t size = 0;
+    uint8_t * d = slurp(path, &size);
+    CHECK(d && size >= 8 && !memcmp(d, "LQRR", 4), "cannot read %s", path);
+    if (!d || size < 8) return;
+    const uint32_t n = rd32(d + 4);
+    size_t at = 8;
+    int types_seen = 0;
+    for (uint32_t k = 0; k < n && at + 12 <= size; k++) {
+        const enum loom_type type = (enum loom_type)rd32(d + at);
+        const uint32_t ne0 = rd32(d + at + 4), rows = rd32(d + at + 8);
+        at += 12;
+        CHECK(loom_type_is_known((int)type) && ne0 % loom_blck_size(type) == 0, "record %u: bad type/length", k);
+        const size_t rs = loom_row_size(type, ne0);
+        if (at + (size_t)rows * (ne0 * 4 + rs) > size) break;
+        float * x = malloc((size_t)ne0 * 4);
+        uint8_t * q = malloc(rs);
+        for (uint32_t r = 0; r < rows; r++) {
+            memcpy(x, d + at + (size_t)r * ne0 * 4, (size_t)ne0 * 4);
+            loom_type_get_traits(type)->from_float(x, q, ne0);
+            const uint8_t * ref = d + at + (size_t)rows * ne0 * 4 + (size_t)r * rs;
+            CHECK(!memcmp(q, ref, rs), "%s row %u: bytes differ from the reference engine's", loom_type_name(type), r);
+        }
+        free(x);
+        free(q);
+        at += (size_t)rows * (ne0 * 4 + rs);
+        types_seen++;
+    }
+    CHECK(types_seen == 12 && at == size, "%d records read, %zu of %zu bytes", types_seen, at, size);
+}
 
 /* ---------------------------------------------------------------- presets against the fixtures */
 
@@ -267,6 +311,7 @@ int main(void) {
     loom_log_set(test_capture_log, NULL);
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/loom-test-quantize-XXXXXX");
     if (!mkdtemp(tmp_dir)) return test_skip("cannot create a temporary folder");
+    test_ref_rows();
     test_rmse();
     test_hostile();
     test_refusals();

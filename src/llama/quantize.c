@@ -195,14 +195,32 @@ static int layer_of(const char * name) {
     return l;
 }
 
-static const struct loom_gguf * g_sort;
+struct order_key {
+    int layer;
+    const char * name;
+    int64_t index;
+};
 
-static int cmp_tensor(const void * pa, const void * pb) {
-    const char * a = loom_gguf_tensor_name(g_sort, *(const int64_t *)pa);
-    const char * b = loom_gguf_tensor_name(g_sort, *(const int64_t *)pb);
-    const int la = layer_of(a), lb = layer_of(b);
-    if (la != lb) return la < lb ? -1 : 1;
-    return strcmp(a, b);
+static int cmp_key(const void * pa, const void * pb) {
+    const struct order_key * a = pa, * b = pb;
+    if (a->layer != b->layer) return a->layer < b->layer ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Fills 'order' with the input's tensor indices in the field's order. */
+static enum loom_status sort_tensors(const struct loom_gguf * g, int64_t * order) {
+    const int64_t n = loom_gguf_n_tensors(g);
+    struct order_key * keys = malloc(sizeof *keys * (size_t)(n ? n : 1));
+    if (!keys) return LOOM_ERR_OOM;
+    for (int64_t i = 0; i < n; i++) {
+        keys[i].name = loom_gguf_tensor_name(g, i);
+        keys[i].layer = layer_of(keys[i].name);
+        keys[i].index = i;
+    }
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    for (int64_t i = 0; i < n; i++) order[i] = keys[i].index;
+    free(keys);
+    return LOOM_OK;
 }
 
 static enum loom_status plan(struct job * j, const struct preset * p) {
@@ -221,9 +239,8 @@ static enum loom_status plan(struct job * j, const struct preset * p) {
         if (has(name, "attn_v.weight")) qs.n_attn_v++;
         if (!strcmp(name, "output.weight")) qs.has_output = true;
     }
-    for (int64_t i = 0; i < n; i++) j->order[i] = i;
-    g_sort = g; /* qsort has no context argument; loom_model_quantize is not reentrant for this */
-    qsort(j->order, (size_t)n, sizeof *j->order, cmp_tensor);
+    const enum loom_status st = sort_tensors(g, j->order);
+    if (st != LOOM_OK) return st;
     for (int64_t k = 0; k < n; k++) {
         const int64_t i = j->order[k];
         const char * name = loom_gguf_tensor_name(g, i);
