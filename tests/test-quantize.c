@@ -50,7 +50,10 @@ static void test_ref_rows(void) {
     size_t size = 0;
     uint8_t * d = slurp(path, &size);
     CHECK(d && size >= 8 && !memcmp(d, "LQRR", 4), "cannot read %s", path);
-    if (!d || size < 8) return;
+    if (!d || size < 8) {
+        free(d);
+        return;
+    }
     const uint32_t n = rd32(d + 4);
     size_t at = 8;
     int types_seen = 0;
@@ -75,6 +78,7 @@ static void test_ref_rows(void) {
         types_seen++;
     }
     CHECK(types_seen == 12 && at == size, "%d records read, %zu of %zu bytes", types_seen, at, size);
+    free(d);
 }
 
 /* ---------------------------------------------------------------- presets against the fixtures */
