@@ -8,7 +8,17 @@
 
 #include <string.h>
 
-static inline float h2f(loom_half h) { return loom_fp16_to_fp32(h); }
+/* binary16 -> binary32, inline (once per block): the half's exponent and mantissa moved into a
+ * float's fields and rebiased by a multiplication with 2^112, which is exact and also turns
+ * subnormal halves into their (normal) float values; inf and NaN take the library's conversion. */
+static inline float h2f(loom_half h) {
+    if ((h & 0x7c00) == 0x7c00) return loom_fp16_to_fp32(h);
+    const uint32_t bits = (uint32_t)(h & 0x7fff) << 13;
+    float f;
+    memcpy(&f, &bits, 4);
+    f *= 0x1p112f;
+    return h & 0x8000 ? -f : f;
+}
 
 void loom_dequant_q4_0(const void * src, float * dst, int64_t n) {
     const struct block_q4_0 * b = src;
@@ -73,10 +83,16 @@ void loom_dequant_q2_K(const void * src, float * dst, int64_t n) {
     const struct block_q2_K * b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-        for (int e = 0; e < QK_K; e++) {
-            const int h = e / 128, p = (e % 128) / 32, l = e % 32, s = e / 16;
-            const float dl = d * (float)(b[i].scales[s] & 0x0f), ml = dmin * (float)(b[i].scales[s] >> 4);
-            dst[e] = dl * (float)((b[i].qs[32 * h + l] >> (2 * p)) & 3) - ml;
+        for (int h = 0; h < 2; h++) {
+            for (int p = 0; p < 4; p++) {
+                for (int half = 0; half < 2; half++) { /* 16 elements of one sub-block */
+                    const int sb = 8 * h + 2 * p + half;
+                    const float dl = d * (float)(b[i].scales[sb] & 0x0f), ml = dmin * (float)(b[i].scales[sb] >> 4);
+                    const uint8_t * q = b[i].qs + 32 * h + 16 * half;
+                    float * y = dst + 16 * sb;
+                    for (int l = 0; l < 16; l++) y[l] = dl * (float)((q[l] >> (2 * p)) & 3) - ml;
+                }
+            }
         }
     }
 }
@@ -96,11 +112,19 @@ void loom_dequant_q3_K(const void * src, float * dst, int64_t n) {
     const struct block_q3_K * b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = h2f(b[i].d);
-        for (int e = 0; e < QK_K; e++) {
-            const int h = e / 128, p = (e % 128) / 32, l = e % 32, s = e / 16;
-            const float dl = d * (float)(q3k_scale(b[i].scales, s) - 32);
-            const int q = ((b[i].qs[32 * h + l] >> (2 * p)) & 3) - ((b[i].hmask[l] >> (4 * h + p)) & 1 ? 0 : 4);
-            dst[e] = dl * (float)q;
+        for (int h = 0; h < 2; h++) {
+            for (int p = 0; p < 4; p++) {
+                for (int half = 0; half < 2; half++) {
+                    const int sb = 8 * h + 2 * p + half;
+                    const float dl = d * (float)(q3k_scale(b[i].scales, sb) - 32);
+                    const uint8_t * q = b[i].qs + 32 * h + 16 * half, * hm = b[i].hmask + 16 * half;
+                    float * y = dst + 16 * sb;
+                    for (int l = 0; l < 16; l++) {
+                        const int code = ((q[l] >> (2 * p)) & 3) - ((hm[l] >> (4 * h + p)) & 1 ? 0 : 4);
+                        y[l] = dl * (float)code;
+                    }
+                }
+            }
         }
     }
 }
@@ -161,11 +185,20 @@ void loom_dequant_q6_K(const void * src, float * dst, int64_t n) {
     const struct block_q6_K * b = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         const float d = h2f(b[i].d);
-        for (int e = 0; e < QK_K; e++) {
-            const int h = e / 128, p = (e % 128) / 32, l = e % 32;
-            const uint8_t lo = b[i].ql[64 * h + l + 32 * (p % 2)];
-            const int code = ((p < 2 ? lo : lo >> 4) & 0x0f) | ((b[i].qh[32 * h + l] >> (2 * p)) & 3) << 4;
-            dst[e] = d * (float)b[i].scales[e / 16] * (float)(code - 32);
+        for (int h = 0; h < 2; h++) {
+            for (int p = 0; p < 4; p++) {
+                const uint8_t * lo = b[i].ql + 64 * h + 32 * (p % 2), * hi = b[i].qh + 32 * h;
+                const int lshift = p < 2 ? 0 : 4;
+                for (int half = 0; half < 2; half++) {
+                    const int sb = 8 * h + 2 * p + half;
+                    const float ds = d * (float)b[i].scales[sb];
+                    float * y = dst + 16 * sb;
+                    for (int l = 16 * half; l < 16 * half + 16; l++) {
+                        const int code = ((lo[l] >> lshift) & 0x0f) | ((hi[l] >> (2 * p)) & 3) << 4;
+                        y[l - 16 * half] = ds * (float)(code - 32);
+                    }
+                }
+            }
         }
     }
 }
