@@ -397,7 +397,9 @@ struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a
 struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a);
 
 /* Copies the values of 'a' into 'b' (same element count, any shapes/strides), converting
- * between F32/F16/BF16 (I32 to I32 only); returns a view of 'b' that depends on the copy. */
+ * between F32/F16/BF16 (I32 to I32 only), quantizing F32 into a block type (Q4_0 ... IQ4_XS,
+ * each row's blocks coded as the type's from_float codes them) or dequantizing one into F32;
+ * a block type's side keeps rows of whole blocks. Returns a view of 'b' that depends on the copy. */
 struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Scatters rows: a[:, ids[i]] = b[:, i] for i < n, converted to a's type. a [ne0, n_rows] of

@@ -1,4 +1,4 @@
-# llama-tests.cmake -- scripted checks of the model tools: `loom gen-model` refusing impossible sizes, its byte-level vocabulary, --vocab-from, and `loom chat` through a pipe.
+# llama-tests.cmake -- scripted checks of the model tools: `loom gen-model` refusing impossible sizes, its byte-level vocabulary, --vocab-from, `loom chat` through a pipe, and `loom quantize`.
 add_test(NAME gen-model-size COMMAND bash ${CMAKE_SOURCE_DIR}/tests/llama/gen-model-size.sh $<TARGET_FILE:loom-cli>)
 set_tests_properties(gen-model-size PROPERTIES TIMEOUT 120)
 add_test(NAME gen-model-vocab COMMAND bash ${CMAKE_SOURCE_DIR}/tests/llama/gen-model-vocab.sh $<TARGET_FILE:loom-cli>)
@@ -7,3 +7,5 @@ add_test(NAME chat COMMAND bash ${CMAKE_SOURCE_DIR}/tests/llama/chat.sh $<TARGET
 set_tests_properties(chat PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 300)
 add_test(NAME gen-model-vocab-from COMMAND bash ${CMAKE_SOURCE_DIR}/tests/llama/gen-model-vocab-from.sh $<TARGET_FILE:loom-cli> ${LOOM_SHARED_MODELS})
 set_tests_properties(gen-model-vocab-from PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+add_test(NAME quantize-cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/llama/quantize-cli.sh $<TARGET_FILE:loom-cli>)
+set_tests_properties(quantize-cli PROPERTIES TIMEOUT 120)

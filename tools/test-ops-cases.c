@@ -359,6 +359,41 @@ static void cases_copy(struct test_case_list * l) {
             push(l, &k);
         }
     }
+    /* F32 -> every quantized type and back (the quantized side in rows of whole blocks): dense,
+     * a permuted or transposed F32 side, strided rows, and a reshape between contiguous tensors */
+    static const enum loom_type qtypes[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1, LOOM_TYPE_Q5_0, LOOM_TYPE_Q5_1, LOOM_TYPE_Q8_0,
+                                            LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K,
+                                            LOOM_TYPE_Q8_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
+    static const enum test_layout qlay[][2] = {
+        {TL_CONTIG, TL_CONTIG}, {TL_PERMUTED, TL_CONTIG}, {TL_TRANSPOSED, TL_STRIDED}, {TL_CONTIG, TL_CONTIG},
+    };
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
+        const int64_t blck = loom_blck_size(qtypes[t]);
+        const int64_t widths[2] = {blck == 32 ? 96 : 256, blck == 32 ? 32 : 768}; /* 3 blocks / 1 block; 1 / 3 */
+        for (int w = 0; w < 2; w++) {
+            for (size_t li = 0; li < sizeof qlay / sizeof qlay[0]; li++) {
+                const int64_t n0 = widths[w];
+                const bool reshape = li == 3;
+                struct test_case c = {.op = LOOM_OP_CPY, .n_src = 2, .type = {LOOM_TYPE_F32, qtypes[t]}};
+                set_ne(c.ne[0], reshape ? 2 * n0 : n0, 3, 2, 1);
+                set_ne(c.ne[1], n0, 6, 2, 1);
+                if (!reshape) set_ne(c.ne[1], n0, 3, 2, 1);
+                c.layout[0] = qlay[li][0];
+                c.layout[1] = qlay[li][1];
+                push(l, &c);
+                /* back: the quantized side as the source (dense or strided rows) */
+                struct test_case k = {.op = LOOM_OP_CPY, .n_src = 2, .type = {qtypes[t], LOOM_TYPE_F32}};
+                memcpy(k.ne[0], c.ne[1], sizeof k.ne[0]);
+                memcpy(k.ne[1], c.ne[0], sizeof k.ne[1]);
+                k.layout[0] = qlay[li][1];
+                k.layout[1] = qlay[li][0];
+                push(l, &k);
+            }
+            struct test_case d = {.op = LOOM_OP_DUP, .n_src = 1, .type = {qtypes[t]}, .layout = {w ? TL_STRIDED : TL_CONTIG}};
+            set_ne(d.ne[0], widths[w], 5, 1, 1);
+            push(l, &d);
+        }
+    }
     struct test_case big = {.op = LOOM_OP_CPY, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_F16}, .perf_only = true};
     set_ne(big.ne[0], 4096, 512, 1, 1);
     set_ne(big.ne[1], 4096, 512, 1, 1);

@@ -172,9 +172,9 @@ static void build(struct built * b, const struct test_case * c) {
         b->dst_base = b->src_base[0]; /* the rows go into the first */
     } else {
         /* place the result inside a guarded base: a guard before it and after it */
-        const size_t es = loom_type_size(b->node->type);
-        struct loom_tensor * base =
-            loom_new_tensor_1d(b->ctx, b->node->type, (int64_t)((2 * GUARD_BYTES + loom_nbytes(b->node)) / es));
+        const size_t es = loom_type_size(b->node->type); /* a block's bytes for a block type */
+        const int64_t n_units = (int64_t)((2 * GUARD_BYTES + loom_nbytes(b->node) + es - 1) / es);
+        struct loom_tensor * base = loom_new_tensor_1d(b->ctx, b->node->type, n_units * loom_blck_size(b->node->type));
         loom_set_name(base, "result base");
         b->dst_base = add_base(b, base);
         b->node->view_src = base;
@@ -309,10 +309,11 @@ static void fail(struct verdict * v, const char * fmt, ...) {
 /* Marks every byte of the base that belongs to an element of 't'. */
 static void mark_elements(const struct loom_tensor * t, uint8_t * covered) {
     const size_t es = loom_type_size(t->type);
+    const int64_t n0 = t->ne[0] / loom_blck_size(t->type); /* blocks of a block type */
     for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
             for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+                for (int64_t i0 = 0; i0 < n0; i0++) {
                     size_t offs = t->view_offs + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
                     memset(covered + offs, 1, es);
                 }

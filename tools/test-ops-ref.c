@@ -238,9 +238,25 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
     }
 }
 
+/* Bits per value of a block type (0 for the others). */
+static int value_bits(enum loom_type t) {
+    switch (t) {
+    case LOOM_TYPE_Q2_K: return 2;
+    case LOOM_TYPE_Q3_K: return 3;
+    case LOOM_TYPE_Q4_0: case LOOM_TYPE_Q4_1: case LOOM_TYPE_Q4_K: case LOOM_TYPE_IQ4_NL: case LOOM_TYPE_IQ4_XS: return 4;
+    case LOOM_TYPE_Q5_0: case LOOM_TYPE_Q5_1: case LOOM_TYPE_Q5_K: return 5;
+    case LOOM_TYPE_Q6_K: return 6;
+    case LOOM_TYPE_Q8_0: case LOOM_TYPE_Q8_K: return 8;
+    default: return 0;
+    }
+}
+
 /* Bounds on NMSE = sum((x - r)^2) / sum(r^2):
  *  - copies (DUP, CPY, CONT, SET_ROWS) and GET_ROWS: 0 -- values move unchanged or rounded exactly as the
- *    reference rounds them (round to nearest even);
+ *    reference rounds them (round to nearest even); a block type's values are its decoded blocks;
+ *  - CPY from F32 into a block type of b bits per value: (1.5 / (2^b - 1))^2 -- a b-bit grid over the
+ *    block's range of uniform values in [-1, 1] leaves a relative RMS error of 1 / (2^b - 1), with
+ *    room for the stored scales' rounding (the reference row is the unquantized source);
  *  - element-wise ops, row ops (norm, rope, softmax): 1e-7 -- float rounding of each
  *    result (~6e-8 relative) and float transcendental functions stay far below it;
  *  - MUL_MAT with F32 weights: 1e-8 -- float sums of up to 4097 products;
@@ -253,8 +269,13 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
 double test_ops_threshold(const struct test_case * c) {
     switch (c->op) {
     case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(c->type[0]) > 1 ? 2e-4 : 5e-4;
-    case LOOM_OP_DUP:
     case LOOM_OP_CPY:
+        if (value_bits(c->type[1]) > 0 && c->type[0] != c->type[1]) {
+            const double step = 1.5 / ((1 << value_bits(c->type[1])) - 1);
+            return step * step;
+        }
+        return 0.0;
+    case LOOM_OP_DUP:
     case LOOM_OP_CONT:
     case LOOM_OP_SET_ROWS:
     case LOOM_OP_GET_ROWS: return 0.0;

@@ -138,6 +138,8 @@ struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a
 
 static bool copyable(enum loom_type from, enum loom_type to) {
     if (is_float_type(from) && is_float_type(to)) return true;
+    const bool qfrom = loom_blck_size(from) > 1, qto = loom_blck_size(to) > 1; /* block (quantized) types */
+    if ((qfrom && (from == to || to == LOOM_TYPE_F32)) || (qto && from == LOOM_TYPE_F32)) return true;
     return from == LOOM_TYPE_I32 && to == LOOM_TYPE_I32;
 }
 
