@@ -61,7 +61,7 @@ test-asan: deps
 # libFuzzer targets (clang); run them with e.g. build-fuzz/fuzz-gguf -max_total_time=600 corpus/
 fuzz: deps
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(FUZZ_DEPS)"
-	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF -DLOOM_OPENBLAS=OFF
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF
 	cmake --build $(BUILD_FUZZ) -j $(JOBS)
 
 bench: build

@@ -435,8 +435,10 @@ int loom_n_cpus(void);
  * warning), else loom_n_cpus(). */
 int loom_default_n_threads(void);
 /* A switch from environment variable 'var': 'dflt' when it is unset or empty, else false for "0"
- * and true for anything else (LOOM_DEBUG, the LOOM_CUDA_* switches). */
+ * and true for anything else (LOOM_DEBUG, LOOM_SCHED_DEBUG, LOOM_ALLOC_CHECK). */
 bool loom_env_flag(const char * var, bool dflt);
+/* The value of environment variable 'var', or NULL when it is unset or empty. */
+const char * loom_env_str(const char * var);
 /* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
  * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
  * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE

@@ -39,8 +39,7 @@ loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_back
         return NULL;
     }
     for (int i = 0; i < n_backends; i++) s->events[i] = loom_backend_event_new(loom_backend_get_device(backends[i]));
-    const char * env = getenv("LOOM_SCHED_DEBUG");
-    s->debug = env && atoi(env) != 0;
+    s->debug = loom_env_flag("LOOM_SCHED_DEBUG", false);
     unsigned long long batch = 32;
     (void)loom_env_uint("LOOM_SCHED_OFFLOAD_BATCH", 0, 1 << 30, &batch);
     s->offload_min_batch = (int64_t)batch;
