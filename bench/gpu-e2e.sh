@@ -3,7 +3,7 @@
 # PREBUILT), the CUDA tests, greedy stories260K on CUDA0 for every -ngl (mmap, --no-mmap,
 # zero-copy host weights), compute-sanitizer on a short run, the 7B F16 benchmark, the
 # profile breakdowns (LOOM_CUDA_PARAMS=profile=1|2) and the CUDA-graph / fusion on-off variants. Logs go to $OUT.
-# usage: [PREBUILT=dir] bench/gpu-e2e.sh MODELS_DIR [steps...]
+# usage: [PREBUILT=dir] [CMAKE_FLAGS=...] bench/gpu-e2e.sh MODELS_DIR [steps...]
 #   steps: build test testcuda testops e2e sanitize bench7b profile variants ngl16
 #   (default: build test e2e sanitize bench7b)
 set -u
@@ -22,7 +22,7 @@ for s in $steps; do
     if [ -n "${PREBUILT:-}" ] && "$PREBUILT/loom" --help > /dev/null 2>&1 && ! ldd "$PREBUILT/test-cuda" | grep -q "not found"; then
       mkdir -p $B && cp "$PREBUILT"/* $B/ && log "using prebuilt binaries from $PREBUILT"
     else
-      cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON -DLOOM_SHARED_MODELS="$MODELS" > "$DEST/build.log" 2>&1 &&
+      cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON -DLOOM_SHARED_MODELS="$MODELS" ${CMAKE_FLAGS:-} > "$DEST/build.log" 2>&1 &&
         cmake --build $B -j16 >> "$DEST/build.log" 2>&1 || { tail -30 "$DEST/build.log"; exit 1; }
     fi ;;
   test)
