@@ -160,8 +160,9 @@ bool loom_backend_dev_supports_op(loom_backend_dev_t dev, const struct loom_tens
 bool loom_backend_dev_supports_buft(loom_backend_dev_t dev, loom_backend_buffer_type_t buft);
 
 /* ================================================================ registry
- * Devices in priority order: GPUs (CUDA), then simulated devices (LOOM_SIM_DEVICES=N registers
- * sim0..sim{N-1}), then the CPU, always last and always present. */
+ * Devices in priority order: GPUs (CUDA), then devices registered at run time
+ * (loom_backend_register_device; the command line registers sim devices so), then the CPU, always
+ * last and always present. */
 
 /* Number of registered devices (at least 1: the CPU). */
 size_t loom_backend_dev_count(void);

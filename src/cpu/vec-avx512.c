@@ -154,8 +154,7 @@ TARGET_BF16 static void gemm_bf16_avx512(int64_t kc, const void * ap_, const uin
 /* One-column products (token generation) on AMD processors take the AVX2 table's row kernels:
  * Zen 4 runs 512-bit operations as two 256-bit halves, and there the 256-bit row loop (a shorter
  * reduction per row, half-width F16 conversions) gave more tokens per second in every pair of
- * alternating runs on one machine: 110m F16 +12%, F32 +9%, BF16 +5-10%, 15m F16 +1-4%, F32 +2-18%,
- * 260K F32 +31-43% (README, "Benchmarks").
+ * alternating runs on one machine (bench/cpu-notes.md).
  * NULL: the 512-bit kernels for every product (other processors, or LOOM_CPU_ISA=avx512 asked for
  * them by name). */
 static const struct cpu_vec * g_rows_1;
