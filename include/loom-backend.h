@@ -285,6 +285,8 @@ loom_backend_t loom_backend_sched_get_tensor_backend(loom_backend_sched_t sched,
 int loom_backend_sched_get_n_backends(loom_backend_sched_t sched);
 loom_backend_t loom_backend_sched_get_backend(loom_backend_sched_t sched, int i);
 int loom_backend_sched_get_n_splits(loom_backend_sched_t sched);   /* of the last graph */
+/* Graphs planned so far (assigned, split and placed anew; a compute that replays the last plan adds none). */
+int64_t loom_backend_sched_get_n_plans(loom_backend_sched_t sched);
 int loom_backend_sched_get_n_copies(loom_backend_sched_t sched);   /* inputs copied per compute */
 size_t loom_backend_sched_get_copy_bytes(loom_backend_sched_t sched);  /* bytes copied per compute */
 /* Bytes of the compute buffer planned for 'backend'. */
