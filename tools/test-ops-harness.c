@@ -9,6 +9,7 @@
  * Results are compared with the double-precision reference (test-ops-ref.c) by NMSE; on the CPU,
  * a 1-thread and an N-thread run must agree bit for bit. */
 #include "cli-util.h"
+#include "core/loom-internal.h"
 #include "loom-cpu.h"
 #include "test-ops.h"
 

@@ -3,6 +3,7 @@
 #define LOOM_BACKEND_IMPL_H
 
 #include "loom-backend.h"
+#include "core/loom-internal.h"
 
 /* ---------------------------------------------------------------- buffer type */
 struct loom_backend_buffer_type_i {

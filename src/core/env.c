@@ -1,5 +1,6 @@
 /* env.c -- the environment variables the library reads, parsed one way (docs/DESIGN.md lists them). */
 #include "loom.h"
+#include "core/loom-internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

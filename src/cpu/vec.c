@@ -2,6 +2,7 @@
  * it (__builtin_cpu_supports), the portable scalar table when forced. */
 #include "cpu/vec.h"
 #include "loom-cpu.h"
+#include "core/loom-internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -5,6 +5,7 @@
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
+#include "cuda-module.h"
 #include "cuda-mulmat.cuh"
 #include "cuda-norm.cuh"
 #include "cuda-profile.cuh"
@@ -356,7 +357,7 @@ static size_t env_max_size(void) {
     return loom_env_uint("LOOM_CUDA_MAX_BUFFER_MB", 1, SIZE_MAX / 1048576, &mb) ? (size_t)mb * 1048576 : SIZE_MAX;
 }
 
-extern "C" size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t max) {
+static size_t register_devices(loom_backend_dev_t * devs, size_t max) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError(); /* no driver or no GPU: register nothing, say nothing */
@@ -392,21 +393,20 @@ extern "C" size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t m
     return added;
 }
 
-/* ================================================================ public API (loom-cuda.h) */
+/* ================================================================ the module's entry (cuda-module.h) */
 
-size_t loom_cuda_device_count(void) {
-    (void)loom_backend_dev_count(); /* registers the devices on first use */
-    return (size_t)g_n_devs;
-}
+static bool dev_is_cuda(loom_backend_dev_t dev) { return dev && dev->iface.get_name == dev_name; }
 
-bool loom_backend_dev_is_cuda(loom_backend_dev_t dev) { return dev && dev->iface.get_name == dev_name; }
-bool loom_backend_is_cuda(loom_backend_t backend) { return is_cuda_backend(backend); }
-
-enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes) {
-    if (!loom_backend_dev_is_cuda(dev)) {
+static enum loom_status set_max_buffer_size(loom_backend_dev_t dev, size_t bytes) {
+    if (!dev_is_cuda(dev)) {
         loom_log(LOOM_LOG_ERROR, "loom_cuda_set_max_buffer_size: '%s' is not a CUDA device", dev ? loom_backend_dev_name(dev) : "(null)");
         return LOOM_ERR_INVALID_ARG;
     }
     dev_of(dev)->max_size = bytes ? bytes : SIZE_MAX;
     return LOOM_OK;
+}
+
+extern "C" __attribute__((visibility("default"))) const struct lc_module_api * lc_module_api(int version) {
+    static const struct lc_module_api api = {LC_MODULE_API, register_devices, dev_is_cuda, is_cuda_backend, set_max_buffer_size};
+    return version == LC_MODULE_API ? &api : NULL;
 }

@@ -14,6 +14,7 @@ for f in include/loom.h include/loom-backend.h "$lib/libloom.a" "$lib/libloom.so
   case $f in /*) p=$f ;; *) p=$P/$f ;; esac
   [ -e "$p" ] || { echo "FAIL: not installed: $f"; fail=1; }
 done
+if [ -e "$B/libloom-cuda.so" ] && [ ! -e "$lib/libloom-cuda.so" ]; then echo "FAIL: not installed: the CUDA module"; fail=1; fi
 # the shared library exports the API only
 if nm -D --defined-only "$lib/libloom.so" | awk '{print $3}' | grep -v '^loom_' | grep -q .; then
   echo "FAIL: libloom.so exports symbols outside loom_*:"; nm -D --defined-only "$lib/libloom.so" | awk '{print $3}' | grep -v '^loom_' | head; fail=1
