@@ -28,4 +28,9 @@ el "7b ready"
 bash bench/gpu-ab.sh /tmp/m/build-gpu/loom /tmp/h/build-gpu/loom /tmp/7b-f16.gguf 2 2>&1 | tee $OUT/ab.log
 el "ab done"
 bash bench/gpu-e2e.sh $MOD sanitize 2>&1 | tail -3
+# start-up: the CUDA module is loaded only when the registry is used
+for b in /tmp/m/build-gpu/loom /tmp/h/build-gpu/loom; do
+  for i in 1 2 3; do /usr/bin/time -f "$b --version: %e s, max RSS %M KiB" $b --version 2>&1 >/dev/null; done
+done
+LOOM_DEBUG=1 /tmp/h/build-gpu/loom test-ops -b CUDA0 -o SCALE 2>&1 | grep -E "CUDA module|passed" | head -3
 el "end"

@@ -3,7 +3,9 @@
  * Devices: one per GPU, registered ahead of the CPU as "CUDA0", "CUDA1", ... (the registry in
  * loom-backend.h); the description is the GPU's name and the memory figures come from
  * cudaMemGetInfo. A machine without a usable GPU (no driver, no device) registers none and logs
- * nothing. Capabilities: async copies, events, a pinned host buffer type, zero-copy wrapping of
+ * nothing. The backend is a module, libloom-cuda.so, loaded (dlopen) when the registry is first used
+ * on a machine with an NVIDIA driver, from beside the program or libloom.so or from the install's
+ * library folder; without it there are no CUDA devices (a warning says where it was looked for). Capabilities: async copies, events, a pinned host buffer type, zero-copy wrapping of
  * host memory.
  *
  * Buffer types:

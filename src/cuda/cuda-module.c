@@ -1,6 +1,7 @@
 /* cuda-module.c -- the library's side of the CUDA backend: loads libloom-cuda.so (cuda-module.h)
  * when the registry is first used on a machine with an NVIDIA driver, and implements loom-cuda.h
  * through it. Without a driver, or without the module, there are no CUDA devices. */
+#define _GNU_SOURCE /* dladdr */
 #include "backend/backend-impl.h"
 #include "cuda/cuda-module.h"
 #include "loom-cuda.h"
