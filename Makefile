@@ -19,9 +19,10 @@ endif
 
 all: build
 
-# Debian packages the build and tests need (the fuzzer also needs clang's libFuzzer runtime);
+# Debian packages the build and tests need (pkg-config and binutils for the install test; the fuzzer
+# also needs clang's libFuzzer runtime);
 # installed only when missing. CUDA (nvcc) is used when present and skipped otherwise.
-DEPS := cmake make gcc
+DEPS := cmake make gcc pkg-config binutils
 FUZZ_DEPS := clang libclang-rt-14-dev
 deps:
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEPS)"
