@@ -19,9 +19,10 @@ endif
 
 all: build
 
-# Debian packages the build and tests need (the fuzzer also needs clang's libFuzzer runtime);
+# Debian packages the build and tests need (pkg-config and binutils for the install test; the fuzzer
+# also needs clang's libFuzzer runtime);
 # installed only when missing. CUDA (nvcc) is used when present and skipped otherwise.
-DEPS := cmake make gcc pkg-config libpcre2-dev
+DEPS := cmake make gcc pkg-config binutils libpcre2-dev
 FUZZ_DEPS := clang libclang-rt-14-dev
 deps:
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEPS)"
@@ -61,7 +62,7 @@ test-asan: deps
 # libFuzzer targets (clang); run them with e.g. build-fuzz/fuzz-gguf -max_total_time=600 corpus/
 fuzz: deps
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(FUZZ_DEPS)"
-	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF -DLOOM_OPENBLAS=OFF
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF
 	cmake --build $(BUILD_FUZZ) -j $(JOBS)
 
 bench: build

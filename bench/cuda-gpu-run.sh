@@ -11,7 +11,7 @@ trap 'tar czf "$DEST/logs.tgz" -C "$OUT" .' EXIT
 steps=${*:-test bench sanitize}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/gpu.txt"
 t0=$(date +%s)
-if ! { cmake -S . -B build -G Ninja -DLOOM_OPENBLAS=OFF -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON > "$OUT/build.log" 2>&1 &&
+if ! { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON > "$OUT/build.log" 2>&1 &&
        cmake --build build -j16 >> "$OUT/build.log" 2>&1; }; then
     tail -40 "$OUT/build.log"
     echo "BUILD FAILED"

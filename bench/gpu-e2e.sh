@@ -2,8 +2,8 @@
 # One device-machine session for the CUDA backend end to end: build (or use binaries carried in
 # PREBUILT), the CUDA tests, greedy stories260K on CUDA0 for every -ngl (mmap, --no-mmap,
 # zero-copy host weights), compute-sanitizer on a short run, the 7B F16 benchmark, the
-# LOOM_CUDA_PROFILE breakdowns and the CUDA-graph / fusion on-off variants. Logs go to $OUT.
-# usage: [PREBUILT=dir] bench/gpu-e2e.sh MODELS_DIR [steps...]
+# profile breakdowns (LOOM_CUDA_PARAMS=profile=1|2) and the CUDA-graph / fusion on-off variants. Logs go to $OUT.
+# usage: [PREBUILT=dir] [CMAKE_FLAGS=...] bench/gpu-e2e.sh MODELS_DIR [steps...]
 #   steps: build test testcuda testops e2e sanitize bench7b profile variants ngl16
 #   (default: build test e2e sanitize bench7b)
 set -u
@@ -22,7 +22,7 @@ for s in $steps; do
     if [ -n "${PREBUILT:-}" ] && "$PREBUILT/loom" --help > /dev/null 2>&1 && ! ldd "$PREBUILT/test-cuda" | grep -q "not found"; then
       mkdir -p $B && cp "$PREBUILT"/* $B/ && log "using prebuilt binaries from $PREBUILT"
     else
-      cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_OPENBLAS=OFF -DLOOM_WERROR=ON -DLOOM_SHARED_MODELS="$MODELS" > "$DEST/build.log" 2>&1 &&
+      cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON -DLOOM_SHARED_MODELS="$MODELS" ${CMAKE_FLAGS:-} > "$DEST/build.log" 2>&1 &&
         cmake --build $B -j16 >> "$DEST/build.log" 2>&1 || { tail -30 "$DEST/build.log"; exit 1; }
     fi ;;
   test)
@@ -62,16 +62,16 @@ for s in $steps; do
     $B/loom bench -m $M7 -p 512 -n 128 -ngl 99 -r 3 2>&1 | tee "$DEST/bench7b.md" ;;
   profile)
     gen7b
-    LOOM_CUDA_PROFILE=1 $B/loom bench -m $M7 -p 512 -n 32 -ngl 99 -r 2 > "$DEST/profile1.log" 2>&1; log "LOOM_CUDA_PROFILE=1 (kernels)"
+    LOOM_CUDA_PARAMS=profile=1 $B/loom bench -m $M7 -p 512 -n 32 -ngl 99 -r 2 > "$DEST/profile1.log" 2>&1; log "profile=1 (kernels)"
     grep -vE "^\| (---|model)" "$DEST/profile1.log" | cut -c1-170
     for g in 1 0; do
-      LOOM_CUDA_GRAPHS=$g LOOM_CUDA_PROFILE=2 $B/loom bench -m $M7 -p 0 -n 64 -ngl 99 -r 1 > "$DEST/profile2-g$g.log" 2>&1
-      log "LOOM_CUDA_PROFILE=2 (host) LOOM_CUDA_GRAPHS=$g"; grep -E "profile|tg" "$DEST/profile2-g$g.log" | cut -c1-330
+      LOOM_CUDA_PARAMS=graphs=$g,profile=2 $B/loom bench -m $M7 -p 0 -n 64 -ngl 99 -r 1 > "$DEST/profile2-g$g.log" 2>&1
+      log "profile=2 (host) graphs=$g"; grep -E "profile|tg" "$DEST/profile2-g$g.log" | cut -c1-330
     done ;;
   variants)
     # VARIANTS: 'ENV=V ...|bench flags' entries separated by ';'
     gen7b
-    IFS=';' read -ra vs <<< "${VARIANTS:-LOOM_CUDA_GRAPHS=0|-p 0;LOOM_CUDA_PDL=0|-p 0;LOOM_CUDA_FUSE=0|-p 0;LOOM_CUDA_GRAPHS=0 LOOM_CUDA_FUSE=0 LOOM_CUDA_PDL=0|-p 512}"
+    IFS=';' read -ra vs <<< "${VARIANTS:-LOOM_CUDA_PARAMS=graphs=0|-p 0;LOOM_CUDA_PARAMS=fuse=0|-p 0;LOOM_CUDA_PARAMS=graphs=0,fuse=0|-p 512}"
     for v in "${vs[@]}"; do
       e=${v%|*}; p=${v#*|}
       log "$e ($p)"; env $e $B/loom bench -m $M7 -n 128 $p -ngl 99 -r 2 2>&1 | grep -E "pp|tg" | tee -a "$DEST/variants.md"

@@ -160,8 +160,9 @@ bool loom_backend_dev_supports_op(loom_backend_dev_t dev, const struct loom_tens
 bool loom_backend_dev_supports_buft(loom_backend_dev_t dev, loom_backend_buffer_type_t buft);
 
 /* ================================================================ registry
- * Devices in priority order: GPUs (CUDA), then simulated devices (LOOM_SIM_DEVICES=N registers
- * sim0..sim{N-1}), then the CPU, always last and always present. */
+ * Devices in priority order: GPUs (CUDA), then devices registered at run time
+ * (loom_backend_register_device; the command line registers sim devices so), then the CPU, always
+ * last and always present. */
 
 /* Number of registered devices (at least 1: the CPU). */
 size_t loom_backend_dev_count(void);
@@ -284,6 +285,8 @@ loom_backend_t loom_backend_sched_get_tensor_backend(loom_backend_sched_t sched,
 int loom_backend_sched_get_n_backends(loom_backend_sched_t sched);
 loom_backend_t loom_backend_sched_get_backend(loom_backend_sched_t sched, int i);
 int loom_backend_sched_get_n_splits(loom_backend_sched_t sched);   /* of the last graph */
+/* Graphs planned so far (assigned, split and placed anew; a compute that replays the last plan adds none). */
+int64_t loom_backend_sched_get_n_plans(loom_backend_sched_t sched);
 int loom_backend_sched_get_n_copies(loom_backend_sched_t sched);   /* inputs copied per compute */
 size_t loom_backend_sched_get_copy_bytes(loom_backend_sched_t sched);  /* bytes copied per compute */
 /* Bytes of the compute buffer planned for 'backend'. */

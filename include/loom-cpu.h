@@ -45,10 +45,10 @@ bool loom_cpu_supports_op(const struct loom_tensor * op);
  * AVX2/FMA/F16C as the fallback) are compiled with function target attributes, so every x86-64
  * build contains them whatever its -march, and one is selected at run time by
  * __builtin_cpu_supports/CPUID on first use. The portable scalar path is always available:
- * LOOM_CPU_SCALAR=1 in the environment, or loom_cpu_set_scalar(true), forces it (tests run every
- * path). LOOM_CPU_ISA=avx2|avx512|scalar caps the SIMD choice (to test the AVX2 path on an
- * AVX-512 machine); another value is ignored with a warning. Not thread-safe against a
- * concurrent graph compute. */
+ * loom_cpu_set_scalar(true) forces it. The environment variable LOOM_CPU_ISA=avx2|avx512|scalar
+ * names the table instead (tests run every path; avx512 named also keeps one-column products on
+ * the 512-bit kernels, which AMD processors otherwise leave for the AVX2 ones); another value is
+ * ignored with a warning. Not thread-safe against a concurrent graph compute. */
 void loom_cpu_set_scalar(bool scalar);
 bool loom_cpu_get_scalar(void);
 /* A short constant description of the kernels in use: "AVX512 FMA F16C BF16", "AVX2 FMA F16C",

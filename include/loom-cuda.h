@@ -3,7 +3,9 @@
  * Devices: one per GPU, registered ahead of the CPU as "CUDA0", "CUDA1", ... (the registry in
  * loom-backend.h); the description is the GPU's name and the memory figures come from
  * cudaMemGetInfo. A machine without a usable GPU (no driver, no device) registers none and logs
- * nothing. Capabilities: async copies, events, a pinned host buffer type, zero-copy wrapping of
+ * nothing. The backend is a module, libloom-cuda.so, loaded (dlopen) when the registry is first used
+ * on a machine with an NVIDIA driver, from beside the program or libloom.so or from the install's
+ * library folder; without it there are no CUDA devices (a warning says where it was looked for). Capabilities: async copies, events, a pinned host buffer type, zero-copy wrapping of
  * host memory.
  *
  * Buffer types:
@@ -23,34 +25,23 @@
  * failure is LOOM_ERR_BACKEND with a logged message naming the failing call). Ops: everything in
  * loom.h for F32/F16/BF16 with arbitrary strides (loom_backend_dev_supports_op answers exactly).
  *
- * Execution (read when a backend is created; "0" turns a switch off):
- *  - LOOM_CUDA_FUSE: neighbouring nodes run as one kernel where the memory allows it (rms_norm+mul,
- *    rope+copy, a matrix-vector product with the add/mul/silu/copy/rope that follows it, SwiGLU);
- *    every node's result is still written. On by default.
- *  - LOOM_CUDA_QKV (with fusion): consecutive one-column products of the same activations (a
- *    layer's q, k and v with their rotations and cache stores) in one launch; a result that a
- *    later product of that launch wholly overwrites (memory the allocator reused) is not written.
- *    On by default.
- *  - LOOM_CUDA_TAIL (with fusion): the RMS norm (and MUL by its weight) of a one-column product's
- *    residual sum, and the softmax of attention scores, computed by the product kernel's last
- *    block to finish instead of a kernel of their own. On by default.
- *  - LOOM_CUDA_PRENORM (with fusion): the RMS norm (and MUL by its weight) of a layer's input
- *    finished inside the one-column products that read it: the residual's product before them
- *    leaves the input times the weight row and its blocks' sums of squares; the products stream
- *    that and scale their results, so they need not wait for a norm. Preferred to the norm tail
- *    where both apply. On by default.
- *  - LOOM_CUDA_GRAPHS: token-generation splits (no cuBLAS products) are captured into CUDA graphs
- *    in chunks and updated in place from one compute to the next. On by default.
- *  - LOOM_CUDA_PDL: kernels are launched with programmatic dependent launch, so each starts
- *    while the previous one drains. On by default.
- *  - LOOM_CUDA_PROFILE=1: per-kernel-kind GPU times of each compute (queued behind gates, direct
- *    launches); =2: host times only. Logged (warning level) when the backend is freed.
- *  - LOOM_CUDA_MV_STAGES (0-3): how one-column products stream their weights (0: into registers;
- *    1, the default, and 2-3: through rings of shared memory, see cuda-mulmat.cu).
- *  - LOOM_CUDA_MV_PERSIST: one-column products without a last-block tail run on as many blocks
- *    as the device holds at once, each warp streaming several row groups through one ring (1, the
- *    default); 0: a block per row group; N > 1: at most N blocks per product (a test setting).
- *  - LOOM_CUDA_MV (0-3) and LOOM_CUDA_GEMM (0-2): kernel-shape and cuBLAS-output experiments.
+ * Execution: neighbouring nodes run as one kernel where the pattern and the memory allow it
+ * (docs/CUDA.md lists the fusions and their rules; every node's result is still written, except one
+ * that a later node of the same launch wholly overwrites); token-generation splits (no cuBLAS
+ * products) are captured into CUDA graphs in chunks and updated in place from one compute to the
+ * next; kernels are launched with programmatic dependent launch, so each starts while the previous
+ * one drains.
+ *
+ * Backend parameters ('params' of loom_backend_dev_init): comma-separated key=value items, for
+ * debugging and tests; NULL takes them from the environment variable LOOM_CUDA_PARAMS (unset: the
+ * defaults). An unknown key or a value out of range makes the init fail (NULL, logged).
+ *  - graphs=0: launch kernels directly, never through CUDA graphs (default 1);
+ *  - fuse=0: one kernel per node, no fusion of any kind (default 1);
+ *  - profile=1: per-kernel-kind GPU times of each compute (launches queued behind gates, no CUDA
+ *    graphs); profile=2: host times only; logged (warning level) when the backend is freed
+ *    (default 0);
+ *  - mv_blocks=N: at most N blocks per persistent matrix-vector product, so that each warp
+ *    streams many row groups (tests; default 0: as many blocks as the device holds at once).
  *
  * When Loom is built without CUDA these functions exist too: they report no devices and return
  * LOOM_ERR_UNSUPPORTED or false.

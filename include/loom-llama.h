@@ -242,7 +242,8 @@ void loom_llama_kv_clear(struct loom_llama_context * lctx);
  * LOOM_ERR_TOO_LARGE when n_past + n_tokens > n_ctx (nothing is run), LOOM_ERR_INVALID_ARG for a
  * token id outside the vocabulary, the backend's status on failure. */
 enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens);
-/* Logits [n_vocab] of the last decoded position (or of position i of the last batch with logits_all). */
+/* Logits [n_vocab] of the last decoded position (or of position i of the last batch with logits_all);
+ * NULL before the first decode (and for i outside the last batch). */
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
 const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
 /* What loom_model_fit measured and chose. Sizes in bytes, as the buffers would be allocated. */

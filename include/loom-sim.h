@@ -11,9 +11,8 @@
  * backend layer and of the scheduler can be exercised without a GPU.
  *
  * Devices are made with loom_sim_device_new and used through loom-backend.h; register one with
- * loom_backend_register_device to reach it by name. LOOM_SIM_DEVICES=N in the environment makes the
- * registry create N default devices named sim0..sim{N-1} (LOOM_SIM_MAX_BUFFER_MB and
- * LOOM_SIM_MEMORY_MB, when set, limit them); there are none by default.
+ * loom_backend_register_device to reach it by name. The library's registry never makes sim devices
+ * itself: the command line and the tests call loom_sim_register_env_devices.
  */
 #ifndef LOOM_SIM_H
 #define LOOM_SIM_H
@@ -62,6 +61,12 @@ loom_backend_dev_t loom_sim_device_new(const char * name, const struct loom_sim_
 void loom_sim_device_free(loom_backend_dev_t dev);
 /* True when 'dev' is a sim device. */
 bool loom_sim_device_is_sim(loom_backend_dev_t dev);
+/* Makes and registers (loom_backend_register_device) the devices the environment asks for:
+ * LOOM_SIM_DEVICES=N (1..64) default devices named sim0..sim{N-1}, limited by LOOM_SIM_MAX_BUFFER_MB
+ * and LOOM_SIM_MEMORY_MB when set (a bad value is ignored with a warning). Call it once, before the
+ * devices are looked up; they live as long as the process. Returns the number registered (0 when
+ * LOOM_SIM_DEVICES is unset). */
+size_t loom_sim_register_env_devices(void);
 
 struct loom_sim_stats {
     size_t bytes_allocated;   /* bytes of device memory held by live buffers now */

@@ -211,7 +211,6 @@ struct loom_tensor {
     void * data;                          /* address in the buffer's address space (not always a host pointer) */
 
     char name[LOOM_MAX_NAME];
-    void * extra;                    /* reserved for backends; Loom's own never need it */
 };
 
 /* ---------------------------------------------------------------- tensor queries */
@@ -422,19 +421,8 @@ struct loom_tensor * loom_argmax(struct loom_context * ctx, struct loom_tensor *
 
 /* ---------------------------------------------------------------- graphs */
 
-struct loom_hash_set {
-    size_t size;                   /* slots */
-    struct loom_tensor ** keys;    /* NULL = empty slot */
-};
-
-struct loom_cgraph {
-    int size;                      /* capacity of nodes and of leafs */
-    int n_nodes;                   /* ops to compute, in a valid execution order */
-    int n_leafs;                   /* tensors with op NONE (weights, inputs) */
-    struct loom_tensor ** nodes;
-    struct loom_tensor ** leafs;
-    struct loom_hash_set visited;  /* every tensor in the graph */
-};
+/* A graph of nodes in execution order (its body: src/core/loom-internal.h). */
+struct loom_cgraph;
 
 /* A graph of capacity LOOM_DEFAULT_GRAPH_SIZE (or 'size') allocated in 'ctx'. */
 struct loom_cgraph * loom_new_graph(struct loom_context * ctx);
@@ -443,8 +431,6 @@ struct loom_cgraph * loom_new_graph_custom(struct loom_context * ctx, size_t siz
  * tensor once). View ops are nodes; a view's base is reached through src[0]. Exceeding the
  * capacity aborts (the caller sizes the graph). */
 void loom_build_forward_expand(struct loom_cgraph * g, struct loom_tensor * tensor);
-/* A non-owning graph over nodes [i0, i1) of 'g' (for splits); it has no leafs and no hash set. */
-struct loom_cgraph loom_graph_view(struct loom_cgraph * g, int i0, int i1);
 int loom_graph_n_nodes(const struct loom_cgraph * g);
 /* Node i; negative i counts from the end (-1 is the last node). */
 struct loom_tensor * loom_graph_node(const struct loom_cgraph * g, int i);
@@ -453,28 +439,16 @@ void loom_graph_clear(struct loom_cgraph * g);
 /* Logs nodes and leafs with op, type, shape and name at INFO level. */
 void loom_graph_print(const struct loom_cgraph * g);
 
-/* Open-addressing set of tensor pointers used by the graph builder, allocator and scheduler. */
-bool loom_hash_set_insert(struct loom_hash_set * s, struct loom_tensor * t); /* true if new */
-bool loom_hash_set_contains(const struct loom_hash_set * s, const struct loom_tensor * t);
-size_t loom_hash_set_find(const struct loom_hash_set * s, const struct loom_tensor * t); /* slot, or SIZE_MAX */
-size_t loom_hash_size(size_t min_size); /* a good table size >= min_size */
 
 /* ---------------------------------------------------------------- misc */
 
 int64_t loom_time_us(void);   /* monotonic microseconds */
 int64_t loom_time_ns(void);   /* monotonic nanoseconds (the same clock) */
-/* Reads environment variable 'var' as a whole number in [lo, hi] into '*out'. False when it is
- * unset or empty, and false with a logged warning (naming the variable and the range) when it is
- * set to anything else. */
-bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out);
 /* CPUs this process may run on (its affinity mask; else the processors online), at least 1. */
 int loom_n_cpus(void);
 /* Threads the CPU kernels use unless told: LOOM_N_THREADS (1..1024; anything else is ignored with a
  * warning), else loom_n_cpus(). */
 int loom_default_n_threads(void);
-/* A switch from environment variable 'var': 'dflt' when it is unset or empty, else false for "0"
- * and true for anything else (LOOM_DEBUG, the LOOM_CUDA_* switches). */
-bool loom_env_flag(const char * var, bool dflt);
 /* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
  * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
  * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE

@@ -9,6 +9,7 @@
 
 #include "loom-gguf.h"
 #include "loom-llama.h"
+#include "loom-sim.h"
 
 #include <math.h>
 #include <string.h>
@@ -377,7 +378,8 @@ static void check_vocab_from(void) {
 }
 
 int main(void) {
-    setenv("LOOM_SIM_DEVICES", "1", 1); /* before the registry is first used */
+    setenv("LOOM_SIM_DEVICES", "1", 1);
+    (void)loom_sim_register_env_devices(); /* sim0, as the command line registers it */
     loom_log_set(test_capture_log, NULL);
     static const struct arch_case cases[] = {
         {"llama GQA untied", LOOM_ARCH_LLAMA, 2, false, 0, LOOM_ROPE_SCALING_NONE, 0, 0, false, false},

@@ -953,25 +953,19 @@ static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_
     return ok;
 }
 
-/* A backend made with environment variable 'var' set to 'val' for the call. */
-static loom_backend_t backend_with(const char * var, const char * val) {
-    const char * old = getenv(var);
-    char * saved = old ? strdup(old) : NULL;
-    setenv(var, val, 1);
-    loom_backend_t be = loom_backend_dev_init(g_dev, NULL);
-    if (saved) setenv(var, saved, 1);
-    else unsetenv(var);
-    free(saved);
-    CHECK(be != NULL, "backend with %s=%s", var, val);
+/* A backend made with the init parameters 'params' (loom-cuda.h). */
+static loom_backend_t backend_with(const char * params) {
+    loom_backend_t be = loom_backend_dev_init(g_dev, params);
+    CHECK(be != NULL, "backend with %s", params);
     return be;
 }
 
 /* q, k and v in one launch where the allocator made their results share memory: the layer's
- * result and caches equal those of one launch per product (LOOM_CUDA_QKV=0, itself checked against
+ * result and caches equal those of one kernel per node (fuse=0, itself checked against
  * the reference by test_decode), and the profile shows the products in one launch group. */
 static void test_decode_allocated(void) {
     for (int64_t n_past = 0; n_past <= 9; n_past += 9) {
-        loom_backend_t one = backend_with("LOOM_CUDA_QKV", "0"), prof = backend_with("LOOM_CUDA_PROFILE", "1");
+        loom_backend_t one = backend_with("fuse=0"), prof = backend_with("profile=1");
         struct layer_result want = {0}, got = {0}, got_prof = {0};
         const bool ok = one && prof && run_allocated_layer(one, n_past, &want) && run_allocated_layer(g_be, n_past, &got) &&
                         run_allocated_layer(prof, n_past, &got_prof);
@@ -982,8 +976,8 @@ static void test_decode_allocated(void) {
             const float * b = (const float *)got.mem;
             const size_t n_out = 64; /* the F32 result comes first; the F16 caches after it */
             for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-5f * (1.0f + fabsf(a[i])));
-            /* the caches: one F16 rounding step apart at most (with LOOM_CUDA_QKV=0 only the first
-             * product reads the norm's source, the others the MUL's stored result) */
+            /* the caches: one F16 rounding step apart at most (unfused, the products read the MUL's
+             * stored result; fused, the norm's source scaled inside the products) */
             for (size_t off = n_out * 4; off + 2 <= want.n; off += 2) {
                 uint16_t hw, hg;
                 memcpy(&hw, want.mem + off, 2);
@@ -1118,26 +1112,25 @@ static void test_prenorm_on(loom_backend_t be, const char * what, bool profile) 
 
 static void test_prenorm(void) {
     test_prenorm_on(g_be, "default", false);
-    loom_backend_t be = backend_with("LOOM_CUDA_PROFILE", "1");
+    loom_backend_t be = backend_with("profile=1");
     if (be) test_prenorm_on(be, "profiled", true);
-    be = backend_with("LOOM_CUDA_MV_PERSIST", "3"); /* persistent products: many row groups per warp */
+    be = backend_with("mv_blocks=3"); /* persistent products: many row groups per warp */
     if (be) {
-        test_prenorm_on(be, "LOOM_CUDA_MV_PERSIST=3", false);
+        test_prenorm_on(be, "mv_blocks=3", false);
         loom_backend_free(be);
     }
 }
 
 static void test_tails(void) {
     test_tails_on(g_be, "default", false);
-    loom_backend_t be = backend_with("LOOM_CUDA_PROFILE", "1");
+    loom_backend_t be = backend_with("profile=1");
     if (be) test_tails_on(be, "profiled", true);
 }
 
-/* The decode layer on the default backend (fusion, CUDA graphs and programmatic launches on unless
- * the environment says otherwise) for a growing n_past, then on backends made with
- * LOOM_CUDA_GRAPHS=0, LOOM_CUDA_FUSE=0, LOOM_CUDA_PDL=0, LOOM_CUDA_QKV=0, LOOM_CUDA_MV_STAGES=0,
- * LOOM_CUDA_TAIL=0 and LOOM_CUDA_PRENORM=0; a wider layer whose products take the persistent
- * kernels (also with LOOM_CUDA_MV_PERSIST=3 and =0); then the layer as the graph allocator places it. */
+/* The decode layer on the default backend (fusion and CUDA graphs on unless LOOM_CUDA_PARAMS says
+ * otherwise) for a growing n_past, then on backends made with graphs=0 and fuse=0; a wider layer
+ * whose products take the persistent kernels (also with mv_blocks=3); then the layer as the graph
+ * allocator places it. */
 static void test_decode(void) {
     const int64_t steps[] = {0, 1, 2, 9, 30};
     for (int w = 0; w < 2; w++)
@@ -1149,37 +1142,29 @@ static void test_decode(void) {
         for (int s = 2; s < 4; s++) test_decode_layer(LOOM_TYPE_F16, 1, steps[s], c ? "F32 cache" : "BF16 cache");
     }
     g_cache_type = LOOM_TYPE_F16;
-    const char * vars[7] = {"LOOM_CUDA_GRAPHS", "LOOM_CUDA_FUSE",      "LOOM_CUDA_PDL",    "LOOM_CUDA_QKV",
-                            "LOOM_CUDA_MV_STAGES", "LOOM_CUDA_TAIL", "LOOM_CUDA_PRENORM"};
-    for (int k = 0; k < 7; k++) {
-        const char * val = "0";
-        loom_backend_t be = backend_with(vars[k], val);
+    const char * params[2] = {"graphs=0", "fuse=0"};
+    for (int k = 0; k < 2; k++) {
+        loom_backend_t be = backend_with(params[k]);
         if (!be) continue;
         loom_backend_t keep = g_be;
         g_be = be;
-        char what[64];
-        snprintf(what, sizeof what, "%s=%s", vars[k], val);
-        for (int s = 0; s < 3; s++) test_decode_layer(LOOM_TYPE_F16, s == 2 ? 4 : 1, steps[s + 2], what);
+        for (int s = 0; s < 3; s++) test_decode_layer(LOOM_TYPE_F16, s == 2 ? 4 : 1, steps[s + 2], params[k]);
         g_be = keep;
         loom_backend_free(be);
     }
     /* a wider layer (head_dim 128, K of every product a multiple of a stage): the products take
-     * the persistent kernels, with each warp's few row groups, many (LOOM_CUDA_MV_PERSIST=3: three
-     * blocks per product) or one per block (=0) */
+     * the persistent kernels, with each warp's few row groups or many (mv_blocks=3: three blocks
+     * per product) */
     g_decode_d = 512;
     g_decode_ff = 1024;
     test_decode_layer(LOOM_TYPE_F16, 1, 9, "wide");
     test_decode_layer(LOOM_TYPE_BF16, 1, 2, "wide");
-    const char * persist[2] = {"3", "0"};
-    for (int k = 0; k < 2; k++) {
-        loom_backend_t be = backend_with("LOOM_CUDA_MV_PERSIST", persist[k]);
-        if (!be) continue;
+    loom_backend_t be = backend_with("mv_blocks=3");
+    if (be) {
         loom_backend_t keep = g_be;
         g_be = be;
-        char what[64];
-        snprintf(what, sizeof what, "wide, LOOM_CUDA_MV_PERSIST=%s", persist[k]);
-        test_decode_layer(LOOM_TYPE_F16, 1, 9, what);
-        test_decode_layer(LOOM_TYPE_F32, 1, 30, what);
+        test_decode_layer(LOOM_TYPE_F16, 1, 9, "wide, mv_blocks=3");
+        test_decode_layer(LOOM_TYPE_F32, 1, 30, "wide, mv_blocks=3");
         g_be = keep;
         loom_backend_free(be);
     }
@@ -1191,6 +1176,18 @@ static void test_decode(void) {
 /* ================================================================ memory and device tests */
 
 static void test_device_props(void) {
+    /* init parameters: an unknown key or a value out of range refuses the backend */
+    const char * bad[4] = {"bogus=1", "graphs=2", "profile=", "mv_blocks=-1"};
+    for (int i = 0; i < 4; i++) {
+        capture_begin();
+        loom_backend_t be = loom_backend_dev_init(g_dev, bad[i]);
+        capture_end();
+        CHECK(be == NULL && strstr(g_log, "backend parameter") != NULL, "params '%s' refused with a message", bad[i]);
+        if (be) loom_backend_free(be);
+    }
+    loom_backend_t ok = loom_backend_dev_init(g_dev, "graphs=0,fuse=1,,profile=0,mv_blocks=7");
+    CHECK(ok != NULL, "params 'graphs=0,fuse=1,,profile=0,mv_blocks=7' accepted");
+    if (ok) loom_backend_free(ok);
     struct loom_backend_dev_props p;
     loom_backend_dev_get_props(g_dev, &p);
     CHECK(!strcmp(p.name, "CUDA0"), "name %s", p.name);

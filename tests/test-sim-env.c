@@ -1,4 +1,4 @@
-/* test-sim-env.c -- the registry's sim devices: none by default, LOOM_SIM_DEVICES=N registers
+/* test-sim-env.c -- loom_sim_register_env_devices: none by default, LOOM_SIM_DEVICES=N registers
  * sim0..sim{N-1} ahead of the CPU, LOOM_SIM_MAX_BUFFER_MB / LOOM_SIM_MEMORY_MB limit them, and bad
  * values are ignored with a warning. Each case runs in a child forked before the registry exists. */
 #include "loom-backend.h"
@@ -34,6 +34,7 @@ static int in_child(void (*fn)(void), const char * devices, const char * max_mb,
         if (max_mb) setenv("LOOM_SIM_MAX_BUFFER_MB", max_mb, 1);
         if (mem_mb) setenv("LOOM_SIM_MEMORY_MB", mem_mb, 1);
         loom_log_set(quiet_log, NULL);
+        (void)loom_sim_register_env_devices();
         fn();
         _exit(test_failures > 100 ? 100 : test_failures);
     }

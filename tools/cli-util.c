@@ -2,6 +2,7 @@
 #include "cli-util.h"
 
 #include "loom.h"
+#include "core/loom-internal.h"
 #include "loom-backend.h"
 #include "loom-vocab.h"
 

@@ -17,8 +17,8 @@ static void usage(FILE * f) {
             "              --perf timings (default 2)\n"
             "  -v          print every case\n"
             CLI_LONG_OPTION_HELP
-            "Environment: LOOM_CPU_SCALAR=1 forces the portable CPU kernels; LOOM_CPU_ISA=avx2|avx512|scalar\n"
-            "caps the SIMD kernels chosen (another value is ignored with a warning).\n");
+            "Environment: LOOM_CPU_ISA=avx2|avx512|scalar names the CPU kernels (avx512: one-column products\n"
+            "too, which AMD processors otherwise leave to AVX2; another value is ignored with a warning).\n");
 }
 
 int loom_cmd_test_ops(int argc, char ** argv) {

@@ -2,6 +2,7 @@
 #include "cli-devices.h"
 #include "cli-util.h"
 #include "commands.h"
+#include "loom-sim.h"
 
 #include <stdio.h>
 
@@ -38,6 +39,7 @@ static void usage(FILE * f) {
 }
 
 int main(int argc, char ** argv) {
+    (void)loom_sim_register_env_devices(); /* LOOM_SIM_DEVICES=N: sim0.. for tests of offload without a GPU */
     if (argc < 2) {
         usage(stderr);
         return 1;

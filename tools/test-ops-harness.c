@@ -11,6 +11,7 @@
  * finite random scales, laid out as dense rows of blocks (contiguous, or strided: padding between
  * rows and planes). */
 #include "cli-util.h"
+#include "core/loom-internal.h"
 #include "loom-cpu.h"
 #include "quant/quant.h"
 #include "test-ops.h"

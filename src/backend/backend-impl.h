@@ -3,6 +3,7 @@
 #define LOOM_BACKEND_IMPL_H
 
 #include "loom-backend.h"
+#include "core/loom-internal.h"
 
 /* ---------------------------------------------------------------- buffer type */
 struct loom_backend_buffer_type_i {
@@ -160,8 +161,6 @@ size_t loom_page_size(void);
 /* The registry's built-in device lists; each returns the number of devices it added to 'devs'
  * (at most 'max'). Absent backends provide a stub that returns 0. */
 size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t max);
-/* Simulated devices asked for by LOOM_SIM_DEVICES (src/sim/sim-env.c). */
-size_t loom_sim_register_env_devices(loom_backend_dev_t * devs, size_t max);
 loom_backend_dev_t loom_cpu_device(void);
 
 #endif

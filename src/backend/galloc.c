@@ -62,8 +62,7 @@ loom_gallocr_t loom_gallocr_new_n(loom_backend_buffer_type_t * bufts, int n_bufs
     for (int i = 0; i < n_bufs; i++) {
         galloc_arena_init(&g->arenas[i], loom_backend_buft_get_alignment(bufts[i]), loom_backend_buft_get_max_size(bufts[i]));
     }
-    const char * env = getenv("LOOM_ALLOC_CHECK");
-    g->check = env && atoi(env) != 0;
+    g->check = loom_env_flag("LOOM_ALLOC_CHECK", false);
     return g;
 oom:
     loom_log(LOOM_LOG_ERROR, "loom_gallocr_new_n: out of host memory");

@@ -1,4 +1,4 @@
-/* registry.c -- the list of devices in priority order: GPUs, simulated devices, then the CPU. */
+/* registry.c -- the list of devices in priority order: GPUs, devices registered at run time, then the CPU. */
 #include "backend-impl.h"
 
 #include <pthread.h>
@@ -13,7 +13,6 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void registry_init(void) {
     g_n_devs += loom_cuda_register_devices(g_devs + g_n_devs, MAX_DEVICES - g_n_devs);
-    g_n_devs += loom_sim_register_env_devices(g_devs + g_n_devs, MAX_DEVICES - g_n_devs);
 }
 
 size_t loom_backend_dev_count(void) {

@@ -70,6 +70,7 @@ struct loom_backend_sched {
     int cap_split_nodes;
     struct sched_split * splits;
     int n_splits, cap_splits;
+    int64_t n_plans;                                 /* graphs planned (assigned and split) so far */
     struct sched_input * inputs;
     int n_inputs, cap_inputs;
     struct sched_rewire * rewires;

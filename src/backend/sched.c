@@ -39,8 +39,7 @@ loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_back
         return NULL;
     }
     for (int i = 0; i < n_backends; i++) s->events[i] = loom_backend_event_new(loom_backend_get_device(backends[i]));
-    const char * env = getenv("LOOM_SCHED_DEBUG");
-    s->debug = env && atoi(env) != 0;
+    s->debug = loom_env_flag("LOOM_SCHED_DEBUG", false);
     unsigned long long batch = 32;
     (void)loom_env_uint("LOOM_SCHED_OFFLOAD_BATCH", 0, 1 << 30, &batch);
     s->offload_min_batch = (int64_t)batch;
@@ -121,6 +120,7 @@ static enum loom_status plan(loom_backend_sched_t s, struct loom_cgraph * g) {
     s->copy_bytes = 0;
     for (int i = 0; i < s->n_inputs; i++) s->copy_bytes += loom_nbytes(s->inputs[i].src);
     if (s->debug) sched_log_plan(s);
+    s->n_plans++;
     s->graph = g;
     s->sig = graph_signature(s, g);
     s->plan_pins_version = s->pins_version;
@@ -219,6 +219,7 @@ loom_backend_t loom_backend_sched_get_backend(loom_backend_sched_t s, int i) {
 }
 
 int loom_backend_sched_get_n_splits(loom_backend_sched_t s) { return s->graph ? s->n_splits : 0; }
+int64_t loom_backend_sched_get_n_plans(loom_backend_sched_t s) { return s->n_plans; }
 int loom_backend_sched_get_n_copies(loom_backend_sched_t s) { return s->graph ? s->n_inputs : 0; }
 size_t loom_backend_sched_get_copy_bytes(loom_backend_sched_t s) { return s->graph ? s->copy_bytes : 0; }
 

@@ -3,6 +3,7 @@
 #define LOOM_CORE_IMPL_H
 
 #include "loom.h"
+#include "core/loom-internal.h"
 
 /* Allocates 'size' bytes (aligned to LOOM_MEM_ALIGN) from the context's arena; aborts when full. */
 void * loom_ctx_alloc(struct loom_context * ctx, size_t size);

@@ -1,6 +1,7 @@
 /* cpus.c -- how many CPUs this process may run on, and the default thread count. */
 #define _GNU_SOURCE
 #include "loom.h"
+#include "core/loom-internal.h"
 
 #include <sched.h>
 #include <unistd.h>

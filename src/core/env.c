@@ -1,5 +1,6 @@
-/* env.c -- numeric settings from environment variables. */
+/* env.c -- the environment variables the library reads, parsed one way (docs/DESIGN.md lists them). */
 #include "loom.h"
+#include "core/loom-internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +18,11 @@ bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long h
     }
     *out = v;
     return true;
+}
+
+const char * loom_env_str(const char * var) {
+    const char * s = getenv(var);
+    return s && s[0] ? s : NULL;
 }
 
 bool loom_env_flag(const char * var, bool dflt) {

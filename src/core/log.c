@@ -1,5 +1,6 @@
 /* log.c -- status strings, the logging callback, aborts and the clock. */
 #include "loom.h"
+#include "core/loom-internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,9 +21,8 @@ struct cpu_buffer {
 /* Buffers from this size on (model weights loaded without mmap, in practice) are mapped in
  * 2 MiB-aligned anonymous memory the kernel is asked to back with transparent huge pages
  * (madvise): streaming weights through 4 KiB pages costs a TLB miss every 4 KiB, and token
- * generation streams every weight once per token (110m F32 --no-mmap: tg 45 -> 56 t/s). Smaller
- * buffers (graph intermediates) stay in ordinary memory: with them in huge pages the prompt of
- * the same model ran 9% slower (pp128 775 against 850 t/s). */
+ * generation streams every weight once per token. Smaller buffers (graph intermediates) stay in
+ * ordinary memory: in huge pages they made prompts slower (figures: bench/cpu-notes.md). */
 #define CPU_HUGE_MIN ((size_t)256 << 20)
 #define CPU_HUGE_PAGE ((size_t)2 << 20)
 

@@ -4,6 +4,7 @@
 #define LOOM_CPU_IMPL_H
 
 #include "loom-cpu.h"
+#include "core/loom-internal.h"
 #include "cpu/vec.h"
 
 #include <stdatomic.h>

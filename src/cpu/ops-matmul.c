@@ -22,11 +22,8 @@
  * there are fewer row blocks than threads; no sum is ever split, and every result is summed in an
  * order fixed by K alone. Columns that are not dense F32 rows are converted once per node into
  * shared scratch (then a barrier).
- *
- * OpenBLAS: with LOOM_USE_OPENBLAS defined this file still uses its own kernels. Measured on the
- * target (2 Zen4 cores, OpenBLAS 0.3.21 "Cooperlake" kernels), cblas_sgemm was no faster for
- * 4096x4096 by 512 columns (82 vs 85 GFLOP/s on one thread) and slower for 32 columns (40 vs 62),
- * and its results may depend on its own threading, which would break the thread-count invariance. */
+ * OpenBLAS was measured against these kernels and was not faster (bench/cpu-notes.md); its results
+ * could also depend on its own threading, which would break the thread-count invariance. */
 #include "cpu/cpu-impl.h"
 
 enum {
@@ -243,8 +240,7 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
 
 /* The weights of the block packed after the current one, fetched into L2 a slice at a time while
  * the current block's columns are swept (a hint: never a fault, results unchanged), so that packing
- * it reads the cache instead of waiting for memory. 110m pp128 on one thread, alternating with and
- * without: F32 446-512 against 320-493 t/s, F16 541-543 against 489-518. */
+ * it reads the cache instead of waiting for memory (measured: bench/cpu-notes.md). */
 struct mm_prefetch {
     const uint8_t * w;   /* first element of the block's first row */
     size_t nb1;          /* bytes between rows */

@@ -154,10 +154,9 @@ TARGET_BF16 static void gemm_bf16_avx512(int64_t kc, const void * ap_, const uin
 /* One-column products (token generation) on AMD processors take the AVX2 table's row kernels:
  * Zen 4 runs 512-bit operations as two 256-bit halves, and there the 256-bit row loop (a shorter
  * reduction per row, half-width F16 conversions) gave more tokens per second in every pair of
- * alternating runs on one machine: 110m F16 +12%, F32 +9%, BF16 +5-10%, 15m F16 +1-4%, F32 +2-18%,
- * 260K F32 +31-43% (README, "Benchmarks").
- * NULL: the 512-bit kernels for every product (other processors, or LOOM_CPU_DOT512 set to
- * anything but 0, as the other LOOM_CPU_ switches). */
+ * alternating runs on one machine (bench/cpu-notes.md).
+ * NULL: the 512-bit kernels for every product (other processors, or LOOM_CPU_ISA=avx512 asked for
+ * them by name). */
 static const struct cpu_vec * g_rows_1;
 
 static inline __attribute__((always_inline)) void dot_table(enum cpu_wtype wt, cpu_dot_fn wide, int64_t k, const uint8_t * w, size_t ldw,
@@ -194,8 +193,8 @@ static struct cpu_vec g_table = {
 };
 static struct cpu_vec g_table_bf16;
 
-const struct cpu_vec * cpu_vec_avx512(bool with_bf16) {
-    g_rows_1 = __builtin_cpu_is("amd") && !loom_env_flag("LOOM_CPU_DOT512", false) ? cpu_vec_avx2() : NULL;
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
+    g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? cpu_vec_avx2() : NULL;
     g_table.name = g_rows_1 ? "AVX512 FMA F16C (one-column products: AVX2)" : "AVX512 FMA F16C";
     g_table_bf16 = g_table;
     g_table_bf16.name = g_rows_1 ? "AVX512 FMA F16C BF16 (one-column products: AVX2)" : "AVX512 FMA F16C BF16";
@@ -207,8 +206,9 @@ const struct cpu_vec * cpu_vec_avx512(bool with_bf16) {
 
 #else
 
-const struct cpu_vec * cpu_vec_avx512(bool with_bf16) {
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
     (void)with_bf16;
+    (void)wide_rows;
     return NULL;
 }
 

@@ -2,6 +2,7 @@
  * it (__builtin_cpu_supports), the portable scalar table when forced. */
 #include "cpu/vec.h"
 #include "loom-cpu.h"
+#include "core/loom-internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,10 +24,10 @@ static bool has_f16c(void) {
 #endif
 
 static const struct cpu_vec * detect(void) {
-    const char * cap = getenv("LOOM_CPU_ISA");
-    if (cap && (!cap[0] || (strcmp(cap, "avx512") && strcmp(cap, "avx2") && strcmp(cap, "scalar")))) {
+    const char * cap = loom_env_str("LOOM_CPU_ISA");
+    if (cap && strcmp(cap, "avx512") && strcmp(cap, "avx2") && strcmp(cap, "scalar")) {
         /* an environment variable: a typo is worth a warning, not a failure (nor the slowest kernels) */
-        if (cap[0]) loom_log(LOOM_LOG_WARN, "LOOM_CPU_ISA=%s ignored: expected avx512, avx2 or scalar", cap);
+        loom_log(LOOM_LOG_WARN, "LOOM_CPU_ISA=%s ignored: expected avx512, avx2 or scalar", cap);
         cap = NULL;
     }
     bool allow512 = !cap || !strcmp(cap, "avx512");
@@ -35,8 +36,9 @@ static const struct cpu_vec * detect(void) {
     __builtin_cpu_init();
     if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
-        has_f16c() && cpu_vec_avx512(false)) {
-        return cpu_vec_avx512(__builtin_cpu_supports("avx512bf16"));
+        has_f16c() && cpu_vec_avx512(false, false)) {
+        /* named: the 512-bit kernels for every product (AMD processors otherwise take the AVX2 row kernels for one column) */
+        return cpu_vec_avx512(__builtin_cpu_supports("avx512bf16"), cap != NULL);
     }
     if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
         cpu_vec_avx2()) {
@@ -48,11 +50,7 @@ static const struct cpu_vec * detect(void) {
     return cpu_vec_scalar();
 }
 
-static void init_once(void) {
-    g_best = detect();
-    const char * env = getenv("LOOM_CPU_SCALAR");
-    if (env && *env && strcmp(env, "0") != 0) atomic_store(&g_scalar, true);
-}
+static void init_once(void) { g_best = detect(); }
 
 const struct cpu_vec * cpu_vec_get(void) {
     pthread_once(&g_once, init_once);

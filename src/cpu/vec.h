@@ -105,14 +105,16 @@ struct cpu_vec {
     int gemm_bf16_mr, gemm_bf16_nr;
 };
 
-/* The kernels in use: the portable scalar table when forced (loom_cpu_set_scalar, LOOM_CPU_SCALAR=1),
- * else the best the CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar caps the choice, for tests; another
- * value is ignored with a warning). */
+/* The kernels in use: the portable scalar table when forced (loom_cpu_set_scalar), else the best the
+ * CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar names the table, for tests; another value is ignored
+ * with a warning). */
 const struct cpu_vec * cpu_vec_get(void);
 
 /* The tables; the SIMD ones return NULL when not compiled (non-x86 build) -- the CPU check is the caller's. */
 const struct cpu_vec * cpu_vec_scalar(void);
 const struct cpu_vec * cpu_vec_avx2(void);
-const struct cpu_vec * cpu_vec_avx512(bool with_bf16);
+/* 'wide_rows': one-column products too on the 512-bit kernels (else AMD processors take the AVX2
+ * row kernels for them, measured faster there). */
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows);
 
 #endif

@@ -191,7 +191,7 @@ bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy
 }
 
 void lc_launch(const struct lc_backend * be, const void * func, dim3 grid, dim3 block, void ** args, size_t smem) {
-    if (!(be->pdl && be->pdl_prev)) {
+    if (!be->pdl_prev) {
         (void)cudaLaunchKernel(func, grid, block, args, smem, be->stream);
         return;
     }

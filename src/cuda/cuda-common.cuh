@@ -91,6 +91,14 @@ struct lc_conv_cache {
 
 struct lc_profile;                   /* cuda-profile.cu */
 
+/* A backend's options: the init parameters (loom-cuda.h), parsed when the backend is created. */
+struct lc_options {
+    bool graphs;                     /* graphs=0: kernels launched directly, never captured */
+    bool fuse;                       /* fuse=0: one kernel per node (no fusion of any kind) */
+    int profile;                     /* profile=1: per-kernel GPU times, 2: host times; 0 off */
+    int mv_blocks;                   /* mv_blocks=N: at most N blocks per persistent product (tests); 0: as many as fit */
+};
+
 struct lc_backend {
     struct lc_device * dev;
     cudaStream_t stream;
@@ -102,17 +110,13 @@ struct lc_backend {
     int * err_host;                  /* pinned copy read at synchronize */
     bool err_pending;                /* a copy of err_dev into err_host is queued */
     unsigned * tail_count;           /* LC_TAIL_COUNTERS device counters, zero between launches (cuda-mulmat.cu) */
-    bool graphs;                     /* replay token-generation splits as CUDA graphs (LOOM_CUDA_GRAPHS) */
-    bool fuse;                       /* fuse neighbouring nodes into one kernel (LOOM_CUDA_FUSE) */
-    bool multi;                      /* with fuse: a layer's q, k and v products in one launch (LOOM_CUDA_QKV) */
-    bool tail;                       /* with fuse: a softmax or norm of a product's result computed by its last block (LOOM_CUDA_TAIL) */
-    bool prenorm;                    /* with fuse: a norm and its MUL computed inside the products that read them (LOOM_CUDA_PRENORM) */
+    struct lc_options opts;
+    bool graphs;                     /* replay token-generation splits as CUDA graphs (opts.graphs, off after a failure) */
     float * pre_u;                   /* LC_PRE_MAX_K device floats: a pre-norm's activations */
     float * pre_parts;               /* LC_PRE_MAX_PARTS device floats: its partial sums of squares */
     struct lc_pre_handoff pre_next;  /* set by the launch group being queued */
     struct lc_pre_handoff pre_avail; /* left by the launch group queued before it */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
-    bool pdl;                        /* matrix-vector kernels use programmatic dependent launch (LOOM_CUDA_PDL) */
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
     bool memcpy_queued;              /* a cudaMemcpyAsync was queued by the launch group in progress */
     struct lc_graph_chunk chunks[LC_GRAPH_CHUNKS];
@@ -122,8 +126,7 @@ struct lc_backend {
     int replay_nodes, replay_groups; /* its compute nodes and launch groups (for the profile) */
     int64_t graph_instantiated, graph_updated, graph_replayed; /* chunks made anew / updated in place / computes replayed (profile) */
     struct lc_conv_cache conv;
-    int gemm_mode;                   /* LOOM_CUDA_GEMM: 0 default, see cuda-mulmat.cu */
-    struct lc_profile * prof;        /* LOOM_CUDA_PROFILE, else NULL */
+    struct lc_profile * prof;        /* opts.profile, else NULL */
     struct loom_backend backend;
 };
 

@@ -5,6 +5,7 @@
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
+#include "cuda-module.h"
 #include "cuda-mulmat.cuh"
 #include "cuda-norm.cuh"
 #include "cuda-profile.cuh"
@@ -140,12 +141,52 @@ static const struct loom_backend_i be_iface = {
 
 static bool is_cuda_backend(loom_backend_t backend) { return backend && backend->iface.get_name == be_name; }
 
+/* One "key=value" of the init parameters into 'o'; false (logged) when the key is unknown or the
+ * value is not one it takes. 'len': the item's length (items are separated by commas). */
+static bool parse_option(const char * dev, const char * item, size_t len, struct lc_options * o) {
+    char buf[64];
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    memcpy(buf, item, len);
+    buf[len] = 0;
+    char * eq = strchr(buf, '=');
+    char * end = NULL;
+    const long v = eq && eq[1] ? strtol(eq + 1, &end, 10) : -1;
+    const bool num = end && *end == 0 && v >= 0;
+    if (eq) *eq = 0;
+    if (num && v <= 1 && !strcmp(buf, "graphs")) o->graphs = v;
+    else if (num && v <= 1 && !strcmp(buf, "fuse")) o->fuse = v;
+    else if (num && v <= 2 && !strcmp(buf, "profile")) o->profile = (int)v;
+    else if (num && v <= 65535 && !strcmp(buf, "mv_blocks")) o->mv_blocks = (int)v;
+    else {
+        loom_log(LOOM_LOG_ERROR, "%s: backend parameter '%.*s' unknown or out of range (graphs=0|1, fuse=0|1, profile=0|1|2, mv_blocks=N)",
+                 dev, (int)len, item);
+        return false;
+    }
+    return true;
+}
+
+/* The options of a backend from 'params' (loom-cuda.h), or from LOOM_CUDA_PARAMS when 'params' is
+ * NULL; false (logged) on a bad item. */
+static bool parse_options(const char * dev, const char * params, struct lc_options * o) {
+    o->graphs = o->fuse = true;
+    o->profile = o->mv_blocks = 0;
+    if (!params) params = loom_env_str("LOOM_CUDA_PARAMS");
+    for (const char * s = params; s && *s;) {
+        const size_t len = strcspn(s, ",");
+        if (len > 0 && !parse_option(dev, s, len, o)) return false;
+        s += len + (s[len] == ',');
+    }
+    return true;
+}
+
 static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * params) {
-    (void)params;
     struct lc_device * d = dev_of(dev);
+    struct lc_options opts;
+    if (!parse_options(d->name, params, &opts)) return NULL;
     struct lc_backend * be = (struct lc_backend *)calloc(1, sizeof *be);
     if (!be) return NULL;
     be->dev = d;
+    be->opts = opts;
     bool ok = LC_CHECK(cudaSetDevice(d->id)) == LOOM_OK &&
               LC_CHECK(cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking)) == LOOM_OK &&
               LC_CHECK_CUBLAS(cublasCreate(&be->cublas)) == LOOM_OK &&
@@ -165,20 +206,7 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
         return NULL;
     }
     *be->err_host = 0;
-    be->graphs = loom_env_flag("LOOM_CUDA_GRAPHS", true);
-    be->fuse = loom_env_flag("LOOM_CUDA_FUSE", true);
-    be->multi = loom_env_flag("LOOM_CUDA_QKV", true);
-    be->tail = loom_env_flag("LOOM_CUDA_TAIL", true);
-    be->prenorm = loom_env_flag("LOOM_CUDA_PRENORM", true);
-    be->pdl = loom_env_flag("LOOM_CUDA_PDL", true);
-    const char * gemm = getenv("LOOM_CUDA_GEMM");
-    lc_mul_mat_set_gemm_mode(gemm && (atoi(gemm) == 1 || atoi(gemm) == 2) ? atoi(gemm) : 0);
-    const char * mv = getenv("LOOM_CUDA_MV");
-    lc_mul_mat_set_mv_mode(mv && atoi(mv) >= 0 && atoi(mv) <= 3 && *mv ? atoi(mv) : 2);
-    const char * stages = getenv("LOOM_CUDA_MV_STAGES");
-    lc_mul_mat_set_mv_stages(stages && *stages >= '0' && *stages <= '3' && !stages[1] ? *stages - '0' : 1);
-    const char * persist = getenv("LOOM_CUDA_MV_PERSIST");
-    lc_mul_mat_set_mv_persist(persist && *persist && atoi(persist) >= 0 ? atoi(persist) : 1);
+    be->graphs = be->opts.graphs;
     /* cuBLAS's workspace set up front: nothing it needs is allocated while a product is queued */
     if (cudaMalloc((void **)&be->cublas_ws, LC_CUBLAS_WORKSPACE) != cudaSuccess ||
         cublasSetWorkspace(be->cublas, be->cublas_ws, LC_CUBLAS_WORKSPACE) != CUBLAS_STATUS_SUCCESS) {
@@ -186,8 +214,7 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
         if (be->cublas_ws) cudaFree(be->cublas_ws);
         be->cublas_ws = NULL;
     }
-    const char * prof = getenv("LOOM_CUDA_PROFILE");
-    if (prof && (atoi(prof) == 1 || atoi(prof) == 2)) be->prof = lc_profile_new(atoi(prof));
+    if (be->opts.profile) be->prof = lc_profile_new(be->opts.profile);
     be->backend.iface = be_iface;
     be->backend.device = dev;
     be->backend.context = be;
@@ -326,18 +353,11 @@ static const struct loom_backend_device_i dev_iface = {
 
 /* LOOM_CUDA_MAX_BUFFER_MB: a positive number of MiB, else unlimited. */
 static size_t env_max_size(void) {
-    const char * env = getenv("LOOM_CUDA_MAX_BUFFER_MB");
-    if (!env || !*env) return SIZE_MAX;
-    char * end = NULL;
-    unsigned long long mb = strtoull(env, &end, 10);
-    if (*end != 0 || mb == 0 || mb > SIZE_MAX / 1048576) {
-        loom_log(LOOM_LOG_WARN, "LOOM_CUDA_MAX_BUFFER_MB='%s' is not a positive number of MiB; buffers are unlimited", env);
-        return SIZE_MAX;
-    }
-    return (size_t)mb * 1048576;
+    unsigned long long mb = 0;
+    return loom_env_uint("LOOM_CUDA_MAX_BUFFER_MB", 1, SIZE_MAX / 1048576, &mb) ? (size_t)mb * 1048576 : SIZE_MAX;
 }
 
-extern "C" size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t max) {
+static size_t register_devices(loom_backend_dev_t * devs, size_t max) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError(); /* no driver or no GPU: register nothing, say nothing */
@@ -373,21 +393,20 @@ extern "C" size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t m
     return added;
 }
 
-/* ================================================================ public API (loom-cuda.h) */
+/* ================================================================ the module's entry (cuda-module.h) */
 
-size_t loom_cuda_device_count(void) {
-    (void)loom_backend_dev_count(); /* registers the devices on first use */
-    return (size_t)g_n_devs;
-}
+static bool dev_is_cuda(loom_backend_dev_t dev) { return dev && dev->iface.get_name == dev_name; }
 
-bool loom_backend_dev_is_cuda(loom_backend_dev_t dev) { return dev && dev->iface.get_name == dev_name; }
-bool loom_backend_is_cuda(loom_backend_t backend) { return is_cuda_backend(backend); }
-
-enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes) {
-    if (!loom_backend_dev_is_cuda(dev)) {
+static enum loom_status set_max_buffer_size(loom_backend_dev_t dev, size_t bytes) {
+    if (!dev_is_cuda(dev)) {
         loom_log(LOOM_LOG_ERROR, "loom_cuda_set_max_buffer_size: '%s' is not a CUDA device", dev ? loom_backend_dev_name(dev) : "(null)");
         return LOOM_ERR_INVALID_ARG;
     }
     dev_of(dev)->max_size = bytes ? bytes : SIZE_MAX;
     return LOOM_OK;
+}
+
+extern "C" __attribute__((visibility("default"))) const struct lc_module_api * lc_module_api(int version) {
+    static const struct lc_module_api api = {LC_MODULE_API, register_devices, dev_is_cuda, is_cuda_backend, set_max_buffer_size};
+    return version == LC_MODULE_API ? &api : NULL;
 }

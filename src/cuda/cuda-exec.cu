@@ -12,7 +12,7 @@
  * changes) replays the executable graphs without capturing anything. Nothing captured
  * synchronises or allocates: scratch is reserved before, copies stay kernels. Any capture or
  * instantiation failure turns graphs off for the backend and the work is launched directly.
- * LOOM_CUDA_GRAPHS=0 turns them off from the start. */
+ * The backend parameter graphs=0 turns them off from the start. */
 #include "cuda-common.cuh"
 #include "cuda-argmax.cuh"
 #include "cuda-binary.cuh"
@@ -137,7 +137,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     /* what the group before left for a pre-norm; only this group may use it */
     be->pre_avail = be->pre_next;
     be->pre_next.valid = false;
-    if (be->fuse && j < g->n_nodes) {
+    if (be->opts.fuse && j < g->n_nodes) {
         /* the node and the compute nodes after it: list[k] is g->nodes[idx[k]] */
         struct loom_tensor * list[12];
         int idx[12], n = 0;

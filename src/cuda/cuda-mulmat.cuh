@@ -1,5 +1,6 @@
 /* cuda-mulmat.cuh -- MUL_MAT on the CUDA device: own matrix-vector kernels for few columns
- * (token generation), cuBLAS for larger products, batched with broadcast over dims 2 and 3. */
+ * (token generation; cuda-matvec.cu, with the fusions cuda-mulmat-plan.cu plans), cuBLAS for
+ * larger products (cuda-gemm.cu), batched with broadcast over dims 2 and 3. */
 #ifndef LOOM_CUDA_MULMAT_CUH
 #define LOOM_CUDA_MULMAT_CUH
 
@@ -10,14 +11,6 @@
 #define LC_MATVEC_MAX_COLS 4
 
 bool lc_mul_mat_supported(const struct loom_tensor * op);
-/* LOOM_CUDA_GEMM: how cuBLAS products of F16 weights write their result (see cuda-mulmat.cu). */
-void lc_mul_mat_set_gemm_mode(int mode);
-/* LOOM_CUDA_MV: which one-column matrix-vector kernel shape (see cuda-mulmat.cu). */
-void lc_mul_mat_set_mv_mode(int mode);
-/* LOOM_CUDA_MV_STAGES: 0 turns off the shared-memory staging of one-column products. */
-void lc_mul_mat_set_mv_stages(int on);
-/* LOOM_CUDA_MV_PERSIST: 0 a block per row group; 1 persistent one-column kernels; N > 1 at most N blocks (see cuda-mulmat.cu). */
-void lc_mul_mat_set_mv_persist(int v);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
@@ -32,11 +25,11 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
  * (every result still written, except one that a later result of the launch wholly overwrites):
  *  - the norm and the MUL as the products' pre-norm, when the launch before left what it needs
  *    (the residual product's tail, below): the products read the input times the weight row and
- *    scale their results (LOOM_CUDA_PRENORM=0 turns it off);
+ *    scale their results;
  *  - SwiGLU -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x), out = MUL(act, up) --
  *    reading x once for both matrices; or
  *  - two or three one-column products of the same activations by weights (a layer's q, k and v),
- *    each with its epilogue (LOOM_CUDA_QKV=0 turns it off); or
+ *    each with its epilogue; or
  *  - one product with an epilogue: ADD or MUL of its result and another F32 tensor of its shape,
  *    SILU of its result, a copy of a permutation of its result (CPY, DUP, CONT, SET_ROWS: the V
  *    cache store, the merge of the attention heads), or a normal-mode ROPE of its result viewed as
@@ -44,10 +37,26 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
  *    store); then, without a pre-norm (one column, no rotation or copy), a tail: the softmax of
  *    the product's result (the attention scores) or the RMS_NORM of the result or of the
  *    ADD/MUL/SILU epilogue's with the MUL by a weight row that follows it, computed by the launch's
- *    last block (LOOM_CUDA_TAIL=0 turns these off) -- or, when one-column products read that MUL's
+ *    last block -- or, when one-column products read that MUL's
  *    result, what their pre-norm needs: the result times the weight row and each block's sum of
  *    squares (the norm's nodes are then the next launch's).
  * Sets '*used' to the number of nodes queued: 0 when nothing applies (nothing queued). */
 enum loom_status lc_mul_mat_group(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used);
+
+
+/* ---------------------------------------------------------------- between the MUL_MAT files */
+
+/* True when the rows of 't' are dense (ne[0] elements of its type back to back). */
+static inline bool lc_rows_dense(const struct loom_tensor * t) { return t->ne[0] == 1 || t->nb[0] == loom_type_size(t->type); }
+/* One matrix-vector product d = a x b with nothing fused (cuda-mulmat-plan.cu); 'a_const': 'a' is
+ * a weight, so its first loads may precede the wait for the previous kernel. */
+enum loom_status lc_matvec_plain(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b, const struct lc_tensor * d,
+                                 bool a_const);
+/* Scratch bytes of the cuBLAS product 'op' (cuda-gemm.cu; shapes, types and strides only). */
+size_t lc_gemm_scratch(const struct loom_tensor * op);
+/* Queues node 'dst' (device views a, b, d of its operands and result) through cuBLAS; errors:
+ * LOOM_ERR_BACKEND when be->scratch is smaller than lc_gemm_scratch(dst), or a cuBLAS failure. */
+enum loom_status lc_gemm(struct lc_backend * be, const struct loom_tensor * dst, const struct lc_tensor * a, const struct lc_tensor * b,
+                         const struct lc_tensor * d);
 
 #endif

@@ -1,12 +1,12 @@
-/* cuda-profile.cu -- LOOM_CUDA_PROFILE: where a graph_compute's time goes, per kind of kernel and
- * on the host. Costs nothing unless the variable is set when the backend is created.
+/* cuda-profile.cu -- the backend parameter profile=1|2: where a graph_compute's time goes, per kind
+ * of kernel and on the host. Costs nothing unless the parameter is set when the backend is created.
  *
- * LOOM_CUDA_PROFILE=1: each launch group (a node and the nodes fused into it) is followed by a
+ * profile=1: each launch group (a node and the nodes fused into it) is followed by a
  * timing event. The work of a compute is held behind gate kernels, LC_PROF_SEGMENT groups each,
  * and a gate opens only once the host has queued the segment after it, so the events measure the
  * kernels back to back as the GPU runs them when it is never starved (gaps between dependent
  * kernels and the event records included, host launch cost and the gates' waits excluded). Direct launches
- * only (no CUDA graphs); each compute then waits for its work. LOOM_CUDA_PROFILE=2: host times
+ * only (no CUDA graphs); each compute then waits for its work. profile=2: host times
  * only (the queueing inside graph_compute, the time between computes, the waits in synchronize),
  * CUDA graphs as configured, nothing synchronised. The report is logged when the backend is freed,
  * separately for computes without cuBLAS products (token generation) and with (prompt batches). */
@@ -81,7 +81,7 @@ struct lc_profile * lc_profile_new(int mode) {
         if (cudaHostAlloc((void **)&p->gate, (1 + LC_PROF_MAX_GATES) * sizeof(int), cudaHostAllocMapped) != cudaSuccess ||
             cudaHostGetDevicePointer((void **)&p->gate_dev, p->gate, 0) != cudaSuccess) {
             (void)cudaGetLastError();
-            loom_log(LOOM_LOG_WARN, "LOOM_CUDA_PROFILE=1: no mapped host memory for the gate; host times only");
+            loom_log(LOOM_LOG_WARN, "profile=1: no mapped host memory for the gate; host times only");
             if (p->gate) cudaFreeHost(p->gate);
             p->gate = NULL;
             p->mode = 2;

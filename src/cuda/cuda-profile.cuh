@@ -1,4 +1,4 @@
-/* cuda-profile.cuh -- LOOM_CUDA_PROFILE: per-kernel-kind GPU times and host times of
+/* cuda-profile.cuh -- the backend parameter profile=1|2: per-kernel-kind GPU times and host times of
  * graph_compute (see cuda-profile.cu). Internal to src/cuda/. */
 #ifndef LOOM_CUDA_PROFILE_CUH
 #define LOOM_CUDA_PROFILE_CUH

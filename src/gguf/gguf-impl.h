@@ -20,12 +20,12 @@ struct gguf_arena {
 };
 
 /* 'size' bytes aligned to 8, or NULL when out of memory. */
-void * gguf_arena_alloc(struct gguf_arena * a, size_t size);
-void gguf_arena_free(struct gguf_arena * a);
+void * lgg_arena_alloc(struct gguf_arena * a, size_t size);
+void lgg_arena_free(struct gguf_arena * a);
 
 /* Grows '*ptr' (an array of 'elem' bytes per element, '*cap' elements) to hold at least 'need'
  * elements, doubling; returns false when out of memory or the size overflows. */
-bool gguf_grow(void ** ptr, size_t * cap, size_t need, size_t elem);
+bool lgg_grow(void ** ptr, size_t * cap, size_t need, size_t elem);
 
 /* ---------------------------------------------------------------- name index (gguf-index.c) */
 
@@ -45,12 +45,12 @@ struct gguf_index {
 typedef const char * (*gguf_name_fn)(const void * ctx, int64_t id, size_t * len);
 /* Indexes names 0..n-1. Returns false when out of memory. '*dup' is the lowest id whose name an
  * earlier id already has, or -1 when all names are distinct. */
-bool gguf_index_build(struct gguf_index * ix, size_t n, gguf_name_fn names_of, const void * ctx, int64_t * dup);
+bool lgg_index_build(struct gguf_index * ix, size_t n, gguf_name_fn names_of, const void * ctx, int64_t * dup);
 /* The id of a name (binary search), or -1; with duplicates, any of them. */
-int64_t gguf_index_find(const struct gguf_index * ix, const char * s, size_t len);
+int64_t lgg_index_find(const struct gguf_index * ix, const char * s, size_t len);
 /* The lowest id with this name, or -1. */
-int64_t gguf_index_first(const struct gguf_index * ix, const char * s, size_t len);
-void gguf_index_free(struct gguf_index * ix);
+int64_t lgg_index_first(const struct gguf_index * ix, const char * s, size_t len);
+void lgg_index_free(struct gguf_index * ix);
 
 /* ---------------------------------------------------------------- the reader's handle */
 
@@ -111,8 +111,8 @@ struct loom_gguf {
     ino_t ino;
 };
 
-const char * gguf_kv_name_of(const void * g, int64_t id, size_t * len);
-const char * gguf_tensor_name_of(const void * g, int64_t id, size_t * len);
+const char * lgg_kv_name_of(const void * g, int64_t id, size_t * len);
+const char * lgg_tensor_name_of(const void * g, int64_t id, size_t * len);
 
 /* ---------------------------------------------------------------- byte source (gguf-source.c) */
 
@@ -128,19 +128,19 @@ struct gguf_source {
     int err_no;                   /* errno of a failed read */
 };
 
-void gguf_source_init_memory(struct gguf_source * s, const void * data, size_t size);
-/* Takes 'fd' (not closed by 'gguf_source_done'); false when out of memory for the buffer. */
-bool gguf_source_init_fd(struct gguf_source * s, int fd, uint64_t size);
-void gguf_source_done(struct gguf_source * s);
+void lgg_source_init_memory(struct gguf_source * s, const void * data, size_t size);
+/* Takes 'fd' (not closed by 'lgg_source_done'); false when out of memory for the buffer. */
+bool lgg_source_init_fd(struct gguf_source * s, int fd, uint64_t size);
+void lgg_source_done(struct gguf_source * s);
 static inline uint64_t gguf_source_remaining(const struct gguf_source * s) { return s->size - s->pos; }
 /* Copies the next 'n' bytes to 'dst'. Returns LOOM_OK, LOOM_ERR_FORMAT when fewer than 'n'
  * bytes remain (nothing is consumed), or LOOM_ERR_IO when the read fails. */
-enum loom_status gguf_source_read(struct gguf_source * s, void * dst, uint64_t n);
+enum loom_status lgg_source_read(struct gguf_source * s, void * dst, uint64_t n);
 
 /* ---------------------------------------------------------------- messages (gguf-error.c) */
 
 /* Formats a one-line message into 'err' (when not NULL) or logs it at ERROR level; returns 'st'. */
-enum loom_status gguf_fail(char * err, size_t err_size, enum loom_status st, const char * fmt, ...)
+enum loom_status lgg_fail(char * err, size_t err_size, enum loom_status st, const char * fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -148,7 +148,7 @@ enum loom_status gguf_fail(char * err, size_t err_size, enum loom_status st, con
 /* Writes a printable form of (s, len) into 'out' for messages: control bytes, quotes, backslashes
  * and bytes >= 0x7f as \xNN; cut with "..." after 'max_shown' input bytes or when 'out' is full.
  * Returns 'out'. */
-const char * gguf_quote(const char * s, size_t len, size_t max_shown, char * out, size_t out_size);
+const char * lgg_quote(const char * s, size_t len, size_t max_shown, char * out, size_t out_size);
 #define GGUF_QUOTE_SIZE 256 /* bytes: enough for GGUF_QUOTE_SHOWN input bytes escaped */
 #define GGUF_QUOTE_SHOWN 60
 
@@ -162,23 +162,23 @@ struct gguf_parser {
 };
 
 /* Reads the header, key-value pairs and tensor infos into p->g; sets alignment, data_offset. */
-enum loom_status gguf_parse_header(struct gguf_parser * p);
-enum loom_status gguf_parse_kvs(struct gguf_parser * p, uint64_t n_kv);
-enum loom_status gguf_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tensors);
+enum loom_status lgg_parse_header(struct gguf_parser * p);
+enum loom_status lgg_parse_kvs(struct gguf_parser * p, uint64_t n_kv);
+enum loom_status lgg_parse_tensor_infos(struct gguf_parser * p, uint64_t n_tensors);
 /* Reads 'n' bytes for 'what' (an item starting at byte 'at'); reports truncation (LOOM_ERR_FORMAT)
  * or a failed read (LOOM_ERR_IO). */
-enum loom_status gguf_read_bytes(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at);
+enum loom_status lgg_read_bytes(struct gguf_parser * p, void * dst, uint64_t n, const char * what, uint64_t at);
 /* Reads a string (u64 length + bytes) into the arena; 'max_len' caps the length; 'what' names
  * the item for messages (e.g. "key 'x'"), 'at' is the item's byte offset. */
-enum loom_status gguf_read_str(struct gguf_parser * p, struct gguf_str * out, uint64_t max_len, const char * what,
+enum loom_status lgg_read_str(struct gguf_parser * p, struct gguf_str * out, uint64_t max_len, const char * what,
                                uint64_t at);
 /* Checks 'general.alignment', tensor shapes, sizes, offsets and overlaps (gguf-validate.c). */
-enum loom_status gguf_validate_alignment(struct gguf_parser * p);
-enum loom_status gguf_validate_tensors(struct gguf_parser * p);
+enum loom_status lgg_validate_alignment(struct gguf_parser * p);
+enum loom_status lgg_validate_tensors(struct gguf_parser * p);
 
 /* Element count and byte size of a shape; false on overflow (either above INT64_MAX) or when
  * ne[0] is not a multiple of the block length of a known 'type'. */
-bool gguf_tensor_geometry(enum loom_type type, int n_dims, const int64_t * ne, int64_t * nelements, uint64_t * size);
+bool lgg_tensor_geometry(enum loom_type type, int n_dims, const int64_t * ne, int64_t * nelements, uint64_t * size);
 
 /* Checked arithmetic. */
 static inline bool gguf_add_ok(uint64_t a, uint64_t b, uint64_t * r) { return !__builtin_add_overflow(a, b, r); }

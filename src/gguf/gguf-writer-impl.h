@@ -56,13 +56,13 @@ struct loom_gguf_writer {
     int sig_slot;                   /* registration of 'tmp_path' for removal on a signal, or -1 */
 };
 
-void gguf_wkv_clear(struct wkv * kv);
-enum loom_status gguf_writer_protect_id(struct loom_gguf_writer * w, dev_t dev, ino_t ino);
+void lgg_wkv_clear(struct wkv * kv);
+enum loom_status lgg_writer_protect_id(struct loom_gguf_writer * w, dev_t dev, ino_t ino);
 
 /* Registers 'tmp_path' for removal should SIGINT, SIGTERM or SIGHUP end the process (see
  * gguf-writer-signal.c); returns a slot for '_disarm', or -1 when none is free. */
-int gguf_writer_signal_arm(const char * tmp_path);
+int lgg_writer_signal_arm(const char * tmp_path);
 /* Forgets a registration (-1 is allowed); the last one restores the previous signal actions. */
-void gguf_writer_signal_disarm(int slot);
+void lgg_writer_signal_disarm(int slot);
 
 #endif /* LOOM_GGUF_WRITER_IMPL_H */

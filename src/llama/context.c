@@ -285,6 +285,7 @@ enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32
 }
 
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx) {
+    if (lctx->n_logits < 1) return NULL; /* nothing decoded yet */
     return lctx->logits + (size_t)(lctx->n_logits - 1) * lctx->model->hp.n_vocab;
 }
 

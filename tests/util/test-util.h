@@ -3,6 +3,7 @@
 #define LOOM_TEST_UTIL_H
 
 #include "loom.h"
+#include "core/loom-internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
