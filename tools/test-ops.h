@@ -17,7 +17,7 @@ enum test_layout {
     TL_COUNT
 };
 
-enum { TEST_MAX_SRC = 3 };
+enum { TEST_MAX_SRC = 4 };
 
 /* One case: an op, its sources and parameters. For CPY, source 1 is the destination tensor. */
 struct test_case {
@@ -26,7 +26,7 @@ struct test_case {
     enum loom_type type[TEST_MAX_SRC];
     int64_t ne[TEST_MAX_SRC][4];
     enum test_layout layout[TEST_MAX_SRC];
-    float fp[4];          /* SCALE: s; RMS_NORM: eps; ROPE: freq_base, freq_scale; SOFT_MAX: scale */
+    float fp[4];          /* SCALE: s; RMS_NORM: eps; ROPE: freq_base, freq_scale; SOFT_MAX, FLASH_ATTN_EXT: scale */
     int ip[4];            /* ROPE: n_dims, mode; SOFT_MAX: mask present; data variants (see test-ops-cases.c) */
     int64_t ne_out[4];    /* CONT: the result's shape */
     bool perf_only;       /* large: run only with --perf */

@@ -216,6 +216,50 @@ TARGET static void TMPL(dot_bf16)(int64_t k, const uint8_t * w, size_t ldw, int 
     TMPL(dot_any)(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
 }
 
+/* ---------------------------------------------------------------- weighted row sums */
+
+/* y[i] += sum_r a[r] * x_r[i] for i < n: blocks of four vectors of 'y' stay in registers while
+ * every row is added, rows in order (the same order in the scalar tail). */
+ALWAYS_INLINE void TMPL(mad_impl)(const enum cpu_wtype wt, int64_t n, const uint8_t * x, size_t ldx, int nrows,
+                                  const float * a, float * y) {
+    int64_t i = 0;
+    for (; i + 4 * VLEN <= n; i += 4 * VLEN) {
+        VF y0 = VF_LOADU(y + i), y1 = VF_LOADU(y + i + VLEN), y2 = VF_LOADU(y + i + 2 * VLEN), y3 = VF_LOADU(y + i + 3 * VLEN);
+        for (int r = 0; r < nrows; r++) {
+            const uint8_t * row = x + r * ldx;
+            const VF ar = VF_SET1(a[r]);
+            y0 = VF_FMA(TMPL(wload)(wt, row, i), ar, y0);
+            y1 = VF_FMA(TMPL(wload)(wt, row, i + VLEN), ar, y1);
+            y2 = VF_FMA(TMPL(wload)(wt, row, i + 2 * VLEN), ar, y2);
+            y3 = VF_FMA(TMPL(wload)(wt, row, i + 3 * VLEN), ar, y3);
+        }
+        VF_STOREU(y + i, y0);
+        VF_STOREU(y + i + VLEN, y1);
+        VF_STOREU(y + i + 2 * VLEN, y2);
+        VF_STOREU(y + i + 3 * VLEN, y3);
+    }
+    for (; i + VLEN <= n; i += VLEN) {
+        VF y0 = VF_LOADU(y + i);
+        for (int r = 0; r < nrows; r++) y0 = VF_FMA(TMPL(wload)(wt, x + r * ldx, i), VF_SET1(a[r]), y0);
+        VF_STOREU(y + i, y0);
+    }
+    for (; i < n; i++) {
+        float s = y[i];
+        for (int r = 0; r < nrows; r++) s = fmaf(TMPL(wscalar)(wt, x + r * ldx, i), a[r], s);
+        y[i] = s;
+    }
+}
+
+TARGET static void TMPL(mad_f32)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    TMPL(mad_impl)(CPU_W_F32, n, x, ldx, nrows, a, y);
+}
+TARGET static void TMPL(mad_f16)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    TMPL(mad_impl)(CPU_W_F16, n, x, ldx, nrows, a, y);
+}
+TARGET static void TMPL(mad_bf16)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    TMPL(mad_impl)(CPU_W_BF16, n, x, ldx, nrows, a, y);
+}
+
 /* ---------------------------------------------------------------- GEMM panels */
 
 /* VLEN rows at a time: VLEN x VLEN blocks loaded (converted to F32), transposed in registers. */
