@@ -257,7 +257,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                     cp.n_ctx = (int32_t)max_tok;
                     cp.n_batch = (int32_t)o.batches[bi];
                     cp.n_threads = (int32_t)o.threads[ti];
-                    cp.cache_type = LOOM_TYPE_F16;
+                    cp.flash_attn = LOOM_LLAMA_FLASH_ATTN_OFF;
                     struct loom_llama_context * lctx = NULL;
                     if (loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {
                         fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot create the context"));

@@ -1,4 +1,5 @@
 /* cmd-run.c -- `loom run`: generate text with a GGUF model, streaming to stdout, timings to stderr. */
+#include "cli-kv.h"
 #include "cli-util.h"
 #include "commands.h"
 #include "loom-llama.h"
@@ -20,7 +21,8 @@ struct run_opts {
     double temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
     bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy;
-    enum loom_type cache_type;
+    enum loom_type type_k, type_v;
+    enum loom_llama_flash_attn flash_attn;
 };
 
 static void usage(FILE * f) {
@@ -46,7 +48,10 @@ static void usage(FILE * f) {
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
             "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
             "                            picks one from the clock, and the seed used is printed\n"
-            "      --cache-type TYPE     KV cache type: f32 (default), f16 or bf16\n"
+            "  -ctk, --cache-type-k TYPE KV cache type of K: f32, f16 (default) or bf16\n"
+            "  -ctv, --cache-type-v TYPE KV cache type of V: f32, f16 (default) or bf16\n"
+            "      --cache-type TYPE     both of them\n"
+            "  -fa, --flash-attn on|off|auto  fused attention (default auto: where the layer's device has it)\n"
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
             "      --verbose-prompt      print the prompt's tokens\n"
@@ -56,7 +61,7 @@ static void usage(FILE * f) {
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_CACHE_K, OPT_CACHE_V, OPT_FA };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -70,6 +75,9 @@ static const struct option long_opts[] = {
     {"no-mmap", no_argument, 0, OPT_NOMMAP},   {"mlock", no_argument, 0, OPT_MLOCK},
     {"verbose-prompt", no_argument, 0, OPT_VPROMPT}, {"device", required_argument, 0, OPT_DEVICE},
     {"no-host-copy", no_argument, 0, OPT_NOHOSTCOPY}, {"cache-type", required_argument, 0, OPT_CACHE},
+    {"cache-type-k", required_argument, 0, OPT_CACHE_K}, {"ctk", required_argument, 0, OPT_CACHE_K},
+    {"cache-type-v", required_argument, 0, OPT_CACHE_V}, {"ctv", required_argument, 0, OPT_CACHE_V},
+    {"flash-attn", required_argument, 0, OPT_FA}, {"fa", required_argument, 0, OPT_FA},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -82,7 +90,8 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
     struct loom_sampler_params sp = loom_sampler_default_params();
     *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
-                           .seed = LOOM_DEFAULT_SEED, .cache_type = LOOM_TYPE_F32};
+                           .seed = LOOM_DEFAULT_SEED, .type_k = LOOM_TYPE_F16, .type_v = LOOM_TYPE_F16,
+                           .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO};
     opterr = 0;
     optind = 1;
     int c;
@@ -115,14 +124,12 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_DEVICE: o->device = optarg; break;
         case OPT_NOHOSTCOPY: o->no_host_copy = true; break;
         case OPT_CACHE:
-            if (!strcmp(optarg, "f32")) o->cache_type = LOOM_TYPE_F32;
-            else if (!strcmp(optarg, "f16")) o->cache_type = LOOM_TYPE_F16;
-            else if (!strcmp(optarg, "bf16")) o->cache_type = LOOM_TYPE_BF16;
-            else {
-                fprintf(stderr, "loom run: invalid value '%s' for --cache-type (f32, f16 or bf16)\n", optarg);
-                ok = false;
-            }
+            ok = cli_parse_cache_type("run", "--cache-type", optarg, &o->type_k);
+            o->type_v = o->type_k;
             break;
+        case OPT_CACHE_K: ok = cli_parse_cache_type("run", "--cache-type-k", optarg, &o->type_k); break;
+        case OPT_CACHE_V: ok = cli_parse_cache_type("run", "--cache-type-v", optarg, &o->type_v); break;
+        case OPT_FA: ok = cli_parse_flash_attn("run", "--flash-attn", optarg, &o->flash_attn); break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("run", c); return 1; /* ':' or '?' */
@@ -282,7 +289,9 @@ int loom_cmd_run(int argc, char ** argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
     cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
-    cp.cache_type = o.cache_type;
+    cp.type_k = o.type_k;
+    cp.type_v = o.type_v;
+    cp.flash_attn = o.flash_attn;
     if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
     if (o.verbose_prompt) {
         fprintf(stderr, "prompt: %d tokens\n", n_prompt);

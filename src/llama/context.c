@@ -12,16 +12,64 @@ struct loom_llama_context_params loom_llama_context_default_params(void) {
         .n_batch = 512,
         .n_threads = 0,
         .logits_all = false,
-        .cache_type = LOOM_TYPE_F32,
+        .type_k = LOOM_TYPE_F16,
+        .type_v = LOOM_TYPE_F16,
+        .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO,
     };
 }
 
-/* K and V of every layer, each layer's pair in the buffer type of the device that runs it. */
+/* True when 'dev' runs the fused attention of one step on this model's cache types (asked with a
+ * probe node of the layer's shapes in a metadata-only context). */
+static bool dev_supports_flash_attn(const struct loom_llama_context * lctx, loom_backend_dev_t dev) {
+    const struct loom_hparams * hp = &lctx->model->hp;
+    const int64_t head_dim = hp->n_embd / hp->n_head;
+    struct loom_init_params ip = {.mem_size = 8 * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
+    struct loom_context * c = loom_init(ip);
+    if (!c) return false;
+    struct loom_tensor * q = loom_new_tensor_3d(c, LOOM_TYPE_F32, head_dim, 1, hp->n_head);
+    struct loom_tensor * k = loom_new_tensor_3d(c, lctx->params.type_k, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
+    struct loom_tensor * v = loom_new_tensor_3d(c, lctx->params.type_v, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
+    struct loom_tensor * m = loom_new_tensor_2d(c, LOOM_TYPE_F32, LOOM_LLAMA_KV_PAD, 1);
+    const bool ok = loom_backend_dev_supports_op(dev, loom_flash_attn_ext(c, q, k, v, m, 1.0f));
+    loom_free(c);
+    return ok;
+}
+
+/* Decides per layer whether its attention is fused (params.flash_attn, and for AUTO whether the
+ * layer's device has the op); a V type that only the fused path can hold refuses the rest. */
+static enum loom_status flash_attn_init(struct loom_llama_context * lctx) {
+    const struct loom_model * m = lctx->model;
+    const int n_layer = m->hp.n_layer;
+    lctx->flash_attn = calloc((size_t)n_layer, sizeof *lctx->flash_attn);
+    if (!lctx->flash_attn) return LOOM_ERR_OOM;
+    const enum loom_llama_flash_attn mode = lctx->params.flash_attn;
+    loom_backend_dev_t devs[2] = {loom_backend_get_device(lctx->backend_cpu), m->dev_offload};
+    bool sup[2] = {true, false};
+    for (int d = 0; d < 2; d++) sup[d] = devs[d] && mode != LOOM_LLAMA_FLASH_ATTN_OFF && dev_supports_flash_attn(lctx, devs[d]);
+    int n_fused = 0, n_moved = 0;
+    for (int il = 0; il < n_layer; il++) {
+        const int d = m->layers[il].offloaded ? 1 : 0;
+        lctx->flash_attn[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && sup[d]);
+        n_fused += lctx->flash_attn[il];
+        n_moved += lctx->flash_attn[il] && !sup[d];
+    }
+    if (n_moved > 0) {
+        loom_log(LOOM_LOG_WARN, "flash attention: %s cannot run FLASH_ATTN_EXT; the attention of its %d layers runs on the CPU",
+                 loom_backend_dev_name(m->dev_offload), n_moved);
+    }
+    loom_log(LOOM_LOG_INFO, "flash attention: %s (%d of %d layers)", n_fused == 0 ? "off" : n_fused == n_layer ? "on" : "partly on",
+             n_fused, n_layer);
+    return LOOM_OK;
+}
+
+/* K and V of every layer, each layer's pair in the buffer type of the device that runs it; V one
+ * row per position where the layer's attention is fused, else transposed. */
 static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
     const int64_t n_ctx = lctx->params.n_ctx;
+    const enum loom_type tk = lctx->params.type_k, tv = lctx->params.type_v;
     lctx->k_cache = calloc((size_t)hp->n_layer, sizeof *lctx->k_cache);
     lctx->v_cache = calloc((size_t)hp->n_layer, sizeof *lctx->v_cache);
     if (!lctx->k_cache || !lctx->v_cache) return LOOM_ERR_OOM;
@@ -34,11 +82,12 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
     }
     for (int il = 0; il < hp->n_layer; il++) {
         struct loom_context * c = lctx->ctx_kv[m->layers[il].offloaded ? 1 : 0];
-        lctx->k_cache[il] = loom_new_tensor_2d(c, lctx->params.cache_type, n_embd_kv, n_ctx);
-        lctx->v_cache[il] = loom_new_tensor_2d(c, lctx->params.cache_type, n_ctx, n_embd_kv);
+        lctx->k_cache[il] = loom_new_tensor_2d(c, tk, n_embd_kv, n_ctx);
+        lctx->v_cache[il] = lctx->flash_attn[il] ? loom_new_tensor_2d(c, tv, n_embd_kv, n_ctx) : loom_new_tensor_2d(c, tv, n_ctx, n_embd_kv);
         loom_format_name(lctx->k_cache[il], "cache_k_l%d", il);
         loom_format_name(lctx->v_cache[il], "cache_v_l%d", il);
     }
+    const double per_token = (double)hp->n_layer * (double)(loom_row_size(tk, n_embd_kv) + loom_row_size(tv, n_embd_kv));
     loom_backend_t backends[2] = {lctx->backend_cpu, lctx->backend_dev};
     for (int d = 0; d < 2; d++) {
         if (!backends[d]) continue;
@@ -47,11 +96,13 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx) {
         if (st != LOOM_OK) return st;
         if (lctx->kv_buffers[d]) {
             loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
-            loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (%s, %d cells)",
+            loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (K %s, V %s, %d cells)",
                      loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backends[d]),
-                     loom_type_name(lctx->params.cache_type), (int)n_ctx);
+                     loom_type_name(tk), loom_type_name(tv), (int)n_ctx);
         }
     }
+    loom_log(LOOM_LOG_INFO, "KV cache: %.2f KiB per token (K %s, V %s, %d layers)", per_token / 1024.0, loom_type_name(tk),
+             loom_type_name(tv), hp->n_layer);
     return LOOM_OK;
 }
 
@@ -73,6 +124,7 @@ void loom_llama_context_free(struct loom_llama_context * lctx) {
     loom_backend_free(lctx->backend_cpu);
     free(lctx->k_cache);
     free(lctx->v_cache);
+    free(lctx->flash_attn);
     free(lctx->graph_mem);
     free(lctx->logits);
     free(lctx);
@@ -109,9 +161,18 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
         loom_log(LOOM_LOG_ERROR, "context size %d out of range", params.n_ctx);
         return LOOM_ERR_INVALID_ARG;
     }
-    if (params.cache_type != LOOM_TYPE_F32 && params.cache_type != LOOM_TYPE_F16 && params.cache_type != LOOM_TYPE_BF16) {
-        loom_log(LOOM_LOG_ERROR, "KV cache type %s not supported (f32, f16 or bf16)", loom_type_name(params.cache_type));
-        return LOOM_ERR_UNSUPPORTED;
+    const enum loom_type types[2] = {params.type_k, params.type_v};
+    for (int i = 0; i < 2; i++) {
+        if (types[i] != LOOM_TYPE_F32 && types[i] != LOOM_TYPE_F16 && types[i] != LOOM_TYPE_BF16) {
+            loom_log(LOOM_LOG_ERROR, "KV cache type %s for %s not supported (f32, f16 or bf16)", loom_type_name(types[i]),
+                     i ? "V" : "K");
+            return LOOM_ERR_UNSUPPORTED;
+        }
+    }
+    if (params.flash_attn != LOOM_LLAMA_FLASH_ATTN_AUTO && params.flash_attn != LOOM_LLAMA_FLASH_ATTN_OFF &&
+        params.flash_attn != LOOM_LLAMA_FLASH_ATTN_ON) {
+        loom_log(LOOM_LOG_ERROR, "flash attention mode %d out of range (-1 auto, 0 off, 1 on)", (int)params.flash_attn);
+        return LOOM_ERR_INVALID_ARG;
     }
     struct loom_llama_context * lctx = calloc(1, sizeof *lctx);
     if (!lctx) return LOOM_ERR_OOM;
@@ -124,6 +185,7 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
     lctx->logits = malloc(n_out * (size_t)hp->n_vocab * sizeof(float));
     enum loom_status st = lctx->graph_mem && lctx->logits ? LOOM_OK : LOOM_ERR_OOM;
     if (st == LOOM_OK) st = init_backends(lctx);
+    if (st == LOOM_OK) st = flash_attn_init(lctx);
     if (st == LOOM_OK) st = kv_cache_init(lctx);
     if (st != LOOM_OK) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));

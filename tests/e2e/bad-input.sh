@@ -123,7 +123,7 @@ cp "$model" "$tmp/longctx.gguf"
 at=$(grep -obUa llama.context_length "$tmp/longctx.gguf" | head -1 | cut -d: -f1)
 printf '\x04\x00\x00\x00\x00\x00\x00\x01' | dd of="$tmp/longctx.gguf" bs=1 seek=$((at + 20)) conv=notrunc status=none
 timeout 60 "$bin" run -m "$tmp/longctx.gguf" -p hi -n 4 >"$tmp/out" 2>"$tmp/err" </dev/null
-if [ $? -ne 0 ] || ! grep -q "KV cache: .*(f32, 4096 cells)" "$tmp/err"; then
+if [ $? -ne 0 ] || ! grep -q "KV cache: .*(K f16, V f16, 4096 cells)" "$tmp/err"; then
   echo "FAIL: a 2^24 training context without -c:"; grep -v '^$' "$tmp/err" | head -5; fails=$((fails + 1))
 else
   echo "ok: a 2^24 training context without -c: $(grep 'KV cache' "$tmp/err")"
@@ -134,6 +134,14 @@ retype llama.rope.freq_base 4 u32
 expect_fail "seed that means random" "$bin" run -m "$model" -p hi -s 18446744073709551615
 expect_fail "seed past 64 bits" "$bin" run -m "$model" -p hi --seed=18446744073709551616
 expect_fail "KV cache type" "$bin" run -m "$model" -p hi --cache-type q8_0
+expect_fail "KV cache K type" "$bin" run -m "$model" -p hi -ctk f64
+expect_fail "KV cache V type" "$bin" run -m "$model" -p hi --cache-type-v=q5_1
+expect_fail "flash attention mode" "$bin" run -m "$model" -p hi -fa yes
+expect_fail "flash attention without a value" "$bin" run -m "$model" -p hi -fa
+expect_fail "bench flash attention" "$bin" bench -m "$model" -p 8 -n 0 -fa 2
+expect_fail "bench depth" "$bin" bench -m "$model" -p 8 -n 0 -d -1
+expect_fail "bench prompt+generation" "$bin" bench -m "$model" -pg 8
+expect_fail "bench cache type" "$bin" bench -m "$model" -p 8 -n 0 -ctv q8_0
 
 # bad settings that are only warned about: exit status 0, one warning line naming the setting
 expect_warning() {

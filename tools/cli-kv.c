@@ -1,0 +1,34 @@
+/* cli-kv.c -- parsing of the KV cache type and flash-attention flags (see cli-kv.h). */
+#include "cli-kv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The cache types a context accepts; the quantized ones join once the cache can store them. */
+static const enum loom_type cache_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+
+bool cli_parse_cache_type(const char * cmd, const char * opt, const char * arg, enum loom_type * out) {
+    for (size_t i = 0; i < sizeof cache_types / sizeof cache_types[0]; i++) {
+        if (!strcmp(arg, loom_type_name(cache_types[i]))) {
+            *out = cache_types[i];
+            return true;
+        }
+    }
+    fprintf(stderr, "loom %s: invalid value '%s' for %s (f32, f16 or bf16)\n", cmd, arg, opt);
+    return false;
+}
+
+bool cli_parse_flash_attn(const char * cmd, const char * opt, const char * arg, enum loom_llama_flash_attn * out) {
+    if (!strcmp(arg, "on") || !strcmp(arg, "1")) *out = LOOM_LLAMA_FLASH_ATTN_ON;
+    else if (!strcmp(arg, "off") || !strcmp(arg, "0")) *out = LOOM_LLAMA_FLASH_ATTN_OFF;
+    else if (!strcmp(arg, "auto") || !strcmp(arg, "-1")) *out = LOOM_LLAMA_FLASH_ATTN_AUTO;
+    else {
+        fprintf(stderr, "loom %s: invalid value '%s' for %s (on, off or auto; 1, 0 or -1)\n", cmd, arg, opt);
+        return false;
+    }
+    return true;
+}
+
+const char * cli_flash_attn_name(enum loom_llama_flash_attn fa) {
+    return fa == LOOM_LLAMA_FLASH_ATTN_ON ? "on" : fa == LOOM_LLAMA_FLASH_ATTN_OFF ? "off" : "auto";
+}
