@@ -381,8 +381,9 @@ struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a
 struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Scatters rows: a[:, ids[i]] = b[:, i] for i < n, converted to a's type. a [ne0, n_rows] of
- * F32/F16/BF16 with any strides (a transposed view stores columns), b F32 [ne0, n] with any
- * strides, ids I32 [n]. Returns a view of 'a' that depends on the writes; rows not named keep
+ * F32/F16/BF16 with any strides (a transposed view stores columns), or of a block type with a
+ * 'from_float' (Q8_0, Q4_0: a quantized KV cache) with dense rows, each quantized whole; b F32
+ * [ne0, n] with any strides (dense rows for a block type), ids I32 [n]. Returns a view of 'a' that depends on the writes; rows not named keep
  * their values. An id outside [0, n_rows) writes nothing and is reported as an error (never an
  * out-of-bounds write). The rows a graph writes are data, so one graph serves every position
  * (the KV cache store of token generation). */

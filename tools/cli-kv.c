@@ -4,8 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The cache types a context accepts; the quantized ones join once the cache can store them. */
-static const enum loom_type cache_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
+/* The names the flags take; the library refuses, with one line, a type the build cannot store
+ * (the quantized ones need the quantizers). */
+static const enum loom_type cache_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
 
 bool cli_parse_cache_type(const char * cmd, const char * opt, const char * arg, enum loom_type * out) {
     for (size_t i = 0; i < sizeof cache_types / sizeof cache_types[0]; i++) {
@@ -14,7 +15,7 @@ bool cli_parse_cache_type(const char * cmd, const char * opt, const char * arg, 
             return true;
         }
     }
-    fprintf(stderr, "loom %s: invalid value '%s' for %s (f32, f16 or bf16)\n", cmd, arg, opt);
+    fprintf(stderr, "loom %s: invalid value '%s' for %s (f32, f16, bf16, q8_0 or q4_0)\n", cmd, arg, opt);
     return false;
 }
 

@@ -7,8 +7,8 @@
 
 #include <stdbool.h>
 
-/* The cache type named 'arg' (f32, f16, bf16); on failure prints "loom CMD: invalid value 'ARG'
- * for OPTION (f32, f16 or bf16)" and returns false. */
+/* The cache type named 'arg' (f32, f16, bf16, q8_0, q4_0); on failure prints "loom CMD: invalid
+ * value 'ARG' for OPTION (...)" and returns false. */
 bool cli_parse_cache_type(const char * cmd, const char * opt, const char * arg, enum loom_type * out);
 /* on|off|auto (also 1|0|-1); on failure prints one line naming the choices and returns false. */
 bool cli_parse_flash_attn(const char * cmd, const char * opt, const char * arg, enum loom_llama_flash_attn * out);

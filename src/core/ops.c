@@ -142,7 +142,9 @@ struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a,
 }
 
 struct loom_tensor * loom_set_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b, struct loom_tensor * ids) {
-    LOOM_ASSERT(is_float_type(a->type) && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32);
+    /* a block type (a quantized KV cache) takes whole rows, quantized with the type's from_float */
+    LOOM_ASSERT(is_float_type(a->type) || (loom_type_get_traits(a->type)->from_float && loom_blck_size(a->type) > 1));
+    LOOM_ASSERT(b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32);
     LOOM_ASSERT(a->ne[2] == 1 && a->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1);
     LOOM_ASSERT(a->ne[0] == b->ne[0] && loom_nelements(ids) == b->ne[1] && ids->ne[0] == b->ne[1]);
     struct loom_tensor * r = loom_view_tensor(ctx, a);

@@ -18,6 +18,23 @@ struct loom_llama_context_params loom_llama_context_default_params(void) {
     };
 }
 
+/* The quantized cache types, where this build can quantize and dequantize them. */
+static bool cache_quant_ok(void) {
+    const enum loom_type q[2] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    for (int i = 0; i < 2; i++) {
+        const struct loom_type_traits * tt = loom_type_get_traits(q[i]);
+        if (!tt->to_float || !tt->from_float) return false;
+    }
+    return true;
+}
+
+/* KV cache types: F32, F16, BF16, and Q8_0 / Q4_0 (the field's quantized caches) where the build
+ * has them. */
+static bool cache_type_ok(enum loom_type t) {
+    if (t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16) return true;
+    return (t == LOOM_TYPE_Q8_0 || t == LOOM_TYPE_Q4_0) && cache_quant_ok();
+}
+
 /* True when 'dev' runs the fused attention of one step on this model's cache types (asked with a
  * probe node of the layer's shapes in a metadata-only context). */
 static bool dev_supports_flash_attn(const struct loom_llama_context * lctx, loom_backend_dev_t dev) {
@@ -52,6 +69,13 @@ static enum loom_status flash_attn_init(struct loom_llama_context * lctx) {
         lctx->flash_attn[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && sup[d]);
         n_fused += lctx->flash_attn[il];
         n_moved += lctx->flash_attn[il] && !sup[d];
+    }
+    /* the unfused path stores V transposed, one position per element: a block of a quantized type
+     * would straddle positions (the field refuses it too) */
+    if (loom_blck_size(lctx->params.type_v) > 1 && n_fused < n_layer) {
+        loom_log(LOOM_LOG_ERROR, "KV cache type %s for V needs flash attention in every layer (-fa on%s); %d of %d layers have it",
+                 loom_type_name(lctx->params.type_v), mode == LOOM_LLAMA_FLASH_ATTN_OFF ? " or auto" : "", n_fused, n_layer);
+        return LOOM_ERR_UNSUPPORTED;
     }
     if (n_moved > 0) {
         loom_log(LOOM_LOG_WARN, "flash attention: %s cannot run FLASH_ATTN_EXT; the attention of its %d layers runs on the CPU",
@@ -163,9 +187,9 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
     }
     const enum loom_type types[2] = {params.type_k, params.type_v};
     for (int i = 0; i < 2; i++) {
-        if (types[i] != LOOM_TYPE_F32 && types[i] != LOOM_TYPE_F16 && types[i] != LOOM_TYPE_BF16) {
-            loom_log(LOOM_LOG_ERROR, "KV cache type %s for %s not supported (f32, f16 or bf16)", loom_type_name(types[i]),
-                     i ? "V" : "K");
+        if (!cache_type_ok(types[i])) {
+            loom_log(LOOM_LOG_ERROR, "KV cache type %s for %s not supported (%s)", loom_type_name(types[i]), i ? "V" : "K",
+                     cache_quant_ok() ? "f32, f16, bf16, q8_0 or q4_0" : "f32, f16 or bf16");
             return LOOM_ERR_UNSUPPORTED;
         }
     }
