@@ -266,6 +266,13 @@ static void cases_flash_attn(struct test_case_list * l) {
                 }
             }
         }
+        /* short heads (not whole vectors): converted a tile at a time, or row by row when the
+         * rows are far apart (16 heads of 40, permuted: the cells of one head 640 elements apart) */
+        push_flash_attn(l, float_types[t], 8, 1, 4, 2, 257, LOOM_TYPE_F16, 1, 0, t);
+        push_flash_attn(l, float_types[t], 8, 7, 8, 1, 31, LOOM_TYPE_F32, 1, 1, t + 1);
+        push_flash_attn(l, float_types[t], 40, 3, 4, 4, 100, LOOM_TYPE_F16, 1, 0, t + 2);
+        push_flash_attn(l, float_types[t], 40, 2, 16, 16, 100, LOOM_TYPE_F32, 1, 0, 0);
+        push_flash_attn(l, float_types[t], 40, 1, 16, 16, 300, LOOM_TYPE_F16, 1, 0, 2);
         /* long caches: few heads, one query */
         push_flash_attn(l, float_types[t], 64, 1, 4, 1, 4097, LOOM_TYPE_F16, 1, 0, t);
         push_flash_attn(l, float_types[t], 128, 1, 8, 1, 4097, LOOM_TYPE_F32, 1, 0, t + 1);

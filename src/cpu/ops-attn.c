@@ -10,7 +10,8 @@
  *
  * K and V rows are read through one reader per row type: F32/F16/BF16 rows go straight into the
  * kernel table's dot products and weighted row sums; a block type (Q8_0, Q4_0, ...) is expanded
- * row by row with its 'to_float' into a tile buffer that the F32 kernels then read. */
+ * row by row with its 'to_float' into a tile buffer that the F32 kernels then read (and so are
+ * short F16/BF16 rows, see FA_ROW_VEC). */
 #include "cpu/cpu-impl.h"
 
 #include <math.h>
@@ -20,11 +21,17 @@ enum {
     FA_COLS = 16,       /* query columns per item at most */
     FA_CHUNK = 256,     /* KV cells per chunk when the cells are split */
     FA_SPLIT_NQ = 4,    /* split the KV cells when there are at most this many queries */
+    /* float rows whose length is a multiple of this are read in place; shorter or odd ones (the
+     * 8-element heads of small models) are expanded to F32 a tile at a time, zero-padded to a
+     * multiple of it, so that the kernels run on whole vectors (their tails go element by element) */
+    FA_ROW_VEC = 16,
+    FA_SPAN = FA_TILE * 512, /* floats of the buffer that converts a tile of short F16/BF16 rows in one pass */
 };
 
 /* How 'dst' is cut into items (a function of the shapes only). */
 struct fa_plan {
     int64_t D, Dv, n_q, n_kv, H, Hk, B, group;
+    int64_t Dvk;        /* Dv rounded up to whole vectors (FA_ROW_VEC): the lanes of the values the kernels run over */
     int64_t n_cols;     /* query columns per KV head: n_q * group */
     int64_t n_cblk;     /* column blocks per KV head */
     int64_t n_chunks;   /* KV chunks */
@@ -36,6 +43,7 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * dst) {
     struct fa_plan pl = {.D = q->ne[0], .Dv = v->ne[0], .n_q = q->ne[1], .n_kv = k->ne[1], .H = q->ne[2],
                          .Hk = k->ne[2], .B = q->ne[3]};
     pl.group = pl.H / pl.Hk;
+    pl.Dvk = cpu_round_up(pl.Dv, FA_ROW_VEC);
     pl.n_cols = pl.n_q * pl.group;
     pl.n_cblk = (pl.n_cols + FA_COLS - 1) / FA_COLS;
     pl.n_chunks = pl.n_q <= FA_SPLIT_NQ && pl.n_kv > FA_CHUNK ? (pl.n_kv + FA_CHUNK - 1) / FA_CHUNK : 1;
@@ -76,16 +84,17 @@ static bool fa_supports(const struct loom_tensor * dst) {
 /* Per-thread scratch, in floats: packed queries, scores, mask values, values, running max and sum,
  * one tile of expanded K or V rows, and one query row for the reader of a strided query. */
 struct fa_local {
-    float * q, * s, * m, * acc, * mx, * sum, * tile, * row;
+    float * q, * s, * m, * acc, * mx, * sum, * tile, * row, * span;
 };
 
 static size_t fa_local_floats(const struct fa_plan * pl, struct fa_local * l, float * base) {
-    const int64_t wide = pl->D > pl->Dv ? pl->D : pl->Dv;
-    const int64_t sizes[8] = {FA_COLS * pl->D, FA_COLS * FA_TILE, FA_COLS * FA_TILE, FA_COLS * pl->Dv,
-                              FA_COLS, FA_COLS, FA_TILE * wide, pl->D};
-    float ** slots[8] = {&l->q, &l->s, &l->m, &l->acc, &l->mx, &l->sum, &l->tile, &l->row};
+    const int64_t wide = cpu_round_up(pl->D > pl->Dv ? pl->D : pl->Dv, FA_ROW_VEC);
+    const bool short_rows = pl->D % FA_ROW_VEC != 0 || pl->Dv % FA_ROW_VEC != 0;
+    const int64_t sizes[9] = {FA_COLS * pl->D, FA_COLS * FA_TILE, FA_COLS * FA_TILE, FA_COLS * pl->Dvk,
+                              FA_COLS, FA_COLS, FA_TILE * wide, pl->D, short_rows ? FA_SPAN : 0};
+    float ** slots[9] = {&l->q, &l->s, &l->m, &l->acc, &l->mx, &l->sum, &l->tile, &l->row, &l->span};
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         if (base) *slots[i] = base + off;
         off += (size_t)cpu_round_up(sizes[i], 16); /* 64-byte aligned slots */
     }
@@ -104,21 +113,45 @@ static void fa_work(const struct loom_tensor * dst, const struct cpu_vec * vec, 
     *shared = pl.n_chunks > 1 ? (size_t)pl.n_items * FA_COLS * fa_partial_floats(&pl) * sizeof(float) : 0;
 }
 
-/* Rows [t0, t0 + n) of KV head 'hk' of batch 'b' in a form the kernels read: the tensor's own
- * rows for a float type, else the rows expanded to F32 into 'tile'. Sets the row type and stride. */
-static const uint8_t * kv_rows(const struct loom_tensor * t, int64_t t0, int64_t n, int64_t hk, int64_t b, float * tile,
-                               enum cpu_wtype * wt, size_t * ld) {
+/* Rows [t0, t0 + n) of KV head 'hk' of batch 'b' in a form the kernels read. 'lanes' is how many
+ * elements of each row a kernel reads: ne0, or (for V) ne0 rounded up to whole vectors, the
+ * lanes past ne0 being ignored. In place for a float type whose rows need no more than ne0 lanes
+ * and are whole vectors (F32 also when they are not: its tail costs nothing); else F32 copies:
+ * short F16/BF16 rows convert in one pass over the tile's whole extent (the bytes between the
+ * rows lie inside the same tensor: the other heads of a cache), and the rest row by row
+ * (dequantized, for a block type) into 'tile', zero-padded. Sets the row type and stride. */
+static const uint8_t * kv_rows(const struct cpu_params * p, const struct loom_tensor * t, int64_t t0, int64_t n, int64_t hk,
+                               int64_t b, int64_t lanes, const struct fa_local * l, enum cpu_wtype * wt, size_t * ld) {
     const uint8_t * rows = cpu_elem(t, 0, t0, hk, b);
+    const int64_t ne0 = t->ne[0];
     *wt = row_wtype(t->type);
-    if (*wt != CPU_W_COUNT) {
+    if (*wt != CPU_W_COUNT && lanes == ne0 && (*wt == CPU_W_F32 || ne0 % FA_ROW_VEC == 0)) {
         *ld = t->nb[1];
         return rows;
     }
-    const loom_to_float_fn to_float = loom_type_get_traits(t->type)->to_float;
-    for (int64_t i = 0; i < n; i++) to_float(rows + i * (int64_t)t->nb[1], tile + i * t->ne[0], t->ne[0]);
+    const size_t es = loom_type_size(t->type);
+    if (*wt != CPU_W_COUNT && t->nb[1] % es == 0) {
+        const int64_t stride = (int64_t)(t->nb[1] / es), span = (n - 1) * stride + ne0; /* elements */
+        if (span + FA_ROW_VEC <= FA_SPAN) {
+            cpu_to_f32(p->vec, t->type, rows, es, l->span, span);
+            memset(l->span + span, 0, FA_ROW_VEC * sizeof(float)); /* the lanes the last row's kernel reads past it */
+            *wt = CPU_W_F32;
+            *ld = (size_t)stride * sizeof(float);
+            return (const uint8_t *)l->span;
+        }
+    }
+    const int64_t width = cpu_round_up(ne0, FA_ROW_VEC);
+    const loom_to_float_fn to_float = *wt == CPU_W_COUNT ? loom_type_get_traits(t->type)->to_float : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t * row = rows + i * (int64_t)t->nb[1];
+        float * out = l->tile + i * width;
+        if (to_float) to_float(row, out, ne0);
+        else cpu_to_f32(p->vec, t->type, row, t->nb[0], out, ne0);
+        memset(out + ne0, 0, (size_t)(width - ne0) * sizeof(float));
+    }
     *wt = CPU_W_F32;
-    *ld = (size_t)t->ne[0] * sizeof(float);
-    return (const uint8_t *)tile;
+    *ld = (size_t)width * sizeof(float);
+    return (const uint8_t *)l->tile;
 }
 
 /* Query column c of KV head hk: query c / group of head hk * group + c % group (the heads that share
@@ -128,6 +161,20 @@ static inline void col_coords(const struct fa_plan * pl, int64_t hk, int64_t c, 
     *h = hk * pl->group + c % pl->group;
 }
 
+/* The largest of x[0..n) (-inf when n is 0), in 16 lanes that the compiler keeps in vectors. */
+static float fa_max(const float * x, int n) {
+    float lane[16];
+    for (int j = 0; j < 16; j++) lane[j] = -INFINITY;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 16; j++) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+    }
+    for (; i < n; i++) lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+    float m = lane[0];
+    for (int j = 1; j < 16; j++) m = lane[j] > m ? lane[j] : m;
+    return m;
+}
+
 /* One item: columns [c0, c0 + nc) of KV head hk of batch b over KV cells [k0, k1); leaves each
  * column's running max, sum and (unnormalized) values in l->mx, l->sum, l->acc. */
 static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
@@ -135,7 +182,7 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
     const struct loom_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
     const struct cpu_vec * vec = p->vec;
     const float scale = loom_get_op_param_f32(dst, 0);
-    const int64_t D = pl->D, Dv = pl->Dv;
+    const int64_t D = pl->D, Dvk = pl->Dvk;
     /* the scale goes into the queries once, not into every score */
     for (int c = 0; c < nc; c++) {
         int64_t iq, h;
@@ -144,7 +191,7 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
         for (int64_t i = 0; i < D; i++) l->q[c * D + i] = qr[i] * scale;
         l->mx[c] = -INFINITY;
         l->sum[c] = 0.0f;
-        memset(l->acc + c * Dv, 0, (size_t)Dv * sizeof(float));
+        memset(l->acc + c * Dvk, 0, (size_t)Dvk * sizeof(float));
     }
     const int dmr = vec->dot_mr, dnr = vec->dot_nr;
     for (int64_t t0 = k0; t0 < k1; t0 += FA_TILE) {
@@ -180,7 +227,7 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
         /* scores: the tile's K rows against every column's query */
         enum cpu_wtype wk;
         size_t ldk;
-        const uint8_t * kr = kv_rows(k, t0, nt, hk, b, l->tile, &wk, &ldk);
+        const uint8_t * kr = kv_rows(p, k, t0, nt, hk, b, D, l, &wk, &ldk);
         for (int r0 = 0; r0 < nt; r0 += dmr) {
             const int mr = nt - r0 < dmr ? nt - r0 : dmr;
             for (int j0 = 0; j0 < nc; j0 += dnr) {
@@ -192,28 +239,25 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
         /* online softmax: rescale what came before by exp(old max - new max), add this tile */
         enum cpu_wtype wv;
         size_t ldv;
-        const uint8_t * vr = kv_rows(v, t0, nt, hk, b, l->tile, &wv, &ldv);
+        const uint8_t * vr = kv_rows(p, v, t0, nt, hk, b, Dvk, l, &wv, &ldv);
         for (int c = 0; c < nc; c++) {
             if (!live[c]) continue;
             float * s = l->s + c * FA_TILE;
             const float * mc = l->m + c * FA_TILE;
-            float tmax = -INFINITY;
-            for (int t = 0; t < nt; t++) {
-                s[t] += mc[t];
-                tmax = s[t] > tmax ? s[t] : tmax;
-            }
+            for (int t = 0; t < nt; t++) s[t] += mc[t];
+            const float tmax = fa_max(s, nt);
             const float old = l->mx[c];
             const float mnew = tmax > old ? tmax : old;
             if (mnew == -INFINITY) continue;
             const float alpha = old == -INFINITY ? 0.0f : expf(old - mnew);
             const float tsum = (float)vec->exp_sum(s, nt, mnew);
-            float * acc = l->acc + c * Dv;
+            float * acc = l->acc + c * Dvk;
             if (alpha != 1.0f) {
-                for (int64_t i = 0; i < Dv; i++) acc[i] *= alpha;
+                for (int64_t i = 0; i < Dvk; i++) acc[i] *= alpha;
             }
             l->sum[c] = l->sum[c] * alpha + tsum;
             l->mx[c] = mnew;
-            vec->mad[wv](Dv, vr, ldv, nt, s, acc);
+            vec->mad[wv](Dvk, vr, ldv, nt, s, acc);
         }
     }
 }
@@ -248,7 +292,7 @@ static void fa_run_item(const struct cpu_params * p, struct loom_tensor * dst, c
     const int64_t k0 = ch * per, k1 = k0 + per < pl->n_kv ? k0 + per : pl->n_kv;
     fa_item(p, dst, pl, b, hk, c0, nc, k0, k1, l);
     if (pl->n_chunks == 1) {
-        for (int c = 0; c < nc; c++) fa_store(dst, pl, b, hk, c0 + c, l->acc + c * pl->Dv, l->sum[c]);
+        for (int c = 0; c < nc; c++) fa_store(dst, pl, b, hk, c0 + c, l->acc + c * pl->Dvk, l->sum[c]);
         return;
     }
     float * part = (float *)p->shared + (size_t)it * FA_COLS * fa_partial_floats(pl);
@@ -256,7 +300,7 @@ static void fa_run_item(const struct cpu_params * p, struct loom_tensor * dst, c
         float * pc = part + (size_t)c * fa_partial_floats(pl);
         pc[0] = l->mx[c];
         pc[1] = l->sum[c];
-        memcpy(pc + 2, l->acc + c * pl->Dv, (size_t)pl->Dv * sizeof(float));
+        memcpy(pc + 2, l->acc + c * pl->Dvk, (size_t)pl->Dv * sizeof(float));
     }
 }
 

@@ -20,10 +20,20 @@
 
 /* ---------------------------------------------------------------- conversions */
 
+/* The last n < VLEN halves of a row through one vector conversion of a zero-padded copy (exact, as
+ * the element-wise conversion is; short rows -- 8-element heads -- would otherwise convert one by one). */
+ALWAYS_INLINE void TMPL(halves_tail)(const bool bf16, const uint16_t * x, float * y, int64_t n) {
+    uint16_t t[VLEN] = {0};
+    float o[VLEN];
+    memcpy(t, x, (size_t)n * sizeof *t);
+    VF_STOREU(o, bf16 ? VF_LOAD_BF16(t) : VF_LOAD_F16(t));
+    memcpy(y, o, (size_t)n * sizeof *o);
+}
+
 TARGET static void TMPL(f16_to_f32)(const uint16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) VF_STOREU(y + i, VF_LOAD_F16(x + i));
-    for (; i < n; i++) y[i] = loom_fp16_to_fp32(x[i]);
+    if (i < n) TMPL(halves_tail)(false, x + i, y + i, n - i);
 }
 
 TARGET static void TMPL(f32_to_f16)(const float * x, uint16_t * y, int64_t n) {
@@ -35,7 +45,7 @@ TARGET static void TMPL(f32_to_f16)(const float * x, uint16_t * y, int64_t n) {
 TARGET static void TMPL(bf16_to_f32)(const uint16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) VF_STOREU(y + i, VF_LOAD_BF16(x + i));
-    for (; i < n; i++) y[i] = loom_bf16_to_fp32(x[i]);
+    if (i < n) TMPL(halves_tail)(true, x + i, y + i, n - i);
 }
 
 TARGET static void TMPL(f32_to_bf16)(const float * x, uint16_t * y, int64_t n) {
