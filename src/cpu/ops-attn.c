@@ -31,7 +31,7 @@ enum {
 /* How 'dst' is cut into items (a function of the shapes only). */
 struct fa_plan {
     int64_t D, Dv, n_q, n_kv, H, Hk, B, group;
-    int64_t Dvk;        /* Dv rounded up to whole vectors (FA_ROW_VEC): the lanes of the values the kernels run over */
+    int64_t Dk, Dvk;    /* D and Dv rounded up to whole vectors (FA_ROW_VEC): the lanes the kernels run over */
     int64_t n_cols;     /* query columns per KV head: n_q * group */
     int64_t n_cblk;     /* column blocks per KV head */
     int64_t n_chunks;   /* KV chunks */
@@ -43,6 +43,7 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * dst) {
     struct fa_plan pl = {.D = q->ne[0], .Dv = v->ne[0], .n_q = q->ne[1], .n_kv = k->ne[1], .H = q->ne[2],
                          .Hk = k->ne[2], .B = q->ne[3]};
     pl.group = pl.H / pl.Hk;
+    pl.Dk = cpu_round_up(pl.D, FA_ROW_VEC);
     pl.Dvk = cpu_round_up(pl.Dv, FA_ROW_VEC);
     pl.n_cols = pl.n_q * pl.group;
     pl.n_cblk = (pl.n_cols + FA_COLS - 1) / FA_COLS;
@@ -90,7 +91,7 @@ struct fa_local {
 static size_t fa_local_floats(const struct fa_plan * pl, struct fa_local * l, float * base) {
     const int64_t wide = cpu_round_up(pl->D > pl->Dv ? pl->D : pl->Dv, FA_ROW_VEC);
     const bool short_rows = pl->D % FA_ROW_VEC != 0 || pl->Dv % FA_ROW_VEC != 0;
-    const int64_t sizes[9] = {FA_COLS * pl->D, FA_COLS * FA_TILE, FA_COLS * FA_TILE, FA_COLS * pl->Dvk,
+    const int64_t sizes[9] = {FA_COLS * pl->Dk, FA_COLS * FA_TILE, FA_COLS * FA_TILE, FA_COLS * pl->Dvk,
                               FA_COLS, FA_COLS, FA_TILE * wide, pl->D, short_rows ? FA_SPAN : 0};
     float ** slots[9] = {&l->q, &l->s, &l->m, &l->acc, &l->mx, &l->sum, &l->tile, &l->row, &l->span};
     size_t off = 0;
@@ -113,28 +114,36 @@ static void fa_work(const struct loom_tensor * dst, const struct cpu_vec * vec, 
     *shared = pl.n_chunks > 1 ? (size_t)pl.n_items * FA_COLS * fa_partial_floats(&pl) * sizeof(float) : 0;
 }
 
-/* Rows [t0, t0 + n) of KV head 'hk' of batch 'b' in a form the kernels read. 'lanes' is how many
- * elements of each row a kernel reads: ne0, or (for V) ne0 rounded up to whole vectors, the
- * lanes past ne0 being ignored. In place for a float type whose rows need no more than ne0 lanes
- * and are whole vectors (F32 also when they are not: its tail costs nothing); else F32 copies:
- * short F16/BF16 rows convert in one pass over the tile's whole extent (the bytes between the
- * rows lie inside the same tensor: the other heads of a cache), and the rest row by row
- * (dequantized, for a block type) into 'tile', zero-padded. Sets the row type and stride. */
+/* Rows [t0, t0 + n) of KV head 'hk' of batch 'b' in a form the kernels read, 'lanes' elements of
+ * each (ne0 rounded up to whole vectors); the lanes past ne0 are zeros when 'zero_pad' (K: they
+ * meet the queries' zero padding, and 0 * NaN would not be 0) and may hold anything otherwise (V:
+ * those lanes of the values are never stored). In place for a float type whose rows are whole
+ * vectors; else F32 copies: short F16/BF16/F32 rows convert in one pass over the tile's whole
+ * extent (the bytes between the rows lie inside the same tensor: the other heads of a cache), and
+ * the rest row by row (dequantized, for a block type) into 'tile', zero-padded. Sets the row type
+ * and stride. */
 static const uint8_t * kv_rows(const struct cpu_params * p, const struct loom_tensor * t, int64_t t0, int64_t n, int64_t hk,
-                               int64_t b, int64_t lanes, const struct fa_local * l, enum cpu_wtype * wt, size_t * ld) {
+                               int64_t b, int64_t lanes, bool zero_pad, const struct fa_local * l, enum cpu_wtype * wt,
+                               size_t * ld) {
     const uint8_t * rows = cpu_elem(t, 0, t0, hk, b);
     const int64_t ne0 = t->ne[0];
     *wt = row_wtype(t->type);
-    if (*wt != CPU_W_COUNT && lanes == ne0 && (*wt == CPU_W_F32 || ne0 % FA_ROW_VEC == 0)) {
+    if (*wt != CPU_W_COUNT && lanes == ne0) {
         *ld = t->nb[1];
         return rows;
     }
     const size_t es = loom_type_size(t->type);
     if (*wt != CPU_W_COUNT && t->nb[1] % es == 0) {
         const int64_t stride = (int64_t)(t->nb[1] / es), span = (n - 1) * stride + ne0; /* elements */
-        if (span + FA_ROW_VEC <= FA_SPAN) {
+        if (span + FA_ROW_VEC <= FA_SPAN && (!zero_pad || stride >= lanes)) {
             cpu_to_f32(p->vec, t->type, rows, es, l->span, span);
             memset(l->span + span, 0, FA_ROW_VEC * sizeof(float)); /* the lanes the last row's kernel reads past it */
+            if (zero_pad) { /* this copy's lanes past ne0 belong to rows (heads) this item does not read */
+                for (int64_t i = 0; i < n; i++) {
+                    float * r = l->span + i * stride;
+                    for (int64_t j = ne0; j < lanes; j++) r[j] = 0.0f;
+                }
+            }
             *wt = CPU_W_F32;
             *ld = (size_t)stride * sizeof(float);
             return (const uint8_t *)l->span;
@@ -182,13 +191,14 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
     const struct loom_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
     const struct cpu_vec * vec = p->vec;
     const float scale = loom_get_op_param_f32(dst, 0);
-    const int64_t D = pl->D, Dvk = pl->Dvk;
+    const int64_t D = pl->D, Dk = pl->Dk, Dvk = pl->Dvk;
     /* the scale goes into the queries once, not into every score */
     for (int c = 0; c < nc; c++) {
         int64_t iq, h;
         col_coords(pl, hk, c0 + c, &iq, &h);
         const float * qr = cpu_row_f32(p, q, iq, h, b, l->row);
-        for (int64_t i = 0; i < D; i++) l->q[c * D + i] = qr[i] * scale;
+        float * qc = l->q + c * Dk;
+        for (int64_t i = 0; i < Dk; i++) qc[i] = i < D ? qr[i] * scale : 0.0f;
         l->mx[c] = -INFINITY;
         l->sum[c] = 0.0f;
         memset(l->acc + c * Dvk, 0, (size_t)Dvk * sizeof(float));
@@ -227,19 +237,19 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
         /* scores: the tile's K rows against every column's query */
         enum cpu_wtype wk;
         size_t ldk;
-        const uint8_t * kr = kv_rows(p, k, t0, nt, hk, b, D, l, &wk, &ldk);
+        const uint8_t * kr = kv_rows(p, k, t0, nt, hk, b, Dk, true, l, &wk, &ldk);
         for (int r0 = 0; r0 < nt; r0 += dmr) {
             const int mr = nt - r0 < dmr ? nt - r0 : dmr;
             for (int j0 = 0; j0 < nc; j0 += dnr) {
                 const int nr = nc - j0 < dnr ? nc - j0 : dnr;
-                vec->dot[wk](D, kr + r0 * ldk, ldk, mr, (const uint8_t *)(l->q + j0 * D), (size_t)D * sizeof(float), nr,
+                vec->dot[wk](Dk, kr + r0 * ldk, ldk, mr, (const uint8_t *)(l->q + j0 * Dk), (size_t)Dk * sizeof(float), nr,
                              (uint8_t *)(l->s + j0 * FA_TILE + r0), FA_TILE * sizeof(float));
             }
         }
         /* online softmax: rescale what came before by exp(old max - new max), add this tile */
         enum cpu_wtype wv;
         size_t ldv;
-        const uint8_t * vr = kv_rows(p, v, t0, nt, hk, b, Dvk, l, &wv, &ldv);
+        const uint8_t * vr = kv_rows(p, v, t0, nt, hk, b, Dvk, false, l, &wv, &ldv);
         for (int c = 0; c < nc; c++) {
             if (!live[c]) continue;
             float * s = l->s + c * FA_TILE;
