@@ -365,6 +365,37 @@ enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
  * LOOM_ERR_FORMAT (bad tokenizer file), LOOM_ERR_OOM. */
 enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
 
+/* Called after each tensor of loom_model_quantize is written: tensor 'i' of 'n', its name, its
+ * type in the input and in the output, and its data size in bytes in each. */
+typedef void (*loom_quantize_progress_fn)(void * user, int64_t i, int64_t n, const char * name, enum loom_type from,
+                                          enum loom_type to, uint64_t in_bytes, uint64_t out_bytes);
+struct loom_quantize_params {
+    int n_threads;                       /* threads quantizing rows; <= 0: loom_n_cpus() */
+    loom_quantize_progress_fn progress;  /* optional */
+    void * user;                         /* passed to 'progress' */
+};
+/* The preset names loom_model_quantize takes, comma-separated (for messages), and whether 'name'
+ * is one of them (case-insensitive). */
+const char * loom_quantize_preset_names(void);
+bool loom_quantize_preset_known(const char * name);
+/* Writes 'out_path': the GGUF model at 'in_path' (F32 / F16 / BF16 weights) with its weights
+ * converted to the preset 'preset' (the field's names: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+ * Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, F32) and the field's
+ * per-tensor mix (llama.cpp's llama_tensor_get_type without an importance matrix): output.weight
+ * (or token_embd when there is none) Q6_K, or Q8_0 when its rows are not a multiple of 256;
+ * attn_v, attn_output and ffn_down of the first / last eighth and every third layer with more
+ * bits in the _M / _L / Q2_K presets; rows that do not fit 256-blocks fall back to IQ4_NL, Q5_0,
+ * Q5_1 or Q8_0, and to F16 where 32-blocks do not fit either. Norms and other 1-d tensors keep
+ * their type. Keys are copied; general.file_type (the llama_ftype value) and
+ * general.quantization_version (2) are set. The quantizers (src/quant) give the reference
+ * engine's bytes. Written through the GGUF writer (temporary file + rename; never over the input).
+ * Errors (logged, nothing left at 'out_path'): LOOM_ERR_INVALID_ARG (unknown preset; 'out_path' is
+ * the input or not a writable file), LOOM_ERR_FORMAT (malformed input; a tensor holding NaN or
+ * inf, named), LOOM_ERR_UNSUPPORTED (an already quantized or unconvertible tensor), LOOM_ERR_IO,
+ * LOOM_ERR_OOM. */
+enum loom_status loom_model_quantize(const char * in_path, const char * out_path, const char * preset,
+                                     const struct loom_quantize_params * params);
+
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,
  * n_heads, n_kv_heads, vocab_size (negative: untied classifier), seq_len -- then F32 weights in
  * llama2.c's order) and its tokenizer file into a GGUF llama model at 'out_path' with the standard

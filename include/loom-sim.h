@@ -45,6 +45,9 @@ struct loom_sim_params {
                                   LOOM_ERR_BACKEND; 0 = never (default) */
     bool unsupported_ops[LOOM_OP_COUNT]; /* ops the device claims not to support: supports_op says
                                   false, graph_compute refuses them; all false by default */
+    bool refuse_quant;         /* refuses every op with a quantized source (as the CUDA backend does
+                                  until it has quantized kernels) in supports_op and graph_compute;
+                                  default false: the sim computes them with the CPU kernels */
 };
 
 /* The defaults described above. */

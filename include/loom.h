@@ -319,15 +319,16 @@ struct loom_tensor * loom_transpose(struct loom_context * ctx, struct loom_tenso
  * Each returns a new node; its result is F32 unless stated. Sources may be non-contiguous
  * wherever stated. Shapes in ne order. */
 
-/* rows = a[:, ids[i], i2, i3]: a [ne0, n_rows, ne2, ne3] of F32/F16/BF16, ids I32 [n, ne2, ne3]
+/* rows = a[:, ids[i], i2, i3]: a [ne0, n_rows, ne2, ne3] of F32/F16/BF16 or a quantized type with
+ * a to_float (its rows dequantized), ids I32 [n, ne2, ne3]
  * (ids->ne[1] == a->ne[2]) -> F32 [ne0, n, ne2, ne3]. An id outside [0, n_rows) yields zeros and a
  * logged error (never an out-of-bounds read). */
 struct loom_tensor * loom_get_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * ids);
 
 /* dst[i, j, i2, i3] = sum_k a[k, i, i2/r2, i3/r3] * b[k, j, i2, i3]
- * a [K, M, ne2a, ne3a] (F32/F16/BF16), b [K, N, ne2b, ne3b] (F32), r2 = ne2b/ne2a, r3 = ne3b/ne3a
- * (must divide evenly) -> F32 [M, N, ne2b, ne3b]. Both may be non-contiguous (rows strided,
- * transposed or permuted). */
+ * a [K, M, ne2a, ne3a] (F32/F16/BF16, or a quantized type with a to_float: then a's rows are
+ * dense blocks), b [K, N, ne2b, ne3b] (F32), r2 = ne2b/ne2a, r3 = ne3b/ne3a (must divide evenly)
+ * -> F32 [M, N, ne2b, ne3b]. Both may be non-contiguous (rows strided, transposed or permuted). */
 struct loom_tensor * loom_mul_mat(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Element-wise a + b and a * b with 'b' broadcast to 'a' (loom_can_repeat(b, a)); a and b F32
@@ -377,7 +378,9 @@ struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a
 struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a);
 
 /* Copies the values of 'a' into 'b' (same element count, any shapes/strides), converting
- * between F32/F16/BF16 (I32 to I32 only); returns a view of 'b' that depends on the copy. */
+ * between F32/F16/BF16 (I32 to I32 only), quantizing F32 into a block type (Q4_0 ... IQ4_XS,
+ * each row's blocks coded as the type's from_float codes them) or dequantizing one into F32;
+ * a block type's side keeps rows of whole blocks. Returns a view of 'b' that depends on the copy. */
 struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Scatters rows: a[:, ids[i]] = b[:, i] for i < n, converted to a's type. a [ne0, n_rows] of

@@ -97,16 +97,17 @@ static void test_chain(void) {
 static void test_refusals(void) {
     struct loom_init_params p = {.mem_size = 1u << 20, .mem_buffer = NULL, .no_alloc = false};
     struct loom_context * ctx = loom_init(p);
-    /* a quantized weight: the CPU does not compute with it, and says so before computing anything */
-    struct loom_tensor * wq = loom_new_tensor_2d(ctx, LOOM_TYPE_Q8_0, 64, 4);
-    struct loom_tensor * b = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 64, 2);
+    /* a weight of a type the CPU does not compute with yet (a 2-bit i-quant): it says so before
+     * computing anything */
+    struct loom_tensor * wq = loom_new_tensor_2d(ctx, LOOM_TYPE_IQ2_XXS, 256, 4);
+    struct loom_tensor * b = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 256, 2);
     memset(b->data, 0, loom_nbytes(b));
     struct loom_tensor * before = loom_scale(ctx, b, 2.0f);
     struct loom_tensor * mm = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, 4, 2);
     mm->op = LOOM_OP_MUL_MAT;
     mm->src[0] = wq;
     mm->src[1] = before;
-    CHECK(!loom_cpu_supports_op(mm), "Q8_0 mul_mat not claimed");
+    CHECK(!loom_cpu_supports_op(mm), "IQ2_XXS mul_mat not claimed");
     CHECK(loom_cpu_supports_op(before), "scale claimed");
     struct loom_cgraph * g = loom_new_graph(ctx);
     loom_build_forward_expand(g, mm);

@@ -54,8 +54,8 @@ static void usage(FILE * f) {
             "  -d, --n-depth N[,N...]    tokens already in the KV cache before every test (default 0)\n"
             "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
             "  -fa, --flash-attn 0|1[,...]  fused attention (default 0)\n"
-            "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16\n"
-            "  -ctv, --cache-type-v T[,T...]  KV cache type of V: f32, f16 (default), bf16\n"
+            "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
+            "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa 1)\n"
             "  -o, --output md|json|csv  output format (default md)\n"
             "      --progress            progress lines on stderr (default: when stderr is a terminal)\n"
             "\n" CLI_LONG_OPTION_HELP);

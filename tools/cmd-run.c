@@ -48,8 +48,8 @@ static void usage(FILE * f) {
             "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"
             "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
             "                            picks one from the clock, and the seed used is printed\n"
-            "  -ctk, --cache-type-k TYPE KV cache type of K: f32, f16 (default) or bf16\n"
-            "  -ctv, --cache-type-v TYPE KV cache type of V: f32, f16 (default) or bf16\n"
+            "  -ctk, --cache-type-k TYPE KV cache type of K: f32, f16 (default), bf16, q8_0 or q4_0\n"
+            "  -ctv, --cache-type-v TYPE KV cache type of V: the same (q8_0, q4_0: with flash attention)\n"
             "      --cache-type TYPE     both of them\n"
             "  -fa, --flash-attn on|off|auto  fused attention (default auto: where the layer's device has it)\n"
             "      --no-mmap             read the model instead of mapping it\n"
@@ -222,6 +222,20 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
     if (loom_model_read_meta(o->model, &hp, &s->vocab) != LOOM_OK) {
         free(prompt_buf);
         return fail(s, "cannot read the model");
+    }
+    /* cache types the model's heads cannot hold, refused before anything loads (the library checks too) */
+    const enum loom_type kv_types[2] = {o->type_k, o->type_v};
+    for (int i = 0; i < 2; i++) {
+        const int64_t head_dim = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0, blck = loom_blck_size(kv_types[i]);
+        const bool no_fa = i == 1 && blck > 1 && o->flash_attn == LOOM_LLAMA_FLASH_ATTN_OFF;
+        if (head_dim % blck != 0 || no_fa) {
+            if (no_fa) fprintf(stderr, "loom run: KV cache type %s for V needs flash attention (-fa on or auto)\n", loom_type_name(kv_types[i]));
+            else fprintf(stderr, "loom run: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
+                         loom_type_name(kv_types[i]), i ? "V" : "K", (long long)blck, (long long)head_dim);
+            free(prompt_buf);
+            run_state_free(s);
+            return 1;
+        }
     }
     if (!prompt_buf) plen = strlen(prompt);
     bool add_bos = loom_vocab_get_add_bos(s->vocab);

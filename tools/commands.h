@@ -11,5 +11,6 @@ int loom_cmd_convert_llama2c(int argc, char ** argv);
 int loom_cmd_test_ops(int argc, char ** argv);
 int loom_cmd_bench(int argc, char ** argv);
 int loom_cmd_gen_model(int argc, char ** argv);
+int loom_cmd_quantize(int argc, char ** argv);
 
 #endif

@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"tokenize", loom_cmd_tokenize, "print the token ids and pieces of a text"},
     {"convert-llama2c", loom_cmd_convert_llama2c, "convert a llama2.c checkpoint and tokenizer to GGUF"},
     {"gen-model", loom_cmd_gen_model, "write a LLaMA-architecture GGUF with random weights"},
+    {"quantize", loom_cmd_quantize, "write a model with quantized weights (Q4_K_M, Q8_0, ...)"},
     {"bench", loom_cmd_bench, "measure prompt processing and generation speed"},
     {"test-ops", loom_cmd_test_ops, "check every op of a device against a reference"},
 };

@@ -14,6 +14,18 @@
 static const enum loom_type float_types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16};
 #define N_FLOAT_TYPES 3
 
+/* The quantized weight types (those with a dequantizer). */
+static const enum loom_type quant_types[] = {
+    LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1, LOOM_TYPE_Q5_0, LOOM_TYPE_Q5_1, LOOM_TYPE_Q8_0,   LOOM_TYPE_Q2_K,   LOOM_TYPE_Q3_K,
+    LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q8_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS,
+};
+#define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
+
+/* Row lengths of the quantized cases: one block, one super-block, 3 blocks, and the row lengths
+ * of common models (3200: 3B; 11008: 7B FFN; 14336: 8B FFN); those the type's block divides. */
+static const int64_t quant_rows[] = {32, 256, 96, 3200, 11008, 14336};
+#define N_QUANT_ROWS (sizeof quant_rows / sizeof quant_rows[0])
+
 static void push(struct test_case_list * l, const struct test_case * c) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 256;
@@ -53,6 +65,26 @@ static void cases_get_rows(struct test_case_list * l) {
                 push(l, &c);
             }
         }
+    }
+    /* quantized rows: contiguous and strided, broadcast over dims 2 and 3 for the short rows */
+    for (size_t t = 0; t < N_QUANT_TYPES; t++) {
+        for (size_t r = 0; r < N_QUANT_ROWS; r++) {
+            if (quant_rows[r] % loom_blck_size(quant_types[t])) continue;
+            for (int li = 0; li < 2; li++) {
+                const bool small = quant_rows[r] <= 256;
+                struct test_case c = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_I32}};
+                set_ne(c.ne[0], quant_rows[r], 5, small ? 2 : 1, small ? 2 : 1);
+                set_ne(c.ne[1], 3, c.ne[0][2], c.ne[0][3], 1);
+                c.layout[0] = li ? TL_STRIDED : TL_CONTIG;
+                c.layout[1] = li ? TL_STRIDED : TL_CONTIG;
+                push(l, &c);
+            }
+        }
+        struct test_case c = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_I32}};
+        set_ne(c.ne[0], 256, 5, 1, 1);
+        set_ne(c.ne[1], 6, 1, 1, 1);
+        c.ip[3] = 1;
+        push(l, &c);
     }
     struct test_case bad = {.op = LOOM_OP_GET_ROWS, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_I32}};
     set_ne(bad.ne[0], 8, 5, 1, 1);
@@ -94,6 +126,42 @@ static void cases_mul_mat(struct test_case_list * l) {
             struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .perf_only = true};
             c.type[0] = float_types[t];
             c.type[1] = LOOM_TYPE_F32;
+            set_ne(c.ne[0], 4096, 4096, 1, 1);
+            set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
+            push(l, &c);
+        }
+    }
+}
+
+/* Quantized weights x F32 columns, for every type and row length its block divides: the dot path
+ * (N <= 8) and the GEMM path (N > 8), a strided weight, non-contiguous columns (transposed,
+ * strided), broadcast over dims 2 and 3; rows of 3200 and more get few rows and columns (the
+ * test run stays short). */
+static void cases_mul_mat_quant(struct test_case_list * l) {
+    static const int64_t shapes[][6] = { /* M, N, a2, a3, b2, b3 */
+        {33, 1, 1, 1, 1, 1}, {17, 9, 1, 1, 1, 1}, {16, 3, 2, 1, 6, 2}, {9, 12, 1, 2, 2, 2},
+    };
+    static const enum test_layout pairs[][2] = {
+        {TL_CONTIG, TL_CONTIG}, {TL_STRIDED, TL_TRANSPOSED}, {TL_CONTIG, TL_STRIDED}, {TL_STRIDED, TL_SCRAMBLED},
+    };
+    for (size_t t = 0; t < N_QUANT_TYPES; t++) {
+        for (size_t r = 0; r < N_QUANT_ROWS; r++) {
+            const int64_t K = quant_rows[r];
+            if (K % loom_blck_size(quant_types[t])) continue;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_F32}};
+                const bool big = K > 256;
+                if (big && s >= 2) continue; /* the big rows: one dot and one GEMM case */
+                set_ne(c.ne[0], K, big ? 4 : shapes[s][0], shapes[s][2], shapes[s][3]);
+                set_ne(c.ne[1], K, shapes[s][1], shapes[s][4], shapes[s][5]);
+                c.layout[0] = pairs[s][0];
+                c.layout[1] = pairs[s][1];
+                push(l, &c);
+            }
+        }
+        static const int64_t perf_n[] = {1, 512};
+        for (int pn = 0; pn < 2; pn++) {
+            struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_F32}, .perf_only = true};
             set_ne(c.ne[0], 4096, 4096, 1, 1);
             set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
             push(l, &c);
@@ -249,6 +317,22 @@ static void push_flash_attn(struct test_case_list * l, enum loom_type kv, int64_
     push(l, &c);
 }
 
+/* Quantized K or V: blocks are rows of their own, laid out dense or strided (not permuted). */
+static void push_flash_attn_kv(struct test_case_list * l, enum loom_type tk, enum loom_type tv, int64_t D, int64_t n_q,
+                               int64_t H, int64_t Hk, int64_t n_kv, enum loom_type mask, int variant, bool strided) {
+    struct test_case c = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = 4, .type = {LOOM_TYPE_F32, tk, tv, mask}};
+    set_ne(c.ne[0], D, n_q, H, 1);
+    set_ne(c.ne[1], D, n_kv, Hk, 1);
+    set_ne(c.ne[2], D, n_kv, Hk, 1);
+    set_ne(c.ne[3], n_kv, n_q, 1, 1);
+    c.layout[0] = strided ? TL_PERMUTED : TL_CONTIG;
+    c.layout[1] = strided ? TL_STRIDED : TL_CONTIG;
+    c.layout[2] = strided ? TL_CONTIG : TL_STRIDED;
+    c.fp[0] = 1.0f / sqrtf((float)D);
+    c.ip[3] = variant;
+    push(l, &c);
+}
+
 static void cases_flash_attn(struct test_case_list * l) {
     static const int64_t dims[] = {64, 80, 96, 128};
     static const int64_t ratios[] = {1, 4, 8};
@@ -283,6 +367,16 @@ static void cases_flash_attn(struct test_case_list * l) {
         /* scores near the float limit: the maximum must be taken out before exp */
         push_flash_attn(l, float_types[t], 64, 3, 4, 4, 65, LOOM_TYPE_F32, 1, 2, t);
         push_flash_attn(l, float_types[t], 96, 1, 8, 1, 600, LOOM_TYPE_COUNT, 1, 2, t + 1);
+    }
+    /* a quantized KV cache (Q8_0, Q4_0: dense rows of blocks, in place or strided), dequantized a
+     * tile at a time; K and V of different types */
+    static const enum loom_type qkv[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    for (int t = 0; t < 2; t++) {
+        push_flash_attn_kv(l, qkv[t], qkv[t], 64, 1, 4, 1, 257, LOOM_TYPE_F16, 0, false);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 128, 7, 8, 2, 31, LOOM_TYPE_F32, 0, true);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 96, 1, 4, 4, 4097, LOOM_TYPE_F16, 0, false);
+        push_flash_attn_kv(l, qkv[t], LOOM_TYPE_F16, 64, 3, 4, 1, 100, LOOM_TYPE_F32, 1, true);
+        push_flash_attn_kv(l, LOOM_TYPE_F16, qkv[t], 96, 2, 4, 2, 300, LOOM_TYPE_F16, 0, false);
     }
     /* the prompt of a 7B model's layer and its token generation at depth 4096 */
     struct test_case big = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = 4, .perf_only = true,
@@ -343,6 +437,41 @@ static void cases_copy(struct test_case_list * l) {
             push(l, &k);
         }
     }
+    /* F32 -> every quantized type and back (the quantized side in rows of whole blocks): dense,
+     * a permuted or transposed F32 side, strided rows, and a reshape between contiguous tensors */
+    static const enum loom_type qtypes[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q4_1, LOOM_TYPE_Q5_0, LOOM_TYPE_Q5_1, LOOM_TYPE_Q8_0,
+                                            LOOM_TYPE_Q2_K, LOOM_TYPE_Q3_K, LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K,
+                                            LOOM_TYPE_Q8_K, LOOM_TYPE_IQ4_NL, LOOM_TYPE_IQ4_XS};
+    static const enum test_layout qlay[][2] = {
+        {TL_CONTIG, TL_CONTIG}, {TL_PERMUTED, TL_CONTIG}, {TL_TRANSPOSED, TL_STRIDED}, {TL_CONTIG, TL_CONTIG},
+    };
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
+        const int64_t blck = loom_blck_size(qtypes[t]);
+        const int64_t widths[2] = {blck == 32 ? 96 : 256, blck == 32 ? 32 : 768}; /* 3 blocks / 1 block; 1 / 3 */
+        for (int w = 0; w < 2; w++) {
+            for (size_t li = 0; li < sizeof qlay / sizeof qlay[0]; li++) {
+                const int64_t n0 = widths[w];
+                const bool reshape = li == 3;
+                struct test_case c = {.op = LOOM_OP_CPY, .n_src = 2, .type = {LOOM_TYPE_F32, qtypes[t]}};
+                set_ne(c.ne[0], reshape ? 2 * n0 : n0, 3, 2, 1);
+                set_ne(c.ne[1], n0, 6, 2, 1);
+                if (!reshape) set_ne(c.ne[1], n0, 3, 2, 1);
+                c.layout[0] = qlay[li][0];
+                c.layout[1] = qlay[li][1];
+                push(l, &c);
+                /* back: the quantized side as the source (dense or strided rows) */
+                struct test_case k = {.op = LOOM_OP_CPY, .n_src = 2, .type = {qtypes[t], LOOM_TYPE_F32}};
+                memcpy(k.ne[0], c.ne[1], sizeof k.ne[0]);
+                memcpy(k.ne[1], c.ne[0], sizeof k.ne[1]);
+                k.layout[0] = qlay[li][1];
+                k.layout[1] = qlay[li][0];
+                push(l, &k);
+            }
+            struct test_case d = {.op = LOOM_OP_DUP, .n_src = 1, .type = {qtypes[t]}, .layout = {w ? TL_STRIDED : TL_CONTIG}};
+            set_ne(d.ne[0], widths[w], 5, 1, 1);
+            push(l, &d);
+        }
+    }
     struct test_case big = {.op = LOOM_OP_CPY, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_F16}, .perf_only = true};
     set_ne(big.ne[0], 4096, 512, 1, 1);
     set_ne(big.ne[1], 4096, 512, 1, 1);
@@ -365,6 +494,21 @@ static void cases_set_rows(struct test_case_list * l) {
                 c.layout[1] = layouts[li][1];
                 push(l, &c);
             }
+        }
+    }
+    /* a quantized KV cache: whole rows of blocks, quantized */
+    static const enum loom_type kv_quant[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    static const int64_t qshapes[][3] = {{32, 3, 2}, {64, 40, 1}, {256, 9, 5}};
+    for (int t = 0; t < 2; t++) {
+        for (size_t s = 0; s < 3; s++) {
+            struct test_case c = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {kv_quant[t], LOOM_TYPE_F32, LOOM_TYPE_I32}};
+            set_ne(c.ne[0], qshapes[s][0], qshapes[s][1], 1, 1);
+            set_ne(c.ne[1], qshapes[s][0], qshapes[s][2], 1, 1);
+            set_ne(c.ne[2], qshapes[s][2], 1, 1, 1);
+            c.layout[0] = s == 1 ? TL_STRIDED : TL_CONTIG;
+            c.layout[1] = s == 2 ? TL_STRIDED : TL_CONTIG;
+            c.ip[3] = s == 0; /* and ids out of range */
+            push(l, &c);
         }
     }
     struct test_case bad = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {LOOM_TYPE_F16, LOOM_TYPE_F32, LOOM_TYPE_I32}};
@@ -401,6 +545,7 @@ void test_ops_make_cases(struct test_case_list * l) {
     memset(l, 0, sizeof *l);
     cases_get_rows(l);
     cases_mul_mat(l);
+    cases_mul_mat_quant(l);
     cases_binary(l, LOOM_OP_ADD);
     cases_binary(l, LOOM_OP_MUL);
     cases_unary(l, LOOM_OP_SCALE, 0.37f);

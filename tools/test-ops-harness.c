@@ -7,9 +7,12 @@
  * filled with loom_backend_tensor_set and read back with loom_backend_tensor_get -- tensor 'data'
  * is never dereferenced, so devices whose addresses are not host pointers work unchanged.
  * Results are compared with the double-precision reference (test-ops-ref.c) by NMSE; on the CPU,
- * a 1-thread and an N-thread run must agree bit for bit. */
+ * a 1-thread and an N-thread run must agree bit for bit. Quantized sources hold random blocks with
+ * finite random scales, laid out as dense rows of blocks (contiguous, or strided: padding between
+ * rows and planes). */
 #include "cli-util.h"
 #include "loom-cpu.h"
+#include "quant/quant.h"
 #include "test-ops.h"
 
 #include <math.h>
@@ -64,8 +67,32 @@ static int add_base(struct built * b, struct loom_tensor * t) {
     return b->n_bases++;
 }
 
+/* A quantized source: rows of whole blocks, dense or (TL_STRIDED) with padding between rows and
+ * planes, as a view into a new base with guard bytes. */
+static struct loom_tensor * make_quant_src(struct built * b, int s, enum loom_type type, const int64_t ne[4], enum test_layout layout) {
+    LOOM_ASSERT(layout == TL_CONTIG || layout == TL_STRIDED);
+    const size_t es = loom_type_size(type);
+    const bool strided = layout == TL_STRIDED;
+    size_t nb[4] = {es, loom_row_size(type, ne[0])};
+    for (int d = 1; d < 4; d++) {
+        if (d > 1) nb[d] = nb[d - 1] * (size_t)ne[d - 1];
+        nb[d] += strided ? es * (size_t)(2 * d - 1) : 0;
+    }
+    const size_t offset = strided ? 3 * es : 0;
+    size_t extent = nb[1];
+    for (int d = 1; d < 4; d++) extent += (size_t)(ne[d] - 1) * nb[d];
+    const size_t blocks = (offset + extent + GUARD_BYTES + es - 1) / es;
+    struct loom_tensor * base = loom_new_tensor_1d(b->ctx, type, (int64_t)blocks * loom_blck_size(type));
+    loom_format_name(base, "src%d base", s);
+    b->src_base[s] = add_base(b, base);
+    struct loom_tensor * v = loom_view_4d(b->ctx, base, ne[0], ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], offset);
+    loom_format_name(v, "src%d", s);
+    return v;
+}
+
 /* A source of shape 'ne' laid out as 'layout', as a view into a new base with guard bytes. */
 static struct loom_tensor * make_src(struct built * b, int s, enum loom_type type, const int64_t ne[4], enum test_layout layout) {
+    if (loom_blck_size(type) > 1) return make_quant_src(b, s, type, ne, layout);
     static const int orders[TL_COUNT][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {0, 2, 1, 3}, {2, 0, 3, 1}, {0, 1, 2, 3}};
     const int * order = orders[layout];
     const size_t es = loom_type_size(type);
@@ -139,9 +166,9 @@ static void build(struct built * b, const struct test_case * c) {
         b->dst_base = b->src_base[0]; /* the rows go into the first */
     } else {
         /* place the result inside a guarded base: a guard before it and after it */
-        const size_t es = loom_type_size(b->node->type);
-        struct loom_tensor * base =
-            loom_new_tensor_1d(b->ctx, b->node->type, (int64_t)((2 * GUARD_BYTES + loom_nbytes(b->node)) / es));
+        const size_t es = loom_type_size(b->node->type); /* a block's bytes for a block type */
+        const int64_t n_units = (int64_t)((2 * GUARD_BYTES + loom_nbytes(b->node) + es - 1) / es);
+        struct loom_tensor * base = loom_new_tensor_1d(b->ctx, b->node->type, n_units * loom_blck_size(b->node->type));
         loom_set_name(base, "result base");
         b->dst_base = add_base(b, base);
         b->node->view_src = base;
@@ -200,6 +227,30 @@ static double gen_value(const struct test_case * c, int s, const int64_t * i, ui
     return rng_uniform(rng, -1, 1);
 }
 
+/* Random blocks for every row of quantized source 't' in 'img': random code bytes, and scales
+ * drawn from [-1/32, 1/32] (finite, so every product is; negative scales are legal). */
+static void fill_quant(const struct loom_tensor * t, uint8_t * img, uint64_t * rng) {
+    const size_t es = loom_type_size(t->type);
+    const int64_t n_blocks = t->ne[0] / loom_blck_size(t->type);
+    size_t off[2];
+    const int n_off = loom_quant_half_scales(t->type, off);
+    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+                for (int64_t k = 0; k < n_blocks; k++) {
+                    uint8_t * blk = img + t->view_offs + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3] + (size_t)k * es;
+                    for (size_t i = 0; i < es; i++) blk[i] = (uint8_t)(rng_next(rng) >> 56);
+                    for (int j = 0; j < n_off; j++) {
+                        uint16_t h = loom_fp32_to_fp16((float)rng_uniform(rng, -1.0 / 32, 1.0 / 32));
+                        memcpy(blk + off[j], &h, 2);
+                    }
+                    if (t->type == LOOM_TYPE_Q8_K) {
+                        float d = (float)rng_uniform(rng, -1.0 / 32, 1.0 / 32);
+                        memcpy(blk, &d, 4);
+                    }
+                }
+}
+
 /* Builds the host images (guard pattern plus every source element) and uploads them. */
 static enum loom_status fill(struct built * b, const struct test_case * c, uint64_t seed) {
     for (int k = 0; k < b->n_bases; k++) {
@@ -214,6 +265,10 @@ static enum loom_status fill(struct built * b, const struct test_case * c, uint6
     for (int s = 0; s < c->n_src; s++) {
         const struct loom_tensor * t = b->src[s];
         uint8_t * img = b->bases[b->src_base[s]].init;
+        if (loom_blck_size(t->type) > 1) {
+            fill_quant(t, img, &rng);
+            continue;
+        }
         int64_t i[4];
         for (i[3] = 0; i[3] < t->ne[3]; i[3]++)
             for (i[2] = 0; i[2] < t->ne[2]; i[2]++)
@@ -253,10 +308,11 @@ static void fail(struct verdict * v, const char * fmt, ...) {
 /* Marks every byte of the base that belongs to an element of 't'. */
 static void mark_elements(const struct loom_tensor * t, uint8_t * covered) {
     const size_t es = loom_type_size(t->type);
+    const int64_t n0 = t->ne[0] / loom_blck_size(t->type); /* blocks of a block type */
     for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
             for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+                for (int64_t i0 = 0; i0 < n0; i0++) {
                     size_t offs = t->view_offs + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
                     memset(covered + offs, 1, es);
                 }

@@ -3,6 +3,7 @@
 #include "test-ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 double test_view_get(const struct test_view * v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
@@ -12,6 +13,14 @@ double test_view_get(const struct test_view * v, int64_t i0, int64_t i1, int64_t
     uint16_t h;
     float f;
     int32_t i;
+    const int64_t blck = loom_blck_size(t->type);
+    if (blck > 1) { /* the element's block, dequantized */
+        float x[256];
+        const loom_to_float_fn to_float = loom_type_get_traits(t->type)->to_float;
+        if (!to_float || blck > 256) return NAN;
+        to_float(v->image + offs - (size_t)i0 * t->nb[0] + (size_t)(i0 / blck) * t->nb[0], x, blck);
+        return x[i0 % blck];
+    }
     switch (t->type) {
     case LOOM_TYPE_F32: memcpy(&f, p, 4); return f;
     case LOOM_TYPE_F16: memcpy(&h, p, 2); return loom_fp16_to_fp32(h);
@@ -31,16 +40,35 @@ static double round_to(enum loom_type type, double x) {
     }
 }
 
+/* Row (i1, i2, i3) of a source as doubles; a quantized row (dense blocks) is dequantized whole. */
+static void view_row(const struct test_view * v, int64_t i1, int64_t i2, int64_t i3, double * out) {
+    const struct loom_tensor * t = v->t;
+    const loom_to_float_fn to_float = loom_type_get_traits(t->type)->to_float;
+    if (loom_blck_size(t->type) > 1 && to_float) {
+        float * x = malloc((size_t)t->ne[0] * sizeof *x);
+        LOOM_ASSERT(x);
+        to_float(v->image + t->view_offs + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3], x, t->ne[0]);
+        for (int64_t k = 0; k < t->ne[0]; k++) out[k] = x[k];
+        free(x);
+        return;
+    }
+    for (int64_t k = 0; k < t->ne[0]; k++) out[k] = test_view_get(v, k, i1, i2, i3);
+}
+
 static void ref_mul_mat(const struct test_view * src, int64_t ne0, int64_t j, int64_t i2, int64_t i3, double * out) {
     const struct loom_tensor * a = src[0].t, * b = src[1].t;
     const int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    double * arow = malloc((size_t)a->ne[0] * 2 * sizeof *arow);
+    LOOM_ASSERT(arow);
+    double * bcol = arow + a->ne[0];
+    view_row(&src[1], j, i2, i3, bcol);
     for (int64_t i = 0; i < ne0; i++) {
+        view_row(&src[0], i, i2 / r2, i3 / r3, arow);
         double s = 0.0;
-        for (int64_t k = 0; k < a->ne[0]; k++) {
-            s += test_view_get(&src[0], k, i, i2 / r2, i3 / r3) * test_view_get(&src[1], k, j, i2, i3);
-        }
+        for (int64_t k = 0; k < a->ne[0]; k++) s += arow[k] * bcol[k];
         out[i] = s;
     }
+    free(arow);
 }
 
 static void ref_rope(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
@@ -104,6 +132,23 @@ static void ref_flash_attn(const struct test_case * c, const struct test_view * 
     for (int64_t i = 0; i < Dv; i++) out[i] = sum > 0 ? out[i] / sum : 0.0;
 }
 
+/* SET_ROWS into a block type: source row 'from' quantized by the type's from_float, then decoded. */
+static void ref_set_row_blocks(enum loom_type type, const struct test_view * src, int64_t from, int64_t ne0, double * out) {
+    const struct loom_type_traits * tt = loom_type_get_traits(type);
+    float * x = malloc((size_t)ne0 * sizeof *x);
+    uint8_t * q = malloc(loom_row_size(type, ne0));
+    if (!x || !q || !tt->from_float || !tt->to_float) {
+        for (int64_t i = 0; i < ne0; i++) out[i] = NAN;
+    } else {
+        for (int64_t i = 0; i < ne0; i++) x[i] = (float)test_view_get(&src[1], i, from, 0, 0);
+        tt->from_float(x, q, ne0);
+        tt->to_float(q, x, ne0);
+        for (int64_t i = 0; i < ne0; i++) out[i] = x[i];
+    }
+    free(x);
+    free(q);
+}
+
 /* Copies: the element at the same row-major position of the source. */
 static void ref_copy(const struct loom_tensor * dst, const struct test_view * src, int64_t i1, int64_t i2, int64_t i3,
                      double * out) {
@@ -141,9 +186,8 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
     switch (c->op) {
     case LOOM_OP_GET_ROWS: {
         const double id = test_view_get(&src[1], i1, i2, i3, 0);
-        for (int64_t i = 0; i < ne0; i++) {
-            out[i] = id >= 0 && id < src[0].t->ne[1] ? test_view_get(&src[0], i, (int64_t)id, i2, i3) : 0.0;
-        }
+        if (id >= 0 && id < src[0].t->ne[1]) view_row(&src[0], (int64_t)id, i2, i3, out);
+        else for (int64_t i = 0; i < ne0; i++) out[i] = 0.0;
         break;
     }
     case LOOM_OP_MUL_MAT: ref_mul_mat(src, ne0, i1, i2, i3, out); break;
@@ -194,6 +238,12 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
         for (int64_t i = 0; i < src[2].t->ne[0]; i++) {
             if ((int64_t)test_view_get(&src[2], i, 0, 0, 0) == i1) from = i;
         }
+        if (from >= 0 && loom_blck_size(dst->type) > 1) {
+            /* a block type stores what its quantizer makes of the row (the quantizers are held to
+             * the reference engine's bytes by test-quantize) */
+            ref_set_row_blocks(dst->type, src, from, ne0, out);
+            break;
+        }
         for (int64_t i = 0; i < ne0; i++) {
             out[i] = from >= 0 ? round_to(dst->type, test_view_get(&src[1], i, from, 0, 0)) : test_view_get(&src[0], i, i1, 0, 0);
         }
@@ -205,22 +255,48 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
     }
 }
 
+/* Bits per value of a block type (0 for the others). */
+static int value_bits(enum loom_type t) {
+    switch (t) {
+    case LOOM_TYPE_Q2_K: return 2;
+    case LOOM_TYPE_Q3_K: return 3;
+    case LOOM_TYPE_Q4_0: case LOOM_TYPE_Q4_1: case LOOM_TYPE_Q4_K: case LOOM_TYPE_IQ4_NL: case LOOM_TYPE_IQ4_XS: return 4;
+    case LOOM_TYPE_Q5_0: case LOOM_TYPE_Q5_1: case LOOM_TYPE_Q5_K: return 5;
+    case LOOM_TYPE_Q6_K: return 6;
+    case LOOM_TYPE_Q8_0: case LOOM_TYPE_Q8_K: return 8;
+    default: return 0;
+    }
+}
+
 /* Bounds on NMSE = sum((x - r)^2) / sum(r^2):
  *  - copies (DUP, CPY, CONT, SET_ROWS) and GET_ROWS: 0 -- values move unchanged or rounded exactly as the
- *    reference rounds them (round to nearest even);
+ *    reference rounds them (round to nearest even); a block type's values are its decoded blocks;
+ *  - CPY from F32 into a block type of b bits per value: (1.5 / (2^b - 1))^2 -- a b-bit grid over the
+ *    block's range of uniform values in [-1, 1] leaves a relative RMS error of 1 / (2^b - 1), with
+ *    room for the stored scales' rounding (the reference row is the unquantized source);
  *  - element-wise ops, row ops (norm, rope, softmax): 1e-7 -- float rounding of each
  *    result (~6e-8 relative) and float transcendental functions stay far below it;
  *  - MUL_MAT with F32 weights: 1e-8 -- float sums of up to 4097 products;
  *  - FLASH_ATTN_EXT: 1e-9 -- float scores (sums of up to 128 products, scaled), float exp, and the
- *    running sums rescaled at every tile and merged across chunks;
+ *    running sums rescaled at every tile and merged across chunks (quantized K and V are
+ *    dequantized exactly, as the reference reads them);
+ *  - MUL_MAT with quantized weights: 2e-4 -- the reference multiplies the dequantized weights; a
+ *    kernel may round the columns to 8 bits per block first (Q8_0 / Q8_K, as the field's integer
+ *    dot products do: each column value off by up to half a step of max|x|/127, NMSE ~1e-5),
+ *    while the F32 path (rows dequantized exactly) stays near 1e-13;
  *  - MUL_MAT with F16/BF16 weights: 5e-4 -- a device may round the F32 columns to the weights'
  *    type (BF16 keeps 8 bits: ~1e-6 typical) before multiplying. */
 double test_ops_threshold(const struct test_case * c) {
     switch (c->op) {
-    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : 5e-4;
+    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(c->type[0]) > 1 ? 2e-4 : 5e-4;
     case LOOM_OP_FLASH_ATTN_EXT: return 1e-9;
-    case LOOM_OP_DUP:
     case LOOM_OP_CPY:
+        if (value_bits(c->type[1]) > 0 && c->type[0] != c->type[1]) {
+            const double step = 1.5 / ((1 << value_bits(c->type[1])) - 1);
+            return step * step;
+        }
+        return 0.0;
+    case LOOM_OP_DUP:
     case LOOM_OP_CONT:
     case LOOM_OP_SET_ROWS:
     case LOOM_OP_GET_ROWS: return 0.0;

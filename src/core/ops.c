@@ -8,6 +8,9 @@ static bool is_float_type(enum loom_type t) {
     return t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16;
 }
 
+/* A weight type GET_ROWS and MUL_MAT read: a float type or a quantized type with a dequantizer. */
+static bool is_weight_type(enum loom_type t) { return is_float_type(t) || loom_type_get_traits(t)->to_float != NULL; }
+
 static struct loom_tensor * new_node(struct loom_context * ctx, enum loom_op op, enum loom_type type, const int64_t * ne,
                                      struct loom_tensor * a, struct loom_tensor * b) {
     struct loom_tensor * r = loom_new_tensor(ctx, type, LOOM_MAX_DIMS, ne);
@@ -18,7 +21,7 @@ static struct loom_tensor * new_node(struct loom_context * ctx, enum loom_op op,
 }
 
 struct loom_tensor * loom_get_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * ids) {
-    LOOM_ASSERT(is_float_type(a->type));
+    LOOM_ASSERT(is_weight_type(a->type));
     LOOM_ASSERT(ids->type == LOOM_TYPE_I32);
     LOOM_ASSERT(ids->ne[3] == 1 && ids->ne[1] == a->ne[2] && ids->ne[2] == a->ne[3]);
     int64_t ne[4] = {a->ne[0], ids->ne[0], a->ne[2], a->ne[3]};
@@ -26,7 +29,7 @@ struct loom_tensor * loom_get_rows(struct loom_context * ctx, struct loom_tensor
 }
 
 struct loom_tensor * loom_mul_mat(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b) {
-    LOOM_ASSERT(is_float_type(a->type));
+    LOOM_ASSERT(is_weight_type(a->type));
     LOOM_ASSERT(b->type == LOOM_TYPE_F32);
     LOOM_ASSERT(a->ne[0] == b->ne[0]);
     LOOM_ASSERT(a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0);
@@ -126,6 +129,8 @@ struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a
 
 static bool copyable(enum loom_type from, enum loom_type to) {
     if (is_float_type(from) && is_float_type(to)) return true;
+    const bool qfrom = loom_blck_size(from) > 1, qto = loom_blck_size(to) > 1; /* block (quantized) types */
+    if ((qfrom && (from == to || to == LOOM_TYPE_F32)) || (qto && from == LOOM_TYPE_F32)) return true;
     return from == LOOM_TYPE_I32 && to == LOOM_TYPE_I32;
 }
 

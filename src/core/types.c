@@ -1,5 +1,7 @@
 /* types.c -- the type-traits table (GGUF type ids) and F16/BF16 conversion. */
 #include "loom.h"
+#include "quant/quant-impl.h"
+#include "quant/quant.h"
 
 #include <assert.h>
 #include <math.h>
@@ -93,26 +95,26 @@ static void bf16_from_float(const float * src, void * dst, int64_t n) {
 static const struct loom_type_traits type_traits[LOOM_TYPE_COUNT] = {
     [LOOM_TYPE_F32] = {"f32", 1, 4, f32_to_float, f32_from_float},
     [LOOM_TYPE_F16] = {"f16", 1, 2, f16_to_float, f16_from_float},
-    [LOOM_TYPE_Q4_0] = {"q4_0", 32, 18, NULL, NULL},
-    [LOOM_TYPE_Q4_1] = {"q4_1", 32, 20, NULL, NULL},
-    [LOOM_TYPE_Q5_0] = {"q5_0", 32, 22, NULL, NULL},
-    [LOOM_TYPE_Q5_1] = {"q5_1", 32, 24, NULL, NULL},
-    [LOOM_TYPE_Q8_0] = {"q8_0", 32, 34, NULL, NULL},
+    [LOOM_TYPE_Q4_0] = {"q4_0", 32, 18, loom_dequant_q4_0, loom_quantize_row_q4_0},
+    [LOOM_TYPE_Q4_1] = {"q4_1", 32, 20, loom_dequant_q4_1, loom_quantize_row_q4_1},
+    [LOOM_TYPE_Q5_0] = {"q5_0", 32, 22, loom_dequant_q5_0, loom_quantize_row_q5_0},
+    [LOOM_TYPE_Q5_1] = {"q5_1", 32, 24, loom_dequant_q5_1, loom_quantize_row_q5_1},
+    [LOOM_TYPE_Q8_0] = {"q8_0", 32, 34, loom_dequant_q8_0, loom_quantize_row_q8_0},
     [LOOM_TYPE_Q8_1] = {"q8_1", 32, 36, NULL, NULL},
-    [LOOM_TYPE_Q2_K] = {"q2_K", 256, 84, NULL, NULL},
-    [LOOM_TYPE_Q3_K] = {"q3_K", 256, 110, NULL, NULL},
-    [LOOM_TYPE_Q4_K] = {"q4_K", 256, 144, NULL, NULL},
-    [LOOM_TYPE_Q5_K] = {"q5_K", 256, 176, NULL, NULL},
-    [LOOM_TYPE_Q6_K] = {"q6_K", 256, 210, NULL, NULL},
-    [LOOM_TYPE_Q8_K] = {"q8_K", 256, 292, NULL, NULL},
+    [LOOM_TYPE_Q2_K] = {"q2_K", 256, 84, loom_dequant_q2_K, loom_quantize_row_q2_K},
+    [LOOM_TYPE_Q3_K] = {"q3_K", 256, 110, loom_dequant_q3_K, loom_quantize_row_q3_K},
+    [LOOM_TYPE_Q4_K] = {"q4_K", 256, 144, loom_dequant_q4_K, loom_quantize_row_q4_K},
+    [LOOM_TYPE_Q5_K] = {"q5_K", 256, 176, loom_dequant_q5_K, loom_quantize_row_q5_K},
+    [LOOM_TYPE_Q6_K] = {"q6_K", 256, 210, loom_dequant_q6_K, loom_quantize_row_q6_K},
+    [LOOM_TYPE_Q8_K] = {"q8_K", 256, 292, loom_dequant_q8_K, loom_quantize_row_q8_K},
     [LOOM_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL},
     [LOOM_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, NULL, NULL},
     [LOOM_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL},
     [LOOM_TYPE_IQ1_S] = {"iq1_s", 256, 50, NULL, NULL},
-    [LOOM_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, NULL, NULL},
+    [LOOM_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, loom_dequant_iq4_nl, loom_quantize_row_iq4_nl},
     [LOOM_TYPE_IQ3_S] = {"iq3_s", 256, 110, NULL, NULL},
     [LOOM_TYPE_IQ2_S] = {"iq2_s", 256, 82, NULL, NULL},
-    [LOOM_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, NULL, NULL},
+    [LOOM_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, loom_dequant_iq4_xs, loom_quantize_row_iq4_xs},
     [LOOM_TYPE_I8] = {"i8", 1, 1, NULL, NULL},
     [LOOM_TYPE_I16] = {"i16", 1, 2, NULL, NULL},
     [LOOM_TYPE_I32] = {"i32", 1, 4, NULL, NULL},

@@ -1,8 +1,13 @@
-/* convert.c -- converting rows between F32/F16/BF16, dense (SIMD through the kernel table) or strided. */
+/* convert.c -- converting rows between F32/F16/BF16, dense (SIMD through the kernel table) or strided,
+ * and dequantizing quantized rows to F32. */
 #include "cpu/cpu-impl.h"
 
 void cpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n) {
     const uint8_t * s = src;
+    if (cpu_is_quant_type(type)) {
+        loom_type_get_traits(type)->to_float(src, dst, n);
+        return;
+    }
     if (stride == loom_type_size(type)) {
         switch (type) {
         case LOOM_TYPE_F32: memcpy(dst, s, (size_t)n * 4); return;

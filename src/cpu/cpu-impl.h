@@ -84,6 +84,18 @@ static inline bool cpu_is_float_type(enum loom_type t) {
     return t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16;
 }
 
+/* A quantized type the CPU computes with (blocks of several elements, with a dequantizer). */
+static inline bool cpu_is_quant_type(enum loom_type t) {
+    const struct loom_type_traits * tt = loom_type_get_traits(t);
+    return tt->blck_size > 1 && tt->to_float != NULL;
+}
+
+/* A weight a kernel can read as rows of F32: a float type, or a quantized type whose rows are
+ * whole blocks laid out densely (nb[0] the block size). */
+static inline bool cpu_is_weight_readable(const struct loom_tensor * t) {
+    return cpu_is_float_type(t->type) || (cpu_is_quant_type(t->type) && t->nb[0] == loom_type_size(t->type));
+}
+
 /* Address of element (i0, i1, i2, i3) of a host tensor. */
 static inline uint8_t * cpu_elem(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return (uint8_t *)t->data + i0 * (int64_t)t->nb[0] + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] +
@@ -109,7 +121,8 @@ static inline void cpu_store_f32(enum loom_type type, void * p, float v) {
 }
 
 /* Converts 'n' elements of 'type' starting at 'src' with byte stride 'stride' to contiguous F32
- * in 'dst' (SIMD when the elements are dense). */
+ * in 'dst' (SIMD when the elements are dense). For a quantized type 'src' is the first block of
+ * 'n' (a multiple of the block length) dense elements and 'stride' is ignored. */
 void cpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n);
 
 /* Converts 'n' contiguous F32 values to 'type' (F32, F16 or BF16) at 'dst' with byte stride

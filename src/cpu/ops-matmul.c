@@ -10,6 +10,14 @@
  *          a register-blocked MR x NR micro-kernel sweeps every column against it.
  *  - gemm_bf16: as gemm, for BF16 weights on CPUs with AVX512-BF16: panels keep BF16 pairs and
  *          the columns are converted to BF16 once per node (vdpbf16ps).
+ *  - qdot: few columns with a quantized weight type that has an integer kernel (vec.h, "quantized
+ *          weights"): the columns are quantized once per node (Q8_0 / Q8_K) into shared scratch,
+ *          then the weight rows are dotted with them block by block in integers.
+ * Other quantized weights (Q4_0 ... IQ4_XS) take the dot and gemm paths through their dequantizer: the dot path
+ * dequantizes a micro-tile's rows (whole rows, into per-thread scratch) and dots them in F32; the
+ * gemm path dequantizes rows into F32 while packing its panels (MM_KC is a multiple of every block
+ * length, so a slice of k is whole blocks). Activations stay F32, so the results equal an F32
+ * product with the dequantized weights (same summation order).
  * Threads split the weight rows (of all batches) in whole micro-tiles, and the columns too when
  * there are fewer row blocks than threads; no sum is ever split, and every result is summed in an
  * order fixed by K alone. Columns that are not dense F32 rows are converted once per node into
@@ -22,14 +30,14 @@
 #include "cpu/cpu-impl.h"
 
 enum {
-    MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices) */
+    MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices; a multiple of 256, so quantized slices are whole blocks) */
     MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
     MM_DOT_CLAIM_BYTES = 131072, /* weight bytes a thread claims at a time on the dot path */
     MM_DOT_CLAIM_MIN_BYTES = 524288, /* smaller products split statically (a claim costs more than it balances) */
 };
 
-enum mm_path { MM_DOT, MM_GEMM, MM_GEMM_BF16 };
+enum mm_path { MM_DOT, MM_QDOT, MM_GEMM, MM_GEMM_BF16 };
 
 /* What a node needs, derived from its shapes and the kernel table. */
 struct mm_plan {
@@ -38,6 +46,7 @@ struct mm_plan {
     int64_t r2, r3;            /* broadcast ratios b/a over dims 2 and 3 */
     enum mm_path path;
     enum cpu_wtype wt;
+    bool quant;                /* a is a quantized type: rows go through its to_float */
     int unit;                  /* rows of a per work unit (the micro-tile height) */
     int64_t mc;                /* rows per packed block */
     bool convert_b;            /* columns converted into shared scratch */
@@ -60,8 +69,13 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     pl->r2 = b->ne[2] / a->ne[2];
     pl->r3 = b->ne[3] / a->ne[3];
     pl->wt = wtype(a->type);
+    pl->quant = cpu_is_quant_type(a->type);
     const bool a_dense = a->nb[0] == loom_type_size(a->type);
-    if (pl->N <= MM_DOT_MAX_N && a_dense) {
+    const struct cpu_qdot * qd = pl->quant ? &vec->qdot[a->type] : NULL;
+    if (pl->N <= MM_DOT_MAX_N && a_dense && qd && qd->dot) {
+        pl->path = MM_QDOT;
+        pl->unit = vec->dot_mr;
+    } else if (pl->N <= MM_DOT_MAX_N && a_dense) {
         pl->path = MM_DOT;
         pl->unit = vec->dot_mr;
     } else if (pl->wt == CPU_W_BF16 && vec->gemm_bf16) {
@@ -75,6 +89,9 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     if (pl->path == MM_GEMM_BF16) {
         pl->convert_b = true;
         pl->b_row = (size_t)cpu_round_up(pl->K, 2) * 2;
+    } else if (pl->path == MM_QDOT) {
+        pl->convert_b = true;
+        pl->b_row = loom_row_size(qd->act_type, pl->K);
     } else {
         pl->convert_b = b->nb[0] != 4 || b->nb[1] % 4 != 0;
         pl->b_row = (size_t)pl->K * 4;
@@ -84,6 +101,7 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     /* local: a converted column (phase 1), or the packed block and one panel's gathered rows (phase 2) */
     size_t phase1 = pl->convert_b ? (size_t)pl->K * 4 + 64 : 0;
     size_t phase2 = 0;
+    if (pl->path == MM_DOT && pl->quant) phase2 = (size_t)pl->unit * (size_t)pl->K * 4 + 64; /* dequantized rows */
     if (pl->path != MM_DOT) {
         pl->mc = MM_MC / pl->unit * pl->unit;
         if (pl->mc == 0) pl->mc = pl->unit;
@@ -94,7 +112,7 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
 
 static bool mm_supports(const struct loom_tensor * dst) {
     const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
-    if (!a || !b || !cpu_is_float_type(a->type) || b->type != LOOM_TYPE_F32 || dst->type != LOOM_TYPE_F32) return false;
+    if (!a || !b || !cpu_is_weight_readable(a) || b->type != LOOM_TYPE_F32 || dst->type != LOOM_TYPE_F32) return false;
     if (a->ne[0] != b->ne[0] || a->ne[2] == 0 || a->ne[3] == 0 || b->ne[2] % a->ne[2] || b->ne[3] % a->ne[3]) return false;
     if (dst->ne[0] != a->ne[1] || dst->ne[1] != b->ne[1] || dst->ne[2] != b->ne[2] || dst->ne[3] != b->ne[3]) return false;
     return dst->nb[0] == 4 && dst->nb[1] % 4 == 0;
@@ -110,16 +128,17 @@ static void mm_work(const struct loom_tensor * dst, const struct cpu_vec * vec, 
 
 /* ---------------------------------------------------------------- columns */
 
-/* Converts this thread's share of b's columns into the shared scratch (F32, or BF16 zero-padded
- * to an even length), batch-major as the result is. */
-static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor * b, const struct mm_plan * pl) {
+/* Converts this thread's share of b's columns into the shared scratch (F32, BF16 zero-padded to
+ * an even length, or for qdot the activation blocks of a_type's kernel), batch-major as the
+ * result is. */
+static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor * b, enum loom_type a_type, const struct mm_plan * pl) {
     int64_t c0, c1, j, i2, i3;
     cpu_split(pl->N * pl->nb2 * pl->nb3, p, &c0, &c1);
     for (int64_t c = c0; c < c1; c++) {
         cpu_row_coords(b, c, &j, &i2, &i3);
         const uint8_t * src = cpu_elem(b, 0, j, i2, i3);
         uint8_t * out = p->shared + (size_t)c * pl->b_row;
-        if (pl->path != MM_GEMM_BF16) {
+        if (pl->path != MM_GEMM_BF16 && pl->path != MM_QDOT) {
             cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)out, pl->K);
             continue;
         }
@@ -127,6 +146,10 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
         if (b->nb[0] != 4) {
             cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)p->local, pl->K);
             x = (const float *)p->local;
+        }
+        if (pl->path == MM_QDOT) {
+            p->vec->qdot[a_type].quantize(x, out, pl->K);
+            continue;
         }
         p->vec->f32_to_bf16(x, (uint16_t *)out, pl->K);
         if (pl->K % 2) ((uint16_t *)out)[pl->K] = 0;
@@ -137,12 +160,13 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
 
 /* Packs rows [i0, i0 + mc) x k [k0, k0 + kc) of one weight matrix 'w' into panels of 'mr' rows:
  * F32 panel[k][r], or for BF16 pairs panel[k/2][r] (32-bit words, the odd tail paired with 0).
- * Dense rows go straight to the (SIMD) packer; strided ones are first gathered into 'tmp'
- * (mr x MM_KC elements). */
+ * Dense rows go straight to the (SIMD) packer; strided ones are first gathered, and quantized
+ * ones dequantized (k0 and kc are whole blocks), into 'tmp' (mr x MM_KC elements). */
 static void mm_pack(const struct cpu_params * p, const struct loom_tensor * a, const uint8_t * w, const struct mm_plan * pl,
                     int64_t i0, int64_t mc, int64_t k0, int64_t kc, int mr, uint8_t * panels) {
     const size_t nb0 = a->nb[0], nb1 = a->nb[1], es = loom_type_size(a->type);
-    const bool dense = nb0 == es, pairs = pl->path == MM_GEMM_BF16;
+    const int64_t blck = loom_blck_size(a->type);
+    const bool dense = nb0 == es && !pl->quant, pairs = pl->path == MM_GEMM_BF16;
     uint8_t * tmp = p->local + (size_t)pl->mc * MM_KC * 4;
     const uint8_t * rows[64];
     LOOM_ASSERT(mr <= 64);
@@ -152,7 +176,7 @@ static void mm_pack(const struct cpu_params * p, const struct loom_tensor * a, c
         const int n_rows = (int)(mc - pi * mr < mr ? mc - pi * mr : mr);
         enum cpu_wtype wt = pairs ? CPU_W_F32 : pl->wt;
         for (int r = 0; r < n_rows; r++) {
-            const uint8_t * src = w + (i0 + pi * mr + r) * nb1 + k0 * nb0;
+            const uint8_t * src = w + (i0 + pi * mr + r) * nb1 + k0 / blck * nb0;
             if (dense) {
                 rows[r] = src;
             } else if (pairs) { /* gather BF16 elements, zero-padded to whole pairs */
@@ -198,10 +222,21 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
     const int dmr = p->vec->dot_mr, dnr = p->vec->dot_nr;
     for (int64_t i = m0; i < m1; i += dmr) {
         const int mr = (int)(m1 - i < dmr ? m1 - i : dmr);
+        const uint8_t * w = bt->w + i * a->nb[1];
+        size_t ldw = a->nb[1];
+        if (pl->path == MM_DOT && pl->quant) { /* the tile's rows dequantized into scratch, then an F32 dot */
+            float * rows = (float *)p->local;
+            for (int r = 0; r < mr; r++) cpu_to_f32(p->vec, a->type, w + r * a->nb[1], 0, rows + r * pl->K, pl->K);
+            w = (const uint8_t *)rows;
+            ldw = (size_t)pl->K * 4;
+        }
         for (int64_t j = n0; j < n1; j += dnr) {
             const int nr = (int)(n1 - j < dnr ? n1 - j : dnr);
-            dot(pl->K, bt->w + i * a->nb[1], a->nb[1], mr, bt->b + j * bt->ldb, bt->ldb, nr, bt->c + j * bt->ldc + i * 4,
-                bt->ldc);
+            if (pl->path == MM_QDOT) {
+                p->vec->qdot[a->type].dot(pl->K, w, ldw, mr, bt->b + j * bt->ldb, bt->ldb, nr, bt->c + j * bt->ldc + i * 4, bt->ldc);
+            } else {
+                dot(pl->K, w, ldw, mr, bt->b + j * bt->ldb, bt->ldb, nr, bt->c + j * bt->ldc + i * 4, bt->ldc);
+            }
         }
     }
 }
@@ -221,9 +256,10 @@ struct mm_prefetch {
 static void mm_prefetch_set(struct mm_prefetch * f, const struct loom_tensor * a, const struct mm_batch * bt, int64_t i0, int64_t rows,
                             int64_t k0, int64_t kc) {
     const size_t es = loom_type_size(a->type);
-    f->w = bt->w + i0 * a->nb[1] + k0 * a->nb[0];
+    const int64_t blck = loom_blck_size(a->type); /* k0 and kc: whole blocks */
+    f->w = bt->w + i0 * a->nb[1] + k0 / blck * a->nb[0];
     f->nb1 = a->nb[1];
-    f->row_lines = a->nb[0] == es ? ((int64_t)es * kc + 63) / 64 : 0; /* strided rows: no hint */
+    f->row_lines = a->nb[0] == es ? ((int64_t)es * (kc / blck) + 63) / 64 : 0; /* strided rows: no hint */
     f->rows = f->row_lines ? rows : 0;
     f->row = f->line = 0;
 }
@@ -305,7 +341,7 @@ static void mm_units_run(const struct cpu_params * p, struct loom_tensor * dst, 
             bt.b = cpu_elem(b, 0, 0, i2, i3);
             bt.ldb = b->nb[1];
         }
-        if (pl->path == MM_DOT) {
+        if (pl->path == MM_DOT || pl->path == MM_QDOT) {
             mm_block_dot(p, a, pl, &bt, m0, m1, n0, n1);
         } else {
             mm_block_gemm(p, a, pl, &bt, m0, m1, n0, n1);
@@ -329,7 +365,7 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
         return;
     }
     if (pl.convert_b) {
-        mm_convert_b(p, b, &pl);
+        mm_convert_b(p, b, a->type, &pl);
         cpu_barrier(p);
     }
 
@@ -337,7 +373,7 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
      * into parts (whole micro-tiles) only when the row units alone cannot keep every thread busy;
      * no result depends on how the work is cut. */
     const int64_t m_units = (pl.M + pl.unit - 1) / pl.unit, batches = pl.nb2 * pl.nb3;
-    const int64_t nr = pl.path == MM_DOT ? p->vec->dot_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
+    const int64_t nr = pl.path == MM_DOT || pl.path == MM_QDOT ? p->vec->dot_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
     int64_t n_parts = 1;
     if (m_units * batches < 2 * p->nth) n_parts = (2 * p->nth + m_units * batches - 1) / (m_units * batches);
     const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);
@@ -345,8 +381,8 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const int64_t per_batch = n_parts * m_units;
     const struct mm_units w = {.m_units = m_units, .per_batch = per_batch, .n_chunk = n_chunk};
     const int64_t total = batches * per_batch;
-    const int64_t row_bytes = pl.K * (int64_t)loom_type_size(a->type);
-    if (pl.path == MM_DOT && p->nth > 1 && row_bytes * pl.M * batches >= MM_DOT_CLAIM_MIN_BYTES) {
+    const int64_t row_bytes = (int64_t)loom_row_size(a->type, pl.K);
+    if ((pl.path == MM_DOT || pl.path == MM_QDOT) && p->nth > 1 && row_bytes * pl.M * batches >= MM_DOT_CLAIM_MIN_BYTES) {
         /* streaming weights: each thread first streams a contiguous share of four fifths of the
          * units, then the rest is handed out on demand, so a thread that gets less bandwidth takes
          * fewer rows instead of keeping the others waiting at the barrier (long shares first:

@@ -1,5 +1,5 @@
-/* ops-rows.c -- per-row lookups and reductions: GET_ROWS (gather rows by id), SET_ROWS (scatter
- * rows by id) and ARGMAX. */
+/* ops-rows.c -- per-row lookups and reductions: GET_ROWS (gather rows by id, from float or quantized
+ * rows, into F32), SET_ROWS (scatter rows by id) and ARGMAX. */
 #include "cpu/cpu-impl.h"
 
 #include <math.h>
@@ -8,7 +8,7 @@
 
 static bool get_rows_supports(const struct loom_tensor * dst) {
     const struct loom_tensor * a = dst->src[0], * ids = dst->src[1];
-    return a && ids && cpu_is_float_type(a->type) && ids->type == LOOM_TYPE_I32 && dst->type == LOOM_TYPE_F32 &&
+    return a && ids && cpu_is_weight_readable(a) && ids->type == LOOM_TYPE_I32 && dst->type == LOOM_TYPE_F32 &&
            dst->nb[0] == 4 && ids->ne[3] == 1 && ids->ne[1] == a->ne[2] && ids->ne[2] == a->ne[3] &&
            dst->ne[0] == a->ne[0] && dst->ne[1] == ids->ne[0] && dst->ne[2] == a->ne[2] && dst->ne[3] == a->ne[3];
 }

@@ -55,6 +55,41 @@ typedef void (*cpu_unary_fn)(const float * x, float * y, int64_t n);
 /* x[i] = exp(x[i] - max) in place; returns the sum of the new values. */
 typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
 
+/* ---- quantized weights: integer dot products
+ * One-column products (N <= MM_DOT_MAX_N, ops-matmul.c) with a quantized weight type whose entry
+ * has a 'dot' quantize the F32 columns once per node, before the node's barrier, into the entry's
+ * activation type (Q8_0 blocks of 32 for the legacy types and IQ4_NL, Q8_K super-blocks for the
+ * K-quants and IQ4_XS), into the node's shared scratch; every weight row is then dotted with the
+ * quantized columns block by block, in integers, each block's sum scaled by the product of the two
+ * block scales. A type whose entry has no 'dot' takes the F32 path: its rows are dequantized
+ * through the traits' to_float and dotted with the F32 columns by dot[CPU_W_F32]. */
+
+/* Quantizes 'k' F32 values (a multiple of the activation type's block length) into blocks at 'y'. */
+typedef void (*cpu_quantize_act_fn)(const float * x, void * y, int64_t k);
+
+/* Dot products of 'mr' (1..dot_mr) quantized weight rows with 'nr' (1..dot_nr) quantized columns,
+ * 'k' elements each: c[j][r] = sum_i w[r][i] * a[j][i] (F32). Row r of 'w' at w + r*ldw (blocks of
+ * the weight type), column j of 'a' at a + j*lda (blocks of the entry's act_type), result j at
+ * c + j*ldc (strides in bytes). Each result is summed in one order that depends only on 'k'. */
+typedef void (*cpu_qdot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr,
+                            uint8_t * c, size_t ldc);
+
+struct cpu_qdot {
+    enum loom_type act_type;       /* the columns' type: LOOM_TYPE_Q8_0 or LOOM_TYPE_Q8_K */
+    cpu_quantize_act_fn quantize;  /* F32 -> act_type */
+    cpu_qdot_fn dot;               /* NULL: the F32 path */
+};
+
+/* The portable integer kernels (qdot-scalar.c). The scalar table uses them (4x the F32 path's
+ * speed there); the AVX2 / AVX-512 tables have no qdot entries yet: the portable kernel measured
+ * no faster than their F32 path (110m Q8_0 tg16 on one thread: 13.4 / 15.2 against 19.2 / 10.9
+ * t/s, alternating), so their quantized products dequantize until SIMD integer kernels land. */
+void cpu_quantize_q8_0(const float * x, void * y, int64_t k);
+void cpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
+                        size_t ldc);
+#define CPU_QDOT_PORTABLE \
+    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0, cpu_qdot_q8_0_q8_0}
+
 struct cpu_vec {
     const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
     cpu_to_f32_fn f16_to_f32;
@@ -66,6 +101,7 @@ struct cpu_vec {
     cpu_exp_sum_fn exp_sum;
 
     cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
+    struct cpu_qdot qdot[LOOM_TYPE_COUNT]; /* by quantized weight type (LOOM_TYPE_*) */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
     cpu_mad_fn mad[CPU_W_COUNT];  /* weighted row sums, by row type */
 

@@ -35,46 +35,55 @@ static bool cache_type_ok(enum loom_type t) {
     return (t == LOOM_TYPE_Q8_0 || t == LOOM_TYPE_Q4_0) && cache_quant_ok();
 }
 
-/* True when 'dev' runs the fused attention of one step on this model's cache types (asked with a
+/* True when 'dev' runs the fused attention of one step on the cache types of 'cp' (asked with a
  * probe node of the layer's shapes in a metadata-only context). */
-static bool dev_supports_flash_attn(const struct loom_llama_context * lctx, loom_backend_dev_t dev) {
-    const struct loom_hparams * hp = &lctx->model->hp;
+static bool dev_supports_flash_attn(const struct loom_model * model, const struct loom_llama_context_params * cp,
+                                    loom_backend_dev_t dev) {
+    const struct loom_hparams * hp = &model->hp;
     const int64_t head_dim = hp->n_embd / hp->n_head;
     struct loom_init_params ip = {.mem_size = 8 * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
     struct loom_context * c = loom_init(ip);
     if (!c) return false;
     struct loom_tensor * q = loom_new_tensor_3d(c, LOOM_TYPE_F32, head_dim, 1, hp->n_head);
-    struct loom_tensor * k = loom_new_tensor_3d(c, lctx->params.type_k, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
-    struct loom_tensor * v = loom_new_tensor_3d(c, lctx->params.type_v, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
+    struct loom_tensor * k = loom_new_tensor_3d(c, cp->type_k, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
+    struct loom_tensor * v = loom_new_tensor_3d(c, cp->type_v, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
     struct loom_tensor * m = loom_new_tensor_2d(c, LOOM_TYPE_F32, LOOM_LLAMA_KV_PAD, 1);
     const bool ok = loom_backend_dev_supports_op(dev, loom_flash_attn_ext(c, q, k, v, m, 1.0f));
     loom_free(c);
     return ok;
 }
 
-/* Decides per layer whether its attention is fused (params.flash_attn, and for AUTO whether the
- * layer's device has the op); a V type that only the fused path can hold refuses the rest. */
-static enum loom_status flash_attn_init(struct loom_llama_context * lctx) {
-    const struct loom_model * m = lctx->model;
+/* Decides per layer whether its attention is fused ('fused' [n_layer]: cp->flash_attn, and for
+ * AUTO whether the layer's device has the op), and refuses what the cache types cannot hold: a
+ * block type needs heads of whole blocks, and for V the fused path in every layer. Logs the
+ * outcome; errors are logged and returned (LOOM_ERR_UNSUPPORTED). */
+static enum loom_status flash_attn_plan(const struct loom_model * m, const struct loom_llama_context_params * cp, bool * fused) {
     const int n_layer = m->hp.n_layer;
-    lctx->flash_attn = calloc((size_t)n_layer, sizeof *lctx->flash_attn);
-    if (!lctx->flash_attn) return LOOM_ERR_OOM;
-    const enum loom_llama_flash_attn mode = lctx->params.flash_attn;
-    loom_backend_dev_t devs[2] = {loom_backend_get_device(lctx->backend_cpu), m->dev_offload};
+    const int64_t head_dim = m->hp.n_embd / m->hp.n_head;
+    const enum loom_type types[2] = {cp->type_k, cp->type_v};
+    for (int i = 0; i < 2; i++) {
+        if (head_dim % loom_blck_size(types[i]) != 0) {
+            loom_log(LOOM_LOG_ERROR, "KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld",
+                     loom_type_name(types[i]), i ? "V" : "K", (long long)loom_blck_size(types[i]), (long long)head_dim);
+            return LOOM_ERR_UNSUPPORTED;
+        }
+    }
+    const enum loom_llama_flash_attn mode = cp->flash_attn;
+    loom_backend_dev_t devs[2] = {loom_backend_dev_by_name("CPU"), m->dev_offload};
     bool sup[2] = {true, false};
-    for (int d = 0; d < 2; d++) sup[d] = devs[d] && mode != LOOM_LLAMA_FLASH_ATTN_OFF && dev_supports_flash_attn(lctx, devs[d]);
+    for (int d = 0; d < 2; d++) sup[d] = devs[d] && mode != LOOM_LLAMA_FLASH_ATTN_OFF && dev_supports_flash_attn(m, cp, devs[d]);
     int n_fused = 0, n_moved = 0;
     for (int il = 0; il < n_layer; il++) {
         const int d = m->layers[il].offloaded ? 1 : 0;
-        lctx->flash_attn[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && sup[d]);
-        n_fused += lctx->flash_attn[il];
-        n_moved += lctx->flash_attn[il] && !sup[d];
+        fused[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && sup[d]);
+        n_fused += fused[il];
+        n_moved += fused[il] && !sup[d];
     }
     /* the unfused path stores V transposed, one position per element: a block of a quantized type
      * would straddle positions (the field refuses it too) */
-    if (loom_blck_size(lctx->params.type_v) > 1 && n_fused < n_layer) {
+    if (loom_blck_size(cp->type_v) > 1 && n_fused < n_layer) {
         loom_log(LOOM_LOG_ERROR, "KV cache type %s for V needs flash attention in every layer (-fa on%s); %d of %d layers have it",
-                 loom_type_name(lctx->params.type_v), mode == LOOM_LLAMA_FLASH_ATTN_OFF ? " or auto" : "", n_fused, n_layer);
+                 loom_type_name(cp->type_v), mode == LOOM_LLAMA_FLASH_ATTN_OFF ? " or auto" : "", n_fused, n_layer);
         return LOOM_ERR_UNSUPPORTED;
     }
     if (n_moved > 0) {
@@ -198,8 +207,20 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
         loom_log(LOOM_LOG_ERROR, "flash attention mode %d out of range (-1 auto, 0 off, 1 on)", (int)params.flash_attn);
         return LOOM_ERR_INVALID_ARG;
     }
+    /* decided before anything is made, so that a refusal is the one error logged */
+    bool * fused = calloc((size_t)hp->n_layer, sizeof *fused);
+    if (!fused) return LOOM_ERR_OOM;
+    enum loom_status fst = flash_attn_plan(model, &params, fused);
+    if (fst != LOOM_OK) {
+        free(fused);
+        return fst;
+    }
     struct loom_llama_context * lctx = calloc(1, sizeof *lctx);
-    if (!lctx) return LOOM_ERR_OOM;
+    if (!lctx) {
+        free(fused);
+        return LOOM_ERR_OOM;
+    }
+    lctx->flash_attn = fused;
     lctx->model = model;
     lctx->params = params;
     size_t max_nodes = loom_llama_graph_max_nodes(model);
@@ -209,7 +230,6 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
     lctx->logits = malloc(n_out * (size_t)hp->n_vocab * sizeof(float));
     enum loom_status st = lctx->graph_mem && lctx->logits ? LOOM_OK : LOOM_ERR_OOM;
     if (st == LOOM_OK) st = init_backends(lctx);
-    if (st == LOOM_OK) st = flash_attn_init(lctx);
     if (st == LOOM_OK) st = kv_cache_init(lctx);
     if (st != LOOM_OK) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));

@@ -55,7 +55,6 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
      * per position, V transposed (one row per channel, positions contiguous) unless the layer's
      * attention is fused */
     const bool fused = lctx->flash_attn[il];
-    const size_t es = loom_type_size(kc->type);
     struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->pos);
     struct loom_tensor * v_store = loom_set_rows(ctx, fused ? vc : loom_transpose(ctx, vc), v, in->pos);
     loom_build_forward_expand(g, k_store);
@@ -72,7 +71,7 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
         return loom_mul_mat(ctx, L->wo, cur);
     }
     struct loom_tensor * K = loom_view_3d(ctx, kc, head_dim, n_kv, hp->n_head_kv,   /* [head_dim, n_kv, n_head_kv] */
-                                          (size_t)n_embd_kv * es, (size_t)head_dim * es, 0);
+                                          kc->nb[1], loom_row_size(kc->type, head_dim), 0);
     struct loom_tensor * V = loom_view_3d(ctx, vc, n_kv, head_dim, hp->n_head_kv,   /* [n_kv, head_dim, n_head_kv] */
                                           vc->nb[1], (size_t)head_dim * vc->nb[1], 0);
     struct loom_tensor * kq = loom_mul_mat(ctx, K, Q);                              /* [n_kv, n_tokens, n_head] */

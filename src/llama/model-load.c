@@ -19,9 +19,9 @@ struct loom_model_params loom_model_default_params(void) {
     };
 }
 
-static bool type_computable(enum loom_type t) {
-    return t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16;
-}
+/* Weight types the CPU computes with: the float types and the quantized types with a dequantizer
+ * (the IQ1/IQ2/IQ3 i-quants, the ternary TQ types and MXFP4 are not yet among them). */
+static bool type_computable(enum loom_type t) { return loom_type_get_traits(t)->to_float != NULL; }
 
 /* Creates the metadata of weight 'name' with the expected shape, in 'ctx', after checking the
  * file's tensor info. 'status' is set on the first failure (later calls then do nothing). */
@@ -47,7 +47,7 @@ static struct loom_tensor * weight(struct loom_model * m, const struct loom_gguf
     }
     enum loom_type type = loom_gguf_tensor_type(g, i);
     if (!type_computable(type)) {
-        loom_log(LOOM_LOG_ERROR, "tensor '%s' has type %s, which Loom cannot compute with yet (f32, f16, bf16)", name,
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' has type %s, which Loom cannot compute with yet", name,
                  loom_type_name(type));
         *status = LOOM_ERR_UNSUPPORTED;
         return NULL;

@@ -3,6 +3,7 @@
 #include "loom-cpu.h"
 #include "loom-gguf.h"
 #include "model-loader.h"
+#include "quant/quant.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -60,12 +61,28 @@ static void log_buffer(const char * what, loom_backend_buffer_t buf, int n_tenso
              loom_backend_buffer_get_size(buf) / 1048576.0, n_tensors);
 }
 
+/* Refuses a quantized tensor whose bytes [done, done + n) of 'bytes' (whole blocks) hold a block
+ * with a NaN or infinite scale: it would turn every product with the block into NaN. Checked
+ * where the bytes pass through host memory while loading (the mapping, the read() buffer or the
+ * staging slot), so a bad file is refused at load rather than producing garbage later. */
+static enum loom_status check_scales(const struct loom_tensor * t, const void * bytes, size_t done, size_t n) {
+    const size_t bs = loom_type_size(t->type);
+    if (loom_blck_size(t->type) == 1) return LOOM_OK;
+    int64_t bad = loom_quant_find_bad_scale(t->type, bytes, (int64_t)(n / bs));
+    if (bad < 0) return LOOM_OK;
+    loom_log(LOOM_LOG_ERROR, "tensor '%s' (%s): block %lld has a NaN or infinite scale", t->name, loom_type_name(t->type),
+             (long long)(done / bs + (size_t)bad));
+    return LOOM_ERR_FORMAT;
+}
+
 /* Wraps the span of the mapping that holds ctx's tensors as a buffer of 'dev' and places each
  * tensor at its file address. Returns LOOM_ERR_UNSUPPORTED when the device cannot wrap it. */
 static enum loom_status place_zero_copy(struct load_state * s, struct loom_context * ctx, loom_backend_dev_t dev) {
     uint64_t lo = UINT64_MAX, hi = 0, max_size = 0;
     for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
         uint64_t off = file_offset(s, t), n = loom_nbytes(t);
+        enum loom_status st = check_scales(t, s->map + off, 0, n);
+        if (st != LOOM_OK) return st;
         lo = off < lo ? off : lo;
         hi = off + n > hi ? off + n : hi;
         max_size = n > max_size ? n : max_size;
@@ -153,22 +170,28 @@ static void uploader_init(struct uploader * u, loom_backend_dev_t dev) {
 static enum loom_status upload(struct load_state * s, struct uploader * u, struct loom_tensor * t, uint64_t off, size_t n) {
     /* From a mapping the device's own copy of pageable memory is faster than a memcpy into
      * staging first (H200, 7B F16: 1.6 s against 3.1 s), so staging serves read() loads only. */
-    if (s->map) return loom_backend_tensor_set(t, s->map + off, 0, n);
+    if (s->map) {
+        enum loom_status st = check_scales(t, s->map + off, 0, n);
+        return st == LOOM_OK ? loom_backend_tensor_set(t, s->map + off, 0, n) : st;
+    }
     if (!u->backend) {
         void * tmp = malloc(n ? n : 1);
         if (!tmp) return LOOM_ERR_OOM;
         enum loom_status st = read_at(s->fd, tmp, n, off);
+        if (st == LOOM_OK) st = check_scales(t, tmp, 0, n);
         if (st == LOOM_OK) st = loom_backend_tensor_set(t, tmp, 0, n);
         free(tmp);
         return st;
     }
     enum loom_status st = LOOM_OK;
-    for (size_t done = 0; done < n && st == LOOM_OK; done += STAGING_BYTES) {
-        size_t len = n - done < STAGING_BYTES ? n - done : STAGING_BYTES;
+    const size_t chunk = STAGING_BYTES - STAGING_BYTES % loom_type_size(t->type); /* whole blocks */
+    for (size_t done = 0; done < n && st == LOOM_OK; done += chunk) {
+        size_t len = n - done < chunk ? n - done : chunk;
         int k = u->next++ % STAGING_SLOTS;
         if (u->pending[k]) st = loom_backend_event_synchronize(u->events[k]);
         void * slot = loom_backend_buffer_get_base(u->staging[k]);
         if (st == LOOM_OK) st = read_at(s->fd, slot, len, off + done);
+        if (st == LOOM_OK) st = check_scales(t, slot, done, len);
         if (st == LOOM_OK) st = loom_backend_tensor_set_async(u->backend, t, slot, done, len);
         if (st == LOOM_OK) st = loom_backend_event_record(u->events[k], u->backend);
         u->pending[k] = st == LOOM_OK;
@@ -184,7 +207,6 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     if (!buf) return st != LOOM_OK ? st : LOOM_ERR_OOM;
     st = add_buffer(s->m, buf);
     if (st != LOOM_OK) return st;
-    log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx));
     bool host = loom_backend_buft_is_host(buft);
     struct uploader u;
     if (host || s->map) memset(&u, 0, sizeof u);
@@ -192,12 +214,17 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     for (struct loom_tensor * t = loom_get_first_tensor(ctx); t && st == LOOM_OK; t = loom_get_next_tensor(ctx, t)) {
         size_t n = loom_nbytes(t);
         uint64_t off = file_offset(s, t);
-        if (host && !s->map) st = read_at(s->fd, t->data, n, off);
-        else st = upload(s, &u, t, off, n);
+        if (host && !s->map) {
+            st = read_at(s->fd, t->data, n, off);
+            if (st == LOOM_OK) st = check_scales(t, t->data, 0, n);
+        } else {
+            st = upload(s, &u, t, off, n);
+        }
         if (st == LOOM_OK) st = progress(s, n);
     }
     if (u.backend && st == LOOM_OK) st = loom_backend_synchronize(u.backend);
     uploader_free(&u);
+    if (st == LOOM_OK) log_buffer(loom_backend_dev_name(dev), buf, count_tensors(ctx)); /* after the checks of its bytes */
     return st;
 }
 

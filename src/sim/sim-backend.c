@@ -118,7 +118,8 @@ static enum loom_status sim_graph_compute(loom_backend_t backend, struct loom_cg
     struct sim_device * sd = sb->sd;
     for (int i = 0; i < graph->n_nodes; i++) {
         const struct loom_tensor * node = graph->nodes[i];
-        if (node->op >= 0 && node->op < LOOM_OP_COUNT && sd->params.unsupported_ops[node->op]) {
+        if ((node->op >= 0 && node->op < LOOM_OP_COUNT && sd->params.unsupported_ops[node->op]) ||
+            (sd->params.refuse_quant && sim_has_quant_src(node))) {
             loom_log(LOOM_LOG_ERROR, "%s: op %s (node '%s') is not supported", sd->name, loom_op_name(node->op), node->name);
             return LOOM_ERR_UNSUPPORTED;
         }

@@ -22,6 +22,7 @@ struct loom_sim_params loom_sim_default_params(void) {
         .fail_alloc_at = 0,
         .fail_init_tensor_at = 0,
         .unsupported_ops = {false},
+        .refuse_quant = false,
     };
 }
 
@@ -62,7 +63,8 @@ static loom_backend_buffer_type_t sim_dev_buft(loom_backend_dev_t dev) { return 
 static bool sim_dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op) {
     const struct sim_device * sd = sim_dev(dev);
     if (op->op >= 0 && op->op < LOOM_OP_COUNT && sd->params.unsupported_ops[op->op]) return false;
-    return loom_cpu_supports_op(op);
+    if (sd->params.refuse_quant && sim_has_quant_src(op)) return false;
+    return loom_cpu_supports_op(op); /* the sim runs the CPU kernels: what they compute, it does */
 }
 
 static bool sim_dev_supports_buft(loom_backend_dev_t dev, loom_backend_buffer_type_t buft) {

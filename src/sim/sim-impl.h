@@ -62,4 +62,12 @@ enum loom_status loom_sim_event_synchronize(loom_backend_dev_t dev, loom_backend
  * (call with the lock held). */
 bool loom_sim_inject(uint64_t * countdown);
 
+/* True when a source of 'op' has a quantized type (blocks of several elements). */
+static inline bool sim_has_quant_src(const struct loom_tensor * op) {
+    for (int i = 0; i < LOOM_MAX_SRC; i++) {
+        if (op->src[i] && loom_blck_size(op->src[i]->type) > 1) return true;
+    }
+    return false;
+}
+
 #endif

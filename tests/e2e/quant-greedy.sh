@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A quantized stories260K fixture, greedy "Once upon a time" -n 64, must print the reference
+# engine's text (quant-greedy.txt, made by quant-greedy-make.sh), mapped and read, with 1 and 2
+# threads, with two layers offloaded to a simulated device, and with every layer on a simulated
+# device that refuses quantized sources as the CUDA backend does today (LOOM_SIM_REFUSE_QUANT=1:
+# the scheduler keeps those ops on the CPU).
+# usage: quant-greedy.sh LOOM_BIN MODELS_DIR FILE
+set -u
+bin=$1 models=$2 file=$3
+ref=$(awk -F '\t' -v f="$file" '$1 == f { print $2 }' "$(dirname "$0")/quant-greedy.txt")
+[ -n "$ref" ] || { echo "no reference text for $file"; exit 1; }
+fails=0
+check() {
+  local out rc
+  out=$("$@" 2>/tmp/loom-quant-greedy-$$.err)
+  rc=$?
+  if [ -n "${EXPECT_ERR:-}" ] && [ $rc -eq 0 ] && ! grep -q "$EXPECT_ERR" /tmp/loom-quant-greedy-$$.err; then
+    echo "FAIL ($*): stderr lacks '$EXPECT_ERR'"; fails=$((fails + 1))
+  fi
+  out=$(printf '%s' "$out" | awk 'NR > 1 { printf " / " } { printf "%s", $0 }')
+  if [ $rc -ne 0 ]; then
+    echo "FAIL ($*): exit $rc"; cat /tmp/loom-quant-greedy-$$.err; fails=$((fails + 1))
+  elif [ "$out" != "$ref" ]; then
+    echo "FAIL ($*): the text differs"; echo "  loom: $out"; echo "  ref:  $ref"; fails=$((fails + 1))
+  else
+    echo "ok ($*)"
+  fi
+  rm -f /tmp/loom-quant-greedy-$$.err
+}
+m="$models/quant/$file"
+run=("$bin" run -m "$m" -p "Once upon a time" -n 64 --temp 0)
+check "${run[@]}" -t 1
+check "${run[@]}" -t 2 --no-mmap
+LOOM_SIM_DEVICES=1 check "${run[@]}" -t 2 -ngl 2
+LOOM_SIM_DEVICES=1 check "${run[@]}" -t 1 -ngl 2 --no-mmap
+case $file in
+  *-F32.gguf|*-F16.gguf|*-BF16.gguf) ;;
+  *) LOOM_SIM_DEVICES=1 LOOM_SIM_REFUSE_QUANT=1 EXPECT_ERR="sim0 cannot run MUL_MAT" check "${run[@]}" -t 2 -ngl 5 -v ;;
+esac
+exit $((fails > 0))

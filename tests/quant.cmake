@@ -1,0 +1,15 @@
+# Quantized model files end to end: every stories260K fixture in ${LOOM_SHARED_MODELS}/quant prints
+# the reference engine's greedy text; every kq fixture runs and prints the same text in every mode.
+file(GLOB LOOM_QUANT_STORIES ${LOOM_SHARED_MODELS}/quant/stories260K-*.gguf)
+foreach(model ${LOOM_QUANT_STORIES})
+  get_filename_component(file ${model} NAME)
+  get_filename_component(tag ${model} NAME_WE)
+  add_test(NAME e2e-quant-${tag} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/quant-greedy.sh $<TARGET_FILE:loom-cli> ${LOOM_SHARED_MODELS} ${file})
+  set_tests_properties(e2e-quant-${tag} PROPERTIES TIMEOUT 120)
+endforeach()
+file(GLOB LOOM_QUANT_KQ ${LOOM_SHARED_MODELS}/quant/kq/kq-*.gguf)
+foreach(model ${LOOM_QUANT_KQ})
+  get_filename_component(tag ${model} NAME_WE)
+  add_test(NAME e2e-quant-${tag} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/quant-kq.sh $<TARGET_FILE:loom-cli> ${model})
+  set_tests_properties(e2e-quant-${tag} PROPERTIES TIMEOUT 120)
+endforeach()
