@@ -215,21 +215,34 @@ const char * loom_model_chat_template(const struct loom_model * model);
 /* A short description, e.g. "llama 260K F32". */
 const char * loom_model_desc(const struct loom_model * model);
 
+/* Whether a step's attention is the fused FLASH_ATTN_EXT op (the field's -fa). */
+enum loom_llama_flash_attn {
+    LOOM_LLAMA_FLASH_ATTN_AUTO = -1,  /* on for the layers whose device supports the op, off for the others */
+    LOOM_LLAMA_FLASH_ATTN_OFF = 0,    /* Q K^T, softmax and the product with V as separate ops */
+    LOOM_LLAMA_FLASH_ATTN_ON = 1,     /* every layer; where the layer's device lacks the op, it runs on the CPU */
+};
+
 struct loom_llama_context_params {
     int32_t n_ctx;       /* KV cache size in tokens (0 = the model's training context) */
     int32_t n_batch;     /* largest number of tokens per decode call */
     int32_t n_threads;   /* CPU threads (0 = all online processors) */
     bool logits_all;     /* keep logits of every position, not only the last */
-    enum loom_type cache_type;  /* KV cache element type: F32, F16 or BF16 (else LOOM_ERR_UNSUPPORTED) */
+    enum loom_type type_k;  /* KV cache K type: F32, F16 or BF16 (else LOOM_ERR_UNSUPPORTED) */
+    enum loom_type type_v;  /* KV cache V type: as type_k */
+    enum loom_llama_flash_attn flash_attn;
 };
 
 struct loom_llama_context;
 
-/* Defaults: the model's training context, batches of 512, all cores, last logits only, F32 cache. */
+/* Defaults: the model's training context, batches of 512, all cores, last logits only, F16 K and
+ * V, flash attention auto. */
 struct loom_llama_context_params loom_llama_context_default_params(void);
 /* Creates the KV cache (per layer, on the device that runs the layer) and the scheduler.
- * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range), LOOM_ERR_UNSUPPORTED (a cache type
- * other than F32, F16 or BF16), LOOM_ERR_OOM. */
+ * The cache is K [n_embd_kv, n_ctx] per layer, and V the same with flash attention, else stored
+ * transposed [n_ctx, n_embd_kv] (one row per channel, for the product with the softmax); the
+ * sizes are logged at INFO with the bytes per token.
+ * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range, a flash_attn value not in the enum),
+ * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16), LOOM_ERR_OOM. */
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out);
 void loom_llama_context_free(struct loom_llama_context * lctx);

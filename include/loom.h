@@ -179,6 +179,7 @@ enum loom_op {
     LOOM_OP_RESHAPE,
     LOOM_OP_PERMUTE,
     LOOM_OP_TRANSPOSE,
+    LOOM_OP_FLASH_ATTN_EXT,
     LOOM_OP_COUNT
 };
 
@@ -390,6 +391,21 @@ bool loom_rope_is_plain(const struct loom_tensor * rope);
 struct loom_tensor * loom_soft_max(struct loom_context * ctx, struct loom_tensor * a);
 struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * mask, float scale);
 
+/* Fused attention: for each query, softmax(q K^T * scale + mask) V in one pass over the KV cells,
+ * with the running maximum and sum of the online softmax (Milakov & Gimelshein 2018, "Online
+ * normalizer calculation for softmax"; Dao et al. 2022, "FlashAttention"), never forming the
+ * [n_kv, n_q] score matrix.
+ *   q F32 [D, n_q, H, B];  k [D, n_kv, H_kv, B];  v [Dv, n_kv, H_kv, B]
+ * k and v: F32, F16, BF16 (or a block type with a 'to_float', ne0 a multiple of its block length),
+ * rows dense (nb0 the element size), any row strides (views of a KV cache). Grouped-query
+ * attention: H % H_kv == 0 and query head h reads KV head h / (H / H_kv). mask optional (NULL), F32 or
+ * F16 [n_kv, >= n_q, m2, m3] with H % m2 == 0 and B % m3 == 0, added to the scaled scores (mask
+ * row i is query i's); -INFINITY masks a cell out; a query whose cells are all masked gets zeros.
+ * -> F32 [Dv, H, n_q, B]: the heads of one query are adjacent, so a reshape gives [Dv * H, n_q].
+ * The field calls this op FLASH_ATTN_EXT. */
+struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_tensor * q, struct loom_tensor * k,
+                                         struct loom_tensor * v, struct loom_tensor * mask, float scale);
+
 /* x * sigmoid(x) (Hendrycks & Gimpel 2016 "SiLU"). a F32. */
 struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a);
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the tanh approximation of GELU). a F32. */
@@ -402,8 +418,9 @@ struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a
 struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Scatters rows: a[:, ids[i]] = b[:, i] for i < n, converted to a's type. a [ne0, n_rows] of
- * F32/F16/BF16 with any strides (a transposed view stores columns), b F32 [ne0, n] with any
- * strides, ids I32 [n]. Returns a view of 'a' that depends on the writes; rows not named keep
+ * F32/F16/BF16 with any strides (a transposed view stores columns), or of a block type with a
+ * 'from_float' (Q8_0, Q4_0: a quantized KV cache) with dense rows, each quantized whole; b F32
+ * [ne0, n] with any strides (dense rows for a block type), ids I32 [n]. Returns a view of 'a' that depends on the writes; rows not named keep
  * their values. An id outside [0, n_rows) writes nothing and is reported as an error (never an
  * out-of-bounds write). The rows a graph writes are data, so one graph serves every position
  * (the KV cache store of token generation). */

@@ -171,6 +171,7 @@ static bool loom_logits(const char * path, const int32_t * toks, double * logits
     cp.n_ctx = 64;
     cp.n_threads = 2;
     cp.logits_all = true;
+    cp.type_k = cp.type_v = LOOM_TYPE_F32; /* the bound below is for F32 caches (F16 ones round K and V) */
     struct loom_llama_context * lctx = NULL;
     bool ok = loom_llama_context_new(m, cp, &lctx) == LOOM_OK;
     for (int b = 0; b < 2 && ok; b++) {

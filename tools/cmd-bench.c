@@ -1,4 +1,5 @@
 /* cmd-bench.c -- `loom bench`: prompt-processing and generation speed, in the spirit of the field's bench tool. */
+#include "cli-kv.h"
 #include "cli-util.h"
 #include "commands.h"
 #include "loom-llama.h"
@@ -17,6 +18,12 @@ struct bench_opts {
     int n_models;
     long long prompts[MAX_LIST], gens[MAX_LIST], threads[MAX_LIST], ngls[MAX_LIST], batches[MAX_LIST];
     int n_prompts, n_gens, n_threads, n_ngls, n_batches;
+    long long pgs[MAX_LIST][2];    /* -pg: prompt, then generated tokens */
+    int n_pgs;
+    long long depths[MAX_LIST], fas[MAX_LIST];
+    int n_depths, n_fas;
+    enum loom_type types_k[MAX_LIST], types_v[MAX_LIST];
+    int n_types_k, n_types_v;
     long long reps;
     enum { OUT_MD, OUT_JSON, OUT_CSV } output;
     bool progress;
@@ -27,7 +34,9 @@ struct bench_result {
     char desc[64];
     uint64_t size, n_params;
     const char * backend;
-    long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen;
+    long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen, n_depth;
+    bool flash_attn;
+    enum loom_type type_k, type_v;
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
     double * samples_ns;        /* each timed run, ns ('reps' of them; the caller frees) */
     long long n_samples;
@@ -41,7 +50,12 @@ static void usage(FILE * f) {
             "  -r, --repetitions N       timed repetitions after one warm-up run (default 5)\n"
             "  -t, --threads N[,N...]    CPU threads (default: all cores)\n"
             "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0)\n"
+            "  -pg PP,TG                 a prompt of PP tokens, then TG generated, timed together (may repeat)\n"
+            "  -d, --n-depth N[,N...]    tokens already in the KV cache before every test (default 0)\n"
             "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
+            "  -fa, --flash-attn 0|1[,...]  fused attention (default 0)\n"
+            "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
+            "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa 1)\n"
             "  -o, --output md|json|csv  output format (default md)\n"
             "      --progress            progress lines on stderr (default: when stderr is a terminal)\n"
             "\n" CLI_LONG_OPTION_HELP);
@@ -54,15 +68,21 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         {"threads", required_argument, 0, 't'}, {"ngl", required_argument, 0, 'g'},
         {"n-gpu-layers", required_argument, 0, 'g'}, {"batch-size", required_argument, 0, 'b'},
         {"output", required_argument, 0, 'o'},  {"progress", no_argument, 0, 'P'},
+        {"pg", required_argument, 0, 'G'},      {"n-depth", required_argument, 0, 'd'},
+        {"flash-attn", required_argument, 0, 'F'}, {"fa", required_argument, 0, 'F'},
+        {"cache-type-k", required_argument, 0, 'K'}, {"ctk", required_argument, 0, 'K'},
+        {"cache-type-v", required_argument, 0, 'V'}, {"ctv", required_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {loom_n_cpus()},
                              .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5,
-                             .output = OUT_MD, .progress = isatty(STDERR_FILENO)};
+                             .output = OUT_MD, .progress = isatty(STDERR_FILENO), .depths = {0}, .n_depths = 1,
+                             .fas = {0}, .n_fas = 1, .types_k = {LOOM_TYPE_F16}, .n_types_k = 1,
+                             .types_v = {LOOM_TYPE_F16}, .n_types_v = 1};
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = cli_getopt(argc, argv, ":m:p:n:r:t:b:o:h", opts)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":m:p:n:r:t:b:o:d:h", opts)) != -1) {
         switch (c) {
         case 'm':
             if (o->n_models >= MAX_LIST) return fprintf(stderr, "loom bench: too many models\n"), false;
@@ -74,6 +94,32 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case 'g': if ((o->n_ngls = cli_parse_int_list("bench", "-ngl", optarg, 0, 100000, o->ngls, MAX_LIST)) < 0) return false; break;
         case 'b': if ((o->n_batches = cli_parse_int_list("bench", "-b", optarg, 1, 1 << 20, o->batches, MAX_LIST)) < 0) return false; break;
         case 'r': if (!cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps)) return false; break;
+        case 'd': if ((o->n_depths = cli_parse_int_list("bench", "-d", optarg, 0, 1 << 20, o->depths, MAX_LIST)) < 0) return false; break;
+        case 'F': if ((o->n_fas = cli_parse_int_list("bench", "-fa", optarg, 0, 1, o->fas, MAX_LIST)) < 0) return false; break;
+        case 'G': {
+            long long pair[2];
+            if (o->n_pgs >= MAX_LIST) return fprintf(stderr, "loom bench: too many -pg tests\n"), false;
+            const int n = cli_parse_int_list("bench", "-pg", optarg, 0, 1 << 20, pair, 2);
+            if (n < 0) return false; /* reported */
+            if (n != 2) return fprintf(stderr, "loom bench: -pg takes PROMPT,GENERATED (e.g. -pg 512,128), not '%s'\n", optarg), false;
+            o->pgs[o->n_pgs][0] = pair[0];
+            o->pgs[o->n_pgs++][1] = pair[1];
+            break;
+        }
+        case 'K':
+        case 'V': {
+            enum loom_type * list = c == 'K' ? o->types_k : o->types_v;
+            int * n = c == 'K' ? &o->n_types_k : &o->n_types_v;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            *n = 0;
+            for (char * save = NULL, * tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (*n >= MAX_LIST) return fprintf(stderr, "loom bench: too many cache types\n"), false;
+                if (!cli_parse_cache_type("bench", c == 'K' ? "-ctk" : "-ctv", tok, &list[(*n)++])) return false;
+            }
+            if (*n == 0) return fprintf(stderr, "loom bench: invalid value '%s' for %s\n", optarg, c == 'K' ? "-ctk" : "-ctv"), false;
+            break;
+        }
         case 'o':
             if (!strcmp(optarg, "md")) o->output = OUT_MD;
             else if (!strcmp(optarg, "json")) o->output = OUT_JSON;
@@ -111,33 +157,42 @@ static void fill_tokens(int32_t * t, int n, int32_t n_vocab, uint64_t * s) {
     }
 }
 
-/* One timed run: a prompt of n_prompt tokens in one decode call, or n_gen single-token decodes. */
-static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * toks, long long n_prompt, long long n_gen,
-                                 int32_t n_vocab, uint64_t * seed, double * ns) {
+/* One timed run after 'n_depth' tokens put in the empty cache (not timed): a prompt of n_prompt
+ * tokens in one decode call, then n_gen single-token decodes. */
+static enum loom_status run_once(struct loom_llama_context * lctx, int32_t * toks, long long n_depth, long long n_prompt,
+                                 long long n_gen, int32_t n_vocab, uint64_t * seed, double * ns) {
     loom_llama_kv_clear(lctx);
     enum loom_status st = LOOM_OK;
-    int64_t t0 = loom_time_ns();
-    if (n_prompt > 0) {
-        fill_tokens(toks, (int)n_prompt, n_vocab, seed);
-        t0 = loom_time_ns();
-        st = loom_llama_decode(lctx, toks, (int32_t)n_prompt);
-    } else {
-        for (long long i = 0; i < n_gen && st == LOOM_OK; i++) {
-            fill_tokens(toks, 1, n_vocab, seed);
-            st = loom_llama_decode(lctx, toks, 1);
-        }
+    if (n_depth > 0) {
+        fill_tokens(toks, (int)n_depth, n_vocab, seed);
+        st = loom_llama_decode(lctx, toks, (int32_t)n_depth);
+    }
+    if (n_prompt > 0) fill_tokens(toks, (int)n_prompt, n_vocab, seed);
+    const int64_t t0 = loom_time_ns();
+    if (st == LOOM_OK && n_prompt > 0) st = loom_llama_decode(lctx, toks, (int32_t)n_prompt);
+    for (long long i = 0; i < n_gen && st == LOOM_OK; i++) {
+        fill_tokens(toks + n_prompt, 1, n_vocab, seed);
+        st = loom_llama_decode(lctx, toks + n_prompt, 1);
     }
     *ns = (double)(loom_time_ns() - t0);
     return st;
 }
 
+/* The field's test name: pp512, tg128, pp512+tg128, with " @ d1000" after tokens already in the cache. */
+static void test_name(const struct bench_result * r, char * buf, size_t size) {
+    int n = r->n_prompt && r->n_gen ? snprintf(buf, size, "pp%lld+tg%lld", r->n_prompt, r->n_gen)
+            : r->n_prompt           ? snprintf(buf, size, "pp%lld", r->n_prompt)
+                                    : snprintf(buf, size, "tg%lld", r->n_gen);
+    if (r->n_depth > 0 && n >= 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, " @ d%lld", r->n_depth);
+}
+
 static void print_header(const struct bench_opts * o) {
     if (o->output == OUT_MD) {
-        printf("| model | size | params | backend | threads | ngl | test | t/s |\n");
-        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+        printf("| model | size | params | backend | threads | ngl | fa | type_k | type_v | test | t/s |\n");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | ---: |\n");
     } else if (o->output == OUT_CSV) {
-        printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,n_prompt,n_gen,"
-               "avg_ns,stddev_ns,avg_ts,stddev_ts\n");
+        printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,type_k,type_v,"
+               "flash_attn,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts\n");
     } else {
         printf("[\n");
     }
@@ -145,15 +200,16 @@ static void print_header(const struct bench_opts * o) {
 
 static void print_result(const struct bench_opts * o, const struct bench_result * r, bool first) {
     if (o->output == OUT_MD) {
-        char test[32];
-        if (r->n_prompt) snprintf(test, sizeof test, "pp%lld", r->n_prompt);
-        else snprintf(test, sizeof test, "tg%lld", r->n_gen);
-        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %lld | %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
-               r->n_params / 1e6, r->backend, r->n_threads, r->n_gpu_layers, test, r->avg_ts, r->stddev_ts);
+        char test[64];
+        test_name(r, test, sizeof test);
+        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %lld | %d | %s | %s | %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
+               r->n_params / 1e6, r->backend, r->n_threads, r->n_gpu_layers, r->flash_attn, loom_type_name(r->type_k),
+               loom_type_name(r->type_v), test, r->avg_ts, r->stddev_ts);
     } else if (o->output == OUT_CSV) {
-        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path, r->desc,
-               (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads, r->n_gpu_layers,
-               r->n_batch, r->n_prompt, r->n_gen, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,\"%s\",\"%s\",%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
+               r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
+               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v), r->flash_attn,
+               r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     } else {
         printf("%s  {\"model_filename\": \"", first ? "" : ",\n");
         for (const char * c = r->model_path; *c; c++) {
@@ -162,11 +218,14 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
             else putchar(*c);
         }
         printf("\", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backends\": \"%s\", "
-               "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"n_prompt\": %lld, \"n_gen\": %lld, "
+               "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"type_k\": \"%s\", \"type_v\": \"%s\", "
+               "\"flash_attn\": %s, \"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ns\": [",
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
-               r->n_gpu_layers, r->n_batch, r->n_prompt, r->n_gen, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
-        const double n_tok = (double)(r->n_prompt ? r->n_prompt : r->n_gen);
+               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v),
+               r->flash_attn ? "true" : "false", r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts,
+               r->stddev_ts);
+        const double n_tok = (double)(r->n_prompt + r->n_gen);
         for (long long i = 0; i < r->n_samples; i++) printf("%s%.0f", i ? ", " : "", r->samples_ns[i]);
         printf("], \"samples_ts\": [");
         for (long long i = 0; i < r->n_samples; i++) printf("%s%.6f", i ? ", " : "", n_tok * 1e9 / r->samples_ns[i]);
@@ -183,16 +242,18 @@ static bool bench_test(const struct bench_opts * o, struct loom_llama_context * 
     double * ns = calloc((size_t)o->reps, sizeof *ns);
     if (!ns) return false;
     double warm;
-    bool ok = run_once(lctx, toks, r->n_prompt, r->n_gen, n_vocab, &seed, &warm) == LOOM_OK;
+    bool ok = run_once(lctx, toks, r->n_depth, r->n_prompt, r->n_gen, n_vocab, &seed, &warm) == LOOM_OK;
+    char test[64];
+    test_name(r, test, sizeof test);
     for (long long i = 0; ok && i < o->reps; i++) {
         if (o->progress) {
-            fprintf(stderr, "bench: %s %s%lld, t %lld, ngl %lld: run %lld/%lld\n", r->desc, r->n_prompt ? "pp" : "tg",
-                    r->n_prompt ? r->n_prompt : r->n_gen, r->n_threads, r->n_gpu_layers, i + 1, o->reps);
+            fprintf(stderr, "bench: %s %s, t %lld, ngl %lld, fa %d: run %lld/%lld\n", r->desc, test, r->n_threads,
+                    r->n_gpu_layers, r->flash_attn, i + 1, o->reps);
         }
-        ok = run_once(lctx, toks, r->n_prompt, r->n_gen, n_vocab, &seed, &ns[i]) == LOOM_OK;
+        ok = run_once(lctx, toks, r->n_depth, r->n_prompt, r->n_gen, n_vocab, &seed, &ns[i]) == LOOM_OK;
     }
     if (ok) {
-        double n_tok = (double)(r->n_prompt ? r->n_prompt : r->n_gen), s_ns = 0, s_ts = 0;
+        double n_tok = (double)(r->n_prompt + r->n_gen), s_ns = 0, s_ts = 0;
         for (long long i = 0; i < o->reps; i++) s_ns += ns[i], s_ts += n_tok * 1e9 / ns[i];
         r->avg_ns = s_ns / (double)o->reps;
         r->avg_ts = s_ts / (double)o->reps;
@@ -212,6 +273,88 @@ static bool bench_test(const struct bench_opts * o, struct loom_llama_context * 
     return false;
 }
 
+/* The tests of the command line, in order: every -p, every -n, every -pg (prompt, generated). */
+static int n_tests(const struct bench_opts * o) { return o->n_prompts + o->n_gens + o->n_pgs; }
+
+static void test_at(const struct bench_opts * o, int i, long long * n_prompt, long long * n_gen) {
+    *n_prompt = *n_gen = 0;
+    if (i < o->n_prompts) *n_prompt = o->prompts[i];
+    else if (i < o->n_prompts + o->n_gens) *n_gen = o->gens[i - o->n_prompts];
+    else {
+        *n_prompt = o->pgs[i - o->n_prompts - o->n_gens][0];
+        *n_gen = o->pgs[i - o->n_prompts - o->n_gens][1];
+    }
+}
+
+/* Every test at every depth for one configuration of the context (one context: its cache is
+ * sized for the largest depth plus the longest test). Prints the rows; false after a reported failure. */
+static bool bench_context(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl,
+                          struct loom_llama_context_params cp, bool * first) {
+    long long max_depth = 0, max_test = 1, max_tok = 1;
+    for (int i = 0; i < o->n_depths; i++) max_depth = o->depths[i] > max_depth ? o->depths[i] : max_depth;
+    for (int i = 0; i < n_tests(o); i++) {
+        long long np, ng;
+        test_at(o, i, &np, &ng);
+        max_test = np + ng > max_test ? np + ng : max_test;
+        max_tok = np + 1 > max_tok ? np + 1 : max_tok;
+    }
+    max_tok = max_depth > max_tok ? max_depth : max_tok;
+    if (max_depth + max_test > (1 << 24)) {
+        fprintf(stderr, "loom bench: a depth of %lld and a test of %lld tokens need more than 2^24 cells\n", max_depth, max_test);
+        return false;
+    }
+    cp.n_ctx = (int32_t)(max_depth + max_test);
+    int32_t * toks = malloc((size_t)max_tok * sizeof *toks);
+    struct loom_llama_context * lctx = NULL;
+    if (!toks || loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {
+        fprintf(stderr, "loom bench: %s\n", cli_last_error(toks ? "cannot create the context" : "out of memory"));
+        free(toks);
+        return false;
+    }
+    bool ok = true;
+    for (int di = 0; di < o->n_depths && ok; di++) {
+        for (int i = 0; i < n_tests(o) && ok; i++) {
+            struct bench_result r = {.model_path = path, .size = loom_model_size(model), .n_params = loom_model_n_params(model),
+                                     .n_threads = cp.n_threads, .n_gpu_layers = ngl, .n_batch = cp.n_batch,
+                                     .n_depth = o->depths[di], .flash_attn = cp.flash_attn == LOOM_LLAMA_FLASH_ATTN_ON,
+                                     .type_k = cp.type_k, .type_v = cp.type_v};
+            snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
+            r.backend = loom_model_backend_name(model);
+            test_at(o, i, &r.n_prompt, &r.n_gen);
+            if (r.n_prompt == 0 && r.n_gen == 0) continue;
+            ok = bench_test(o, lctx, &r, toks, loom_model_hparams(model)->n_vocab);
+            if (!ok) {
+                fprintf(stderr, "loom bench: %s\n", cli_last_error("the run failed"));
+                break;
+            }
+            print_result(o, &r, *first);
+            free(r.samples_ns);
+            *first = false;
+        }
+    }
+    loom_llama_context_free(lctx);
+    free(toks);
+    return ok;
+}
+
+/* Every combination of threads, batch size, flash attention and cache types for one loaded model. */
+static bool bench_model(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool * first) {
+    for (int ti = 0; ti < o->n_threads; ti++)
+        for (int bi = 0; bi < o->n_batches; bi++)
+            for (int fi = 0; fi < o->n_fas; fi++)
+                for (int ki = 0; ki < o->n_types_k; ki++)
+                    for (int vi = 0; vi < o->n_types_v; vi++) {
+                        struct loom_llama_context_params cp = loom_llama_context_default_params();
+                        cp.n_batch = (int32_t)o->batches[bi];
+                        cp.n_threads = (int32_t)o->threads[ti];
+                        cp.flash_attn = o->fas[fi] ? LOOM_LLAMA_FLASH_ATTN_ON : LOOM_LLAMA_FLASH_ATTN_OFF;
+                        cp.type_k = o->types_k[ki];
+                        cp.type_v = o->types_v[vi];
+                        if (!bench_context(o, model, path, ngl, cp, first)) return false;
+                    }
+    return true;
+}
+
 int loom_cmd_bench(int argc, char ** argv) {
     struct bench_opts o;
     bool help = false;
@@ -224,8 +367,9 @@ int loom_cmd_bench(int argc, char ** argv) {
     bool any = false;
     for (int i = 0; i < o.n_prompts; i++) any = any || o.prompts[i] > 0;
     for (int i = 0; i < o.n_gens; i++) any = any || o.gens[i] > 0;
+    for (int i = 0; i < o.n_pgs; i++) any = any || o.pgs[i][0] + o.pgs[i][1] > 0;
     if (!any) {
-        fprintf(stderr, "loom bench: nothing to measure (-p and -n are all 0)\n");
+        fprintf(stderr, "loom bench: nothing to measure (-p, -n and -pg are all 0)\n");
         return 1;
     }
     for (int mi = 0; mi < o.n_models; mi++) {
@@ -248,51 +392,10 @@ int loom_cmd_bench(int argc, char ** argv) {
                 fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot load the model"));
                 return 1;
             }
-            const struct loom_hparams * hp = loom_model_hparams(model);
-            long long max_tok = 1;
-            for (int i = 0; i < o.n_prompts; i++) max_tok = o.prompts[i] > max_tok ? o.prompts[i] : max_tok;
-            for (int i = 0; i < o.n_gens; i++) max_tok = o.gens[i] > max_tok ? o.gens[i] : max_tok;
-            int32_t * toks = malloc((size_t)max_tok * sizeof *toks);
-            for (int ti = 0; ti < o.n_threads && toks; ti++) {
-                for (int bi = 0; bi < o.n_batches; bi++) {
-                    struct loom_llama_context_params cp = loom_llama_context_default_params();
-                    cp.n_ctx = (int32_t)max_tok;
-                    cp.n_batch = (int32_t)o.batches[bi];
-                    cp.n_threads = (int32_t)o.threads[ti];
-                    cp.cache_type = LOOM_TYPE_F16;
-                    struct loom_llama_context * lctx = NULL;
-                    if (loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {
-                        fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot create the context"));
-                        free(toks);
-                        loom_model_free(model);
-                        return 1;
-                    }
-                    for (int ti2 = 0; ti2 < o.n_prompts + o.n_gens; ti2++) {
-                        struct bench_result r = {.model_path = o.models[mi], .size = loom_model_size(model),
-                                                 .n_params = loom_model_n_params(model), .n_threads = cp.n_threads,
-                                                 .n_gpu_layers = strcmp(loom_model_backend_name(model), "CPU") ? o.ngls[gi] : 0,
-                                                 .n_batch = o.batches[bi]};
-                        snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
-                        r.backend = loom_model_backend_name(model);
-                        if (ti2 < o.n_prompts) r.n_prompt = o.prompts[ti2];
-                        else r.n_gen = o.gens[ti2 - o.n_prompts];
-                        if (r.n_prompt == 0 && r.n_gen == 0) continue;
-                        if (!bench_test(&o, lctx, &r, toks, hp->n_vocab)) {
-                            fprintf(stderr, "loom bench: %s\n", cli_last_error("the run failed"));
-                            loom_llama_context_free(lctx);
-                            free(toks);
-                            loom_model_free(model);
-                            return 1;
-                        }
-                        print_result(&o, &r, first);
-                        free(r.samples_ns);
-                        first = false;
-                    }
-                    loom_llama_context_free(lctx);
-                }
-            }
-            free(toks);
+            const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? o.ngls[gi] : 0; /* nothing offloaded: label 0 */
+            const bool ok = bench_model(&o, model, o.models[mi], ngl, &first);
             loom_model_free(model);
+            if (!ok) return 1;
         }
     }
     if (o.output == OUT_JSON) printf("\n]\n");

@@ -1,4 +1,5 @@
 /* cmd-run.c -- `loom run`: generate text with a GGUF model, streaming to stdout, timings to stderr. */
+#include "cli-kv.h"
 #include "cli-util.h"
 #include "cli-devices.h"
 #include "commands.h"
@@ -27,7 +28,8 @@ struct run_opts {
     struct logit_bias biases[LOGIT_BIAS_MAX];
     int n_biases;
     struct stop_strings stops;
-    enum loom_type cache_type;
+    enum loom_type type_k, type_v;
+    enum loom_llama_flash_attn flash_attn;
 };
 
 static void usage(FILE * f) {
@@ -64,7 +66,10 @@ static void usage(FILE * f) {
             "      --no-display-prompt   print only the generated text, not the prompt\n"
             "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"
             "                            picks one from the clock, and the seed used is printed\n"
-            "      --cache-type TYPE     KV cache type: f32 (default), f16 or bf16\n"
+            "  -ctk, --cache-type-k TYPE KV cache type of K: f32, f16 (default), bf16, q8_0 or q4_0\n"
+            "  -ctv, --cache-type-v TYPE KV cache type of V: the same (q8_0, q4_0: with flash attention)\n"
+            "      --cache-type TYPE     both of them\n"
+            "  -fa, --flash-attn on|off|auto  fused attention (default auto: where the layer's device has it)\n"
             "      --no-mmap             read the model instead of mapping it\n"
             "      --mlock               keep the model in RAM\n"
             "      --verbose-prompt      print the prompt's tokens\n"
@@ -76,7 +81,8 @@ static void usage(FILE * f) {
 }
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
-       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON, OPT_FIT_MARGIN, OPT_NO_ESCAPE };
+       OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON, OPT_FIT_MARGIN, OPT_NO_ESCAPE,
+       OPT_CACHE_K, OPT_CACHE_V, OPT_FA };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -95,6 +101,9 @@ static const struct option long_opts[] = {
     {"reverse-prompt", required_argument, 0, 'r'}, {"escape", no_argument, 0, 'e'}, {"no-escape", no_argument, 0, OPT_NO_ESCAPE},
     {"no-display-prompt", no_argument, 0, OPT_NO_DISPLAY}, {"list-devices", no_argument, 0, OPT_LIST_DEVICES},
     {"json", no_argument, 0, OPT_JSON}, {"fit-margin", required_argument, 0, OPT_FIT_MARGIN},
+    {"cache-type-k", required_argument, 0, OPT_CACHE_K}, {"ctk", required_argument, 0, OPT_CACHE_K},
+    {"cache-type-v", required_argument, 0, OPT_CACHE_V}, {"ctv", required_argument, 0, OPT_CACHE_V},
+    {"flash-attn", required_argument, 0, OPT_FA}, {"fa", required_argument, 0, OPT_FA},
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -110,7 +119,8 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
     struct loom_sampler_params sp = loom_sampler_default_params();
     *o = (struct run_opts){.n_predict = -1, .n_ctx = -1, .n_gpu_layers = NGL_UNSET, .fit_margin = 1024, .escape = true, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
-                           .seed = LOOM_DEFAULT_SEED, .cache_type = LOOM_TYPE_F32};
+                           .seed = LOOM_DEFAULT_SEED, .type_k = LOOM_TYPE_F16, .type_v = LOOM_TYPE_F16,
+                           .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO};
     opterr = 0;
     optind = 1;
     int c;
@@ -147,13 +157,8 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_DEVICE: o->device = optarg; break;
         case OPT_NOHOSTCOPY: o->no_host_copy = true; break;
         case OPT_CACHE:
-            if (!strcmp(optarg, "f32")) o->cache_type = LOOM_TYPE_F32;
-            else if (!strcmp(optarg, "f16")) o->cache_type = LOOM_TYPE_F16;
-            else if (!strcmp(optarg, "bf16")) o->cache_type = LOOM_TYPE_BF16;
-            else {
-                fprintf(stderr, "loom run: invalid value '%s' for --cache-type (f32, f16 or bf16)\n", optarg);
-                ok = false;
-            }
+            ok = cli_parse_cache_type("run", "--cache-type", optarg, &o->type_k);
+            o->type_v = o->type_k;
             break;
         case OPT_IGNORE_EOS: o->ignore_eos = true; break;
         case OPT_PRESENCE: ok = cli_parse_float("run", "--presence-penalty", optarg, -1e6, 1e6, &o->presence_penalty); break;
@@ -177,6 +182,9 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_NO_DISPLAY: o->no_display_prompt = true; break;
         case OPT_LIST_DEVICES: o->list_devices = true; break;
         case OPT_JSON: o->json = true; break;
+        case OPT_CACHE_K: ok = cli_parse_cache_type("run", "--cache-type-k", optarg, &o->type_k); break;
+        case OPT_CACHE_V: ok = cli_parse_cache_type("run", "--cache-type-v", optarg, &o->type_v); break;
+        case OPT_FA: ok = cli_parse_flash_attn("run", "--flash-attn", optarg, &o->flash_attn); break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("run", c); return 1; /* ':' or '?' */
@@ -364,6 +372,20 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         run_state_free(s);
         return 1;
     }
+    /* cache types the model's heads cannot hold, refused before anything loads (the library checks too) */
+    const enum loom_type kv_types[2] = {o->type_k, o->type_v};
+    for (int i = 0; i < 2; i++) {
+        const int64_t head_dim = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0, blck = loom_blck_size(kv_types[i]);
+        const bool no_fa = i == 1 && blck > 1 && o->flash_attn == LOOM_LLAMA_FLASH_ATTN_OFF;
+        if (head_dim % blck != 0 || no_fa) {
+            if (no_fa) fprintf(stderr, "loom run: KV cache type %s for V needs flash attention (-fa on or auto)\n", loom_type_name(kv_types[i]));
+            else fprintf(stderr, "loom run: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
+                         loom_type_name(kv_types[i]), i ? "V" : "K", (long long)blck, (long long)head_dim);
+            free(prompt_buf);
+            run_state_free(s);
+            return 1;
+        }
+    }
     if (!prompt_buf) plen = strlen(prompt);
     bool add_bos = loom_vocab_get_add_bos(s->vocab);
     /* unset: LOOM_RUN_DEFAULT_CTX, as the field's tools (a file's context length alone should not
@@ -434,7 +456,9 @@ int loom_cmd_run(int argc, char ** argv) {
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
     cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
-    cp.cache_type = o.cache_type;
+    cp.type_k = o.type_k;
+    cp.type_v = o.type_v;
+    cp.flash_attn = o.flash_attn;
     const bool ngl_auto = o.n_gpu_layers == NGL_AUTO;
     if (ngl_auto) {
         cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN); /* the dry run's loading is not the run's */

@@ -2,9 +2,11 @@
  * with odd sizes (1, 3, 31, 33, 127, 4097) and broadcast shapes; large --perf cases flagged.
  *
  * Data variants (ip[3]): GET_ROWS and SET_ROWS 1 = some ids out of range; SOFT_MAX 1 = one mask row all -inf;
- * ARGMAX 1 = many ties, 2 = NaNs sprinkled in. */
+ * ARGMAX 1 = many ties, 2 = NaNs sprinkled in; FLASH_ATTN_EXT 1 = query 0's mask row all -inf,
+ * 2 = scores near the float limit (the scale makes them ~1e37). */
 #include "test-ops.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +318,108 @@ static void cases_soft_max(struct test_case_list * l) {
     push(l, &big);
 }
 
+/* Sources q [D, n_q, H, 1], k [D, n_kv, H_kv, 1], v [D, n_kv, H_kv, 1], mask [n_kv, n_q, m2, 1]
+ * (causal for the last n_q cells, with some cells masked at random). */
+static void push_flash_attn(struct test_case_list * l, enum loom_type kv, int64_t D, int64_t n_q, int64_t H, int64_t Hk,
+                            int64_t n_kv, enum loom_type mask, int64_t m2, int variant, int layout) {
+    struct test_case c = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = mask == LOOM_TYPE_COUNT ? 3 : 4};
+    c.type[0] = LOOM_TYPE_F32;
+    c.type[1] = c.type[2] = kv;
+    c.type[3] = mask;
+    set_ne(c.ne[0], D, n_q, H, 1);
+    set_ne(c.ne[1], D, n_kv, Hk, 1);
+    set_ne(c.ne[2], D, n_kv, Hk, 1);
+    set_ne(c.ne[3], n_kv, n_q, m2, 1);
+    /* the graph's views: q permuted (heads outermost in memory), K and V cache rows (cells of
+     * one head strided by the whole row of every head) */
+    static const enum test_layout q_layouts[] = {TL_CONTIG, TL_PERMUTED, TL_STRIDED};
+    static const enum test_layout kv_layouts[] = {TL_CONTIG, TL_PERMUTED, TL_STRIDED};
+    c.layout[0] = q_layouts[layout % 3];
+    c.layout[1] = kv_layouts[(layout + 1) % 3];
+    c.layout[2] = kv_layouts[(layout + 2) % 3];
+    c.layout[3] = layout % 2 ? TL_STRIDED : TL_CONTIG;
+    c.fp[0] = variant == 2 ? 3e37f / (float)D : 1.0f / sqrtf((float)D);
+    c.ip[3] = variant;
+    push(l, &c);
+}
+
+/* Quantized K or V: blocks are rows of their own, laid out dense or strided (not permuted). */
+static void push_flash_attn_kv(struct test_case_list * l, enum loom_type tk, enum loom_type tv, int64_t D, int64_t n_q,
+                               int64_t H, int64_t Hk, int64_t n_kv, enum loom_type mask, int variant, bool strided) {
+    struct test_case c = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = 4, .type = {LOOM_TYPE_F32, tk, tv, mask}};
+    set_ne(c.ne[0], D, n_q, H, 1);
+    set_ne(c.ne[1], D, n_kv, Hk, 1);
+    set_ne(c.ne[2], D, n_kv, Hk, 1);
+    set_ne(c.ne[3], n_kv, n_q, 1, 1);
+    c.layout[0] = strided ? TL_PERMUTED : TL_CONTIG;
+    c.layout[1] = strided ? TL_STRIDED : TL_CONTIG;
+    c.layout[2] = strided ? TL_CONTIG : TL_STRIDED;
+    c.fp[0] = 1.0f / sqrtf((float)D);
+    c.ip[3] = variant;
+    push(l, &c);
+}
+
+static void cases_flash_attn(struct test_case_list * l) {
+    static const int64_t dims[] = {64, 80, 96, 128};
+    static const int64_t ratios[] = {1, 4, 8};
+    static const int64_t lens[] = {1, 31, 257};
+    int k = 0;
+    for (int t = 0; t < N_FLOAT_TYPES; t++) {
+        for (int d = 0; d < 4; d++) {
+            for (int r = 0; r < 3; r++) {
+                for (int n = 0; n < 3; n++, k++) {
+                    /* one query (token generation: the KV cells split into chunks past 256) and
+                     * several (a prompt: one pass, column blocks of queries x heads) */
+                    const int64_t Hk = r == 0 ? 2 : 1, n_q = k % 2 ? 1 : 7;
+                    const enum loom_type mt = k % 3 == 0 ? LOOM_TYPE_F16 : k % 3 == 1 ? LOOM_TYPE_F32 : LOOM_TYPE_COUNT;
+                    push_flash_attn(l, float_types[t], dims[d], n_q, Hk * ratios[r], Hk, lens[n], mt, 1, 0, k);
+                }
+            }
+        }
+        /* short heads (not whole vectors): converted a tile at a time, or row by row when the
+         * rows are far apart (16 heads of 40, permuted: the cells of one head 640 elements apart) */
+        push_flash_attn(l, float_types[t], 8, 1, 4, 2, 257, LOOM_TYPE_F16, 1, 0, t);
+        push_flash_attn(l, float_types[t], 8, 7, 8, 1, 31, LOOM_TYPE_F32, 1, 1, t + 1);
+        push_flash_attn(l, float_types[t], 40, 3, 4, 4, 100, LOOM_TYPE_F16, 1, 0, t + 2);
+        push_flash_attn(l, float_types[t], 40, 2, 16, 16, 100, LOOM_TYPE_F32, 1, 0, 0);
+        push_flash_attn(l, float_types[t], 40, 1, 16, 16, 300, LOOM_TYPE_F16, 1, 0, 2);
+        /* long caches: few heads, one query */
+        push_flash_attn(l, float_types[t], 64, 1, 4, 1, 4097, LOOM_TYPE_F16, 1, 0, t);
+        push_flash_attn(l, float_types[t], 128, 1, 8, 1, 4097, LOOM_TYPE_F32, 1, 0, t + 1);
+        /* a fully masked query gives zeros, never NaN (one pass and chunked); a mask per head */
+        push_flash_attn(l, float_types[t], 64, 3, 4, 1, 40, LOOM_TYPE_F32, 1, 1, t);
+        push_flash_attn(l, float_types[t], 64, 2, 4, 2, 300, LOOM_TYPE_F16, 1, 1, t + 1);
+        push_flash_attn(l, float_types[t], 80, 5, 8, 2, 70, LOOM_TYPE_F16, 8, 0, t + 2);
+        /* scores near the float limit: the maximum must be taken out before exp */
+        push_flash_attn(l, float_types[t], 64, 3, 4, 4, 65, LOOM_TYPE_F32, 1, 2, t);
+        push_flash_attn(l, float_types[t], 96, 1, 8, 1, 600, LOOM_TYPE_COUNT, 1, 2, t + 1);
+    }
+    /* a quantized KV cache (Q8_0, Q4_0: dense rows of blocks, in place or strided), dequantized a
+     * tile at a time; K and V of different types */
+    static const enum loom_type qkv[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    for (int t = 0; t < 2; t++) {
+        push_flash_attn_kv(l, qkv[t], qkv[t], 64, 1, 4, 1, 257, LOOM_TYPE_F16, 0, false);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 128, 7, 8, 2, 31, LOOM_TYPE_F32, 0, true);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 96, 1, 4, 4, 4097, LOOM_TYPE_F16, 0, false);
+        push_flash_attn_kv(l, qkv[t], LOOM_TYPE_F16, 64, 3, 4, 1, 100, LOOM_TYPE_F32, 1, true);
+        push_flash_attn_kv(l, LOOM_TYPE_F16, qkv[t], 96, 2, 4, 2, 300, LOOM_TYPE_F16, 0, false);
+    }
+    /* the prompt of a 7B model's layer and its token generation at depth 4096 */
+    struct test_case big = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = 4, .perf_only = true,
+                            .type = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_F16, LOOM_TYPE_F16}};
+    set_ne(big.ne[0], 128, 512, 32, 1);
+    set_ne(big.ne[1], 128, 512, 32, 1);
+    set_ne(big.ne[2], 128, 512, 32, 1);
+    set_ne(big.ne[3], 512, 512, 1, 1);
+    big.fp[0] = 1.0f / sqrtf(128.0f);
+    push(l, &big);
+    set_ne(big.ne[0], 128, 1, 32, 1);
+    set_ne(big.ne[1], 128, 4096, 32, 1);
+    set_ne(big.ne[2], 128, 4096, 32, 1);
+    set_ne(big.ne[3], 4096, 1, 1, 1);
+    push(l, &big);
+}
+
 static void cases_copy(struct test_case_list * l) {
     static const enum loom_type types[] = {LOOM_TYPE_F32, LOOM_TYPE_F16, LOOM_TYPE_BF16, LOOM_TYPE_I32};
     /* CPY: source shape/layout -> destination shape/layout */
@@ -418,6 +522,21 @@ static void cases_set_rows(struct test_case_list * l) {
             }
         }
     }
+    /* a quantized KV cache: whole rows of blocks, quantized */
+    static const enum loom_type kv_quant[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    static const int64_t qshapes[][3] = {{32, 3, 2}, {64, 40, 1}, {256, 9, 5}};
+    for (int t = 0; t < 2; t++) {
+        for (size_t s = 0; s < 3; s++) {
+            struct test_case c = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {kv_quant[t], LOOM_TYPE_F32, LOOM_TYPE_I32}};
+            set_ne(c.ne[0], qshapes[s][0], qshapes[s][1], 1, 1);
+            set_ne(c.ne[1], qshapes[s][0], qshapes[s][2], 1, 1);
+            set_ne(c.ne[2], qshapes[s][2], 1, 1, 1);
+            c.layout[0] = s == 1 ? TL_STRIDED : TL_CONTIG;
+            c.layout[1] = s == 2 ? TL_STRIDED : TL_CONTIG;
+            c.ip[3] = s == 0; /* and ids out of range */
+            push(l, &c);
+        }
+    }
     struct test_case bad = {.op = LOOM_OP_SET_ROWS, .n_src = 3, .type = {LOOM_TYPE_F16, LOOM_TYPE_F32, LOOM_TYPE_I32}};
     set_ne(bad.ne[0], 8, 9, 1, 1);
     set_ne(bad.ne[1], 8, 6, 1, 1);
@@ -464,6 +583,7 @@ void test_ops_make_cases(struct test_case_list * l) {
     cases_copy(l);
     cases_set_rows(l);
     cases_argmax(l);
+    cases_flash_attn(l);
 }
 
 void test_ops_free_cases(struct test_case_list * l) {
@@ -493,6 +613,9 @@ void test_ops_describe(const struct test_case * c, char * buf, size_t size) {
             }
             break;
         case LOOM_OP_SOFT_MAX: snprintf(buf + n, size - (size_t)n, " scale=%g%s", c->fp[0], c->ip[3] ? " masked-row" : ""); break;
+        case LOOM_OP_FLASH_ATTN_EXT:
+            snprintf(buf + n, size - (size_t)n, " scale=%g%s", c->fp[0], c->ip[3] == 1 ? " masked-row" : c->ip[3] == 2 ? " huge-scores" : "");
+            break;
         case LOOM_OP_CONT:
             snprintf(buf + n, size - (size_t)n, " -> [%lld,%lld,%lld,%lld]", (long long)c->ne_out[0], (long long)c->ne_out[1],
                      (long long)c->ne_out[2], (long long)c->ne_out[3]);

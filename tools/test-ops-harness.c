@@ -143,6 +143,7 @@ static struct loom_tensor * build_op(struct built * b, const struct test_case * 
     case LOOM_OP_DUP: return loom_dup(ctx, s[0]);
     case LOOM_OP_CONT: return loom_cont_4d(ctx, s[0], c->ne_out[0], c->ne_out[1], c->ne_out[2], c->ne_out[3]);
     case LOOM_OP_ARGMAX: return loom_argmax(ctx, s[0]);
+    case LOOM_OP_FLASH_ATTN_EXT: return loom_flash_attn_ext(ctx, s[0], s[1], s[2], c->n_src > 3 ? s[3] : NULL, c->fp[0]);
     default: LOOM_ABORT("test-ops: no builder for op %s", loom_op_name(c->op));
     }
 }
@@ -215,6 +216,12 @@ static double gen_value(const struct test_case * c, int s, const int64_t * i, ui
         }
         if (c->op == LOOM_OP_ROPE) return (double)(rng_next(rng) % 4096);
         return (double)(int64_t)(rng_next(rng) % 2000001) - 1000000.0;
+    }
+    if (c->op == LOOM_OP_FLASH_ATTN_EXT && s == 3) { /* causal for the last n_q cells, 10% masked at random */
+        const int64_t n_kv = c->ne[3][0], n_q = c->ne[0][1];
+        if (c->ip[3] == 1 && i[1] == 0) return -INFINITY;
+        if (i[0] > n_kv - n_q + i[1]) return -INFINITY;
+        return rng_uniform(rng, 0, 1) < 0.1 ? -INFINITY : rng_uniform(rng, -1, 1);
     }
     if (c->op == LOOM_OP_SOFT_MAX && s == 1) {
         if (c->ip[3] == 1 && i[1] == 1) return -INFINITY;

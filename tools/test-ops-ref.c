@@ -139,6 +139,48 @@ static void ref_soft_max(const struct test_case * c, const struct test_view * sr
     for (int64_t i = 0; i < ne0; i++) out[i] /= sum;
 }
 
+/* Row (h, iq, b) of FLASH_ATTN_EXT: the scores of every cell, their softmax, the weighted values. */
+static void ref_flash_attn(const struct test_case * c, const struct test_view * src, int64_t h, int64_t iq, int64_t b,
+                           double * out) {
+    const struct loom_tensor * q = src[0].t, * k = src[1].t, * v = src[2].t, * m = c->n_src > 3 ? src[3].t : NULL;
+    const int64_t D = q->ne[0], Dv = v->ne[0], n_kv = k->ne[1], hk = h / (q->ne[2] / k->ne[2]);
+    double max = -INFINITY, sum = 0.0;
+    for (int64_t i = 0; i < Dv; i++) out[i] = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t j = 0; j < n_kv; j++) {
+            double s = 0.0;
+            for (int64_t d = 0; d < D; d++) s += test_view_get(&src[0], d, iq, h, b) * test_view_get(&src[1], d, j, hk, b);
+            s *= (double)c->fp[0];
+            if (m) s += test_view_get(&src[3], j, iq, h % m->ne[2], b % m->ne[3]);
+            if (pass == 0) {
+                if (s > max) max = s;
+            } else if (max != -INFINITY && s != -INFINITY) {
+                const double p = exp(s - max);
+                sum += p;
+                for (int64_t i = 0; i < Dv; i++) out[i] += p * test_view_get(&src[2], i, j, hk, b);
+            }
+        }
+    }
+    for (int64_t i = 0; i < Dv; i++) out[i] = sum > 0 ? out[i] / sum : 0.0;
+}
+
+/* SET_ROWS into a block type: source row 'from' quantized by the type's from_float, then decoded. */
+static void ref_set_row_blocks(enum loom_type type, const struct test_view * src, int64_t from, int64_t ne0, double * out) {
+    const struct loom_type_traits * tt = loom_type_get_traits(type);
+    float * x = malloc((size_t)ne0 * sizeof *x);
+    uint8_t * q = malloc(loom_row_size(type, ne0));
+    if (!x || !q || !tt->from_float || !tt->to_float) {
+        for (int64_t i = 0; i < ne0; i++) out[i] = NAN;
+    } else {
+        for (int64_t i = 0; i < ne0; i++) x[i] = (float)test_view_get(&src[1], i, from, 0, 0);
+        tt->from_float(x, q, ne0);
+        tt->to_float(q, x, ne0);
+        for (int64_t i = 0; i < ne0; i++) out[i] = x[i];
+    }
+    free(x);
+    free(q);
+}
+
 /* Copies: the element at the same row-major position of the source. */
 static void ref_copy(const struct loom_tensor * dst, const struct test_view * src, int64_t i1, int64_t i2, int64_t i3,
                      double * out) {
@@ -222,10 +264,17 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
     case LOOM_OP_CPY:
     case LOOM_OP_CONT: ref_copy(dst, src, i1, i2, i3, out); break;
     case LOOM_OP_ARGMAX: ref_argmax(src, ne0, out); break;
+    case LOOM_OP_FLASH_ATTN_EXT: ref_flash_attn(c, src, i1, i2, i3, out); break;
     case LOOM_OP_SET_ROWS: { /* the row some id names, else the destination's own values */
         int64_t from = -1;
         for (int64_t i = 0; i < src[2].t->ne[0]; i++) {
             if ((int64_t)test_view_get(&src[2], i, 0, 0, 0) == i1) from = i;
+        }
+        if (from >= 0 && loom_blck_size(dst->type) > 1) {
+            /* a block type stores what its quantizer makes of the row (the quantizers are held to
+             * the reference engine's bytes by test-quantize) */
+            ref_set_row_blocks(dst->type, src, from, ne0, out);
+            break;
         }
         for (int64_t i = 0; i < ne0; i++) {
             out[i] = from >= 0 ? round_to(dst->type, test_view_get(&src[1], i, from, 0, 0)) : test_view_get(&src[0], i, i1, 0, 0);
@@ -260,6 +309,9 @@ static int value_bits(enum loom_type t) {
  *  - element-wise ops, row ops (norm, rope, softmax): 1e-7 -- float rounding of each
  *    result (~6e-8 relative) and float transcendental functions stay far below it;
  *  - MUL_MAT with F32 weights: 1e-8 -- float sums of up to 4097 products;
+ *  - FLASH_ATTN_EXT: 1e-9 -- float scores (sums of up to 128 products, scaled), float exp, and the
+ *    running sums rescaled at every tile and merged across chunks (quantized K and V are
+ *    dequantized exactly, as the reference reads them);
  *  - MUL_MAT with quantized weights: 2e-4 -- the reference multiplies the dequantized weights; a
  *    kernel may round the columns to 8 bits per block first (Q8_0 / Q8_K, as the field's integer
  *    dot products do: each column value off by up to half a step of max|x|/127, NMSE ~1e-5),
@@ -269,6 +321,7 @@ static int value_bits(enum loom_type t) {
 double test_ops_threshold(const struct test_case * c) {
     switch (c->op) {
     case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(c->type[0]) > 1 ? 2e-4 : 5e-4;
+    case LOOM_OP_FLASH_ATTN_EXT: return 1e-9;
     case LOOM_OP_CPY:
         if (value_bits(c->type[1]) > 0 && c->type[0] != c->type[1]) {
             const double step = 1.5 / ((1 << value_bits(c->type[1])) - 1);

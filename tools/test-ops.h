@@ -17,7 +17,7 @@ enum test_layout {
     TL_COUNT
 };
 
-enum { TEST_MAX_SRC = 3 };
+enum { TEST_MAX_SRC = 4 };
 
 /* One case: an op, its sources and parameters. For CPY, source 1 is the destination tensor. */
 struct test_case {
@@ -27,7 +27,7 @@ struct test_case {
     int64_t ne[TEST_MAX_SRC][4];
     enum test_layout layout[TEST_MAX_SRC];
     float fp[8];          /* SCALE: s; RMS_NORM: eps; ROPE: freq_base, freq_scale, ext_factor, attn_factor,
-                           * beta_fast, beta_slow (all 0 for a plain loom_rope); SOFT_MAX: scale */
+                           * beta_fast, beta_slow (all 0 for a plain loom_rope); SOFT_MAX, FLASH_ATTN_EXT: scale */
     int ip[4];            /* ROPE: n_dims, mode, n_ctx_orig (source 2: frequency factors); SOFT_MAX: mask
                            * present; data variants (see test-ops-cases.c) */
     int64_t ne_out[4];    /* CONT: the result's shape */

@@ -133,6 +133,31 @@ struct loom_tensor * loom_soft_max(struct loom_context * ctx, struct loom_tensor
     return loom_soft_max_ext(ctx, a, NULL, 1.0f);
 }
 
+/* K and V of fused attention: a float type, or a block type that can be dequantized row by row. */
+static bool is_kv_type(enum loom_type t) {
+    return is_float_type(t) || (loom_type_get_traits(t)->to_float != NULL && loom_blck_size(t) > 0);
+}
+
+struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_tensor * q, struct loom_tensor * k,
+                                         struct loom_tensor * v, struct loom_tensor * mask, float scale) {
+    LOOM_ASSERT(q->type == LOOM_TYPE_F32 && is_kv_type(k->type) && is_kv_type(v->type));
+    LOOM_ASSERT(k->ne[0] == q->ne[0] && v->ne[1] == k->ne[1] && v->ne[2] == k->ne[2]);
+    LOOM_ASSERT(k->ne[0] % loom_blck_size(k->type) == 0 && v->ne[0] % loom_blck_size(v->type) == 0);
+    LOOM_ASSERT(k->ne[2] > 0 && q->ne[2] % k->ne[2] == 0);
+    LOOM_ASSERT(k->ne[3] == q->ne[3] && v->ne[3] == q->ne[3]);
+    if (mask) {
+        LOOM_ASSERT(mask->type == LOOM_TYPE_F32 || mask->type == LOOM_TYPE_F16);
+        LOOM_ASSERT(mask->ne[0] == k->ne[1] && mask->ne[1] >= q->ne[1]);
+        LOOM_ASSERT(mask->ne[2] > 0 && mask->ne[3] > 0 && q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
+    }
+    int64_t ne[4] = {v->ne[0], q->ne[2], q->ne[1], q->ne[3]};
+    struct loom_tensor * r = new_node(ctx, LOOM_OP_FLASH_ATTN_EXT, LOOM_TYPE_F32, ne, q, k);
+    r->src[2] = v;
+    r->src[3] = mask;
+    loom_set_op_param_f32(r, 0, scale);
+    return r;
+}
+
 struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a) { return unary(ctx, LOOM_OP_SILU, a); }
 struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a) { return unary(ctx, LOOM_OP_GELU, a); }
 
@@ -156,7 +181,9 @@ struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a,
 }
 
 struct loom_tensor * loom_set_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b, struct loom_tensor * ids) {
-    LOOM_ASSERT(is_float_type(a->type) && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32);
+    /* a block type (a quantized KV cache) takes whole rows, quantized with the type's from_float */
+    LOOM_ASSERT(is_float_type(a->type) || (loom_type_get_traits(a->type)->from_float && loom_blck_size(a->type) > 1));
+    LOOM_ASSERT(b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32);
     LOOM_ASSERT(a->ne[2] == 1 && a->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1);
     LOOM_ASSERT(a->ne[0] == b->ne[0] && loom_nelements(ids) == b->ne[1] && ids->ne[0] == b->ne[1]);
     struct loom_tensor * r = loom_view_tensor(ctx, a);
@@ -205,7 +232,7 @@ static const char * const op_names[LOOM_OP_COUNT] = {
     [LOOM_OP_GET_ROWS] = "GET_ROWS", [LOOM_OP_ROPE] = "ROPE",       [LOOM_OP_SOFT_MAX] = "SOFT_MAX",
     [LOOM_OP_SILU] = "SILU",         [LOOM_OP_GELU] = "GELU",       [LOOM_OP_ARGMAX] = "ARGMAX",     [LOOM_OP_SET_ROWS] = "SET_ROWS",
     [LOOM_OP_VIEW] = "VIEW",         [LOOM_OP_RESHAPE] = "RESHAPE", [LOOM_OP_PERMUTE] = "PERMUTE",
-    [LOOM_OP_TRANSPOSE] = "TRANSPOSE",
+    [LOOM_OP_TRANSPOSE] = "TRANSPOSE", [LOOM_OP_FLASH_ATTN_EXT] = "FLASH_ATTN_EXT",
 };
 static_assert(sizeof op_names / sizeof op_names[0] == LOOM_OP_COUNT, "one name per op");
 

@@ -29,6 +29,7 @@ static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
     [LOOM_OP_GELU] = &cpu_op_unary,
     [LOOM_OP_ARGMAX] = &cpu_op_argmax,
     [LOOM_OP_SET_ROWS] = &cpu_op_set_rows,
+    [LOOM_OP_FLASH_ATTN_EXT] = &cpu_op_flash_attn,
 };
 
 /* Waiters spin this many pauses (some tens of microseconds, longer than a node's imbalance on an

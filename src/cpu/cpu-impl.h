@@ -50,6 +50,7 @@ extern const struct cpu_op_impl cpu_op_argmax;     /* ops-rows.c */
 extern const struct cpu_op_impl cpu_op_set_rows;   /* ops-rows.c */
 extern const struct cpu_op_impl cpu_op_rope;       /* ops-rope.c */
 extern const struct cpu_op_impl cpu_op_soft_max;   /* ops-softmax.c */
+extern const struct cpu_op_impl cpu_op_flash_attn; /* ops-attn.c: FLASH_ATTN_EXT */
 
 /* Waits for every thread of the team (an OpenMP barrier; all threads must call it). */
 void cpu_barrier(const struct cpu_params * p);

@@ -44,17 +44,47 @@ const struct cpu_op_impl cpu_op_get_rows = {
 
 /* ---------------------------------------------------------------- SET_ROWS */
 
+/* A block type SET_ROWS can write: one with a quantizer, into whole rows of blocks from dense F32 rows. */
+static bool set_rows_block_ok(const struct loom_tensor * dst, const struct loom_tensor * b) {
+    const struct loom_type_traits * tt = loom_type_get_traits(dst->type);
+    return tt->blck_size > 1 && tt->from_float && dst->ne[0] % tt->blck_size == 0 && dst->nb[0] == tt->type_size &&
+           b->nb[0] == sizeof(float);
+}
+
 static bool set_rows_supports(const struct loom_tensor * dst) {
     const struct loom_tensor * b = dst->src[0], * ids = dst->src[1];
-    return b && ids && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32 && cpu_is_float_type(dst->type) &&
-           dst->ne[2] == 1 && dst->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == dst->ne[0] &&
-           ids->ne[0] == b->ne[1] && loom_nelements(ids) == b->ne[1];
+    return b && ids && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32 &&
+           (cpu_is_float_type(dst->type) || set_rows_block_ok(dst, b)) && dst->ne[2] == 1 && dst->ne[3] == 1 &&
+           b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == dst->ne[0] && ids->ne[0] == b->ne[1] &&
+           loom_nelements(ids) == b->ne[1];
+}
+
+/* Block types (a quantized KV cache): the threads split the rows, each quantized whole. */
+static void set_rows_blocks(const struct cpu_params * p, struct loom_tensor * dst) {
+    const struct loom_tensor * b = dst->src[0], * ids = dst->src[1];
+    const loom_from_float_fn from_float = loom_type_get_traits(dst->type)->from_float;
+    int64_t r0, r1;
+    cpu_split(b->ne[1], p, &r0, &r1);
+    for (int64_t i = r0; i < r1; i++) {
+        int32_t id;
+        memcpy(&id, (const uint8_t *)ids->data + i * (int64_t)ids->nb[0], 4);
+        if (id < 0 || id >= dst->ne[1]) {
+            loom_log(LOOM_LOG_ERROR, "SET_ROWS '%s': row id %d outside [0, %lld); nothing written", dst->name, (int)id,
+                     (long long)dst->ne[1]);
+            continue;
+        }
+        from_float((const float *)cpu_elem(b, 0, i, 0, 0), cpu_elem(dst, 0, id, 0, 0), dst->ne[0]);
+    }
 }
 
 /* The threads split the n x ne0 elements (one token's row is split too: token generation). */
 static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const struct loom_tensor * b = dst->src[0], * ids = dst->src[1];
     const int64_t ne0 = dst->ne[0];
+    if (!cpu_is_float_type(dst->type)) {
+        set_rows_blocks(p, dst);
+        return;
+    }
     const bool dense = b->nb[0] == sizeof(float); /* source rows; the destination may have any stride */
     int64_t e0, e1;
     cpu_split(ne0 * b->ne[1], p, &e0, &e1);

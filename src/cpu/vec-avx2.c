@@ -100,6 +100,7 @@ static const struct cpu_vec g_table = {
     .dot = {[CPU_W_F32] = dot_f32_avx2, [CPU_W_F16] = dot_f16_avx2, [CPU_W_BF16] = dot_bf16_avx2},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .mad = {[CPU_W_F32] = mad_f32_avx2, [CPU_W_F16] = mad_f16_avx2, [CPU_W_BF16] = mad_bf16_avx2},
     .pack = pack_avx2,
     .gemm_f32 = gemm_f32_avx2,
     .gemm_mr = GEMM_MR,

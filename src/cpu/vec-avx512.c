@@ -186,6 +186,7 @@ static struct cpu_vec g_table = {
     .dot = {[CPU_W_F32] = dot_f32_table, [CPU_W_F16] = dot_f16_table, [CPU_W_BF16] = dot_bf16_table},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .mad = {[CPU_W_F32] = mad_f32_avx512, [CPU_W_F16] = mad_f16_avx512, [CPU_W_BF16] = mad_bf16_avx512},
     .pack = pack_avx512,
     .gemm_f32 = gemm_f32_avx512,
     .gemm_mr = GEMM_MR,

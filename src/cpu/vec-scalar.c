@@ -71,6 +71,18 @@ static void dot_bf16(int64_t k, const uint8_t * w, size_t ldw, int mr, const uin
     dot_impl(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
 }
 
+static inline void mad_impl(enum cpu_wtype wt, int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    for (int64_t i = 0; i < n; i++) {
+        float s = y[i];
+        for (int r = 0; r < nrows; r++) s += wload(wt, x + r * ldx, i) * a[r];
+        y[i] = s;
+    }
+}
+
+static void mad_f32(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) { mad_impl(CPU_W_F32, n, x, ldx, nrows, a, y); }
+static void mad_f16(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) { mad_impl(CPU_W_F16, n, x, ldx, nrows, a, y); }
+static void mad_bf16(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) { mad_impl(CPU_W_BF16, n, x, ldx, nrows, a, y); }
+
 static void pack(const uint8_t * const * rows, int n_rows, enum cpu_wtype wt, int64_t n, void * panel_, int mr) {
     float * panel = panel_;
     for (int r = 0; r < mr; r++) {
@@ -113,6 +125,7 @@ static const struct cpu_vec scalar_table = {
 
     .dot_mr = 4,
     .dot_nr = 4,
+    .mad = {[CPU_W_F32] = mad_f32, [CPU_W_F16] = mad_f16, [CPU_W_BF16] = mad_bf16},
     .pack = pack,
     .gemm_f32 = gemm_f32,
     .gemm_mr = S_MR,

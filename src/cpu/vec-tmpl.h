@@ -20,10 +20,20 @@
 
 /* ---------------------------------------------------------------- conversions */
 
+/* The last n < VLEN halves of a row through one vector conversion of a zero-padded copy (exact, as
+ * the element-wise conversion is; short rows -- 8-element heads -- would otherwise convert one by one). */
+ALWAYS_INLINE void TMPL(halves_tail)(const bool bf16, const uint16_t * x, float * y, int64_t n) {
+    uint16_t t[VLEN] = {0};
+    float o[VLEN];
+    memcpy(t, x, (size_t)n * sizeof *t);
+    VF_STOREU(o, bf16 ? VF_LOAD_BF16(t) : VF_LOAD_F16(t));
+    memcpy(y, o, (size_t)n * sizeof *o);
+}
+
 TARGET static void TMPL(f16_to_f32)(const uint16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) VF_STOREU(y + i, VF_LOAD_F16(x + i));
-    for (; i < n; i++) y[i] = loom_fp16_to_fp32(x[i]);
+    if (i < n) TMPL(halves_tail)(false, x + i, y + i, n - i);
 }
 
 TARGET static void TMPL(f32_to_f16)(const float * x, uint16_t * y, int64_t n) {
@@ -35,7 +45,7 @@ TARGET static void TMPL(f32_to_f16)(const float * x, uint16_t * y, int64_t n) {
 TARGET static void TMPL(bf16_to_f32)(const uint16_t * x, float * y, int64_t n) {
     int64_t i = 0;
     for (; i + VLEN <= n; i += VLEN) VF_STOREU(y + i, VF_LOAD_BF16(x + i));
-    for (; i < n; i++) y[i] = loom_bf16_to_fp32(x[i]);
+    if (i < n) TMPL(halves_tail)(true, x + i, y + i, n - i);
 }
 
 TARGET static void TMPL(f32_to_bf16)(const float * x, uint16_t * y, int64_t n) {
@@ -214,6 +224,50 @@ TARGET static void TMPL(dot_f16)(int64_t k, const uint8_t * w, size_t ldw, int m
 TARGET static void TMPL(dot_bf16)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
                                   uint8_t * c, size_t ldc) {
     TMPL(dot_any)(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
+}
+
+/* ---------------------------------------------------------------- weighted row sums */
+
+/* y[i] += sum_r a[r] * x_r[i] for i < n: blocks of four vectors of 'y' stay in registers while
+ * every row is added, rows in order (the same order in the scalar tail). */
+ALWAYS_INLINE void TMPL(mad_impl)(const enum cpu_wtype wt, int64_t n, const uint8_t * x, size_t ldx, int nrows,
+                                  const float * a, float * y) {
+    int64_t i = 0;
+    for (; i + 4 * VLEN <= n; i += 4 * VLEN) {
+        VF y0 = VF_LOADU(y + i), y1 = VF_LOADU(y + i + VLEN), y2 = VF_LOADU(y + i + 2 * VLEN), y3 = VF_LOADU(y + i + 3 * VLEN);
+        for (int r = 0; r < nrows; r++) {
+            const uint8_t * row = x + r * ldx;
+            const VF ar = VF_SET1(a[r]);
+            y0 = VF_FMA(TMPL(wload)(wt, row, i), ar, y0);
+            y1 = VF_FMA(TMPL(wload)(wt, row, i + VLEN), ar, y1);
+            y2 = VF_FMA(TMPL(wload)(wt, row, i + 2 * VLEN), ar, y2);
+            y3 = VF_FMA(TMPL(wload)(wt, row, i + 3 * VLEN), ar, y3);
+        }
+        VF_STOREU(y + i, y0);
+        VF_STOREU(y + i + VLEN, y1);
+        VF_STOREU(y + i + 2 * VLEN, y2);
+        VF_STOREU(y + i + 3 * VLEN, y3);
+    }
+    for (; i + VLEN <= n; i += VLEN) {
+        VF y0 = VF_LOADU(y + i);
+        for (int r = 0; r < nrows; r++) y0 = VF_FMA(TMPL(wload)(wt, x + r * ldx, i), VF_SET1(a[r]), y0);
+        VF_STOREU(y + i, y0);
+    }
+    for (; i < n; i++) {
+        float s = y[i];
+        for (int r = 0; r < nrows; r++) s = fmaf(TMPL(wscalar)(wt, x + r * ldx, i), a[r], s);
+        y[i] = s;
+    }
+}
+
+TARGET static void TMPL(mad_f32)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    TMPL(mad_impl)(CPU_W_F32, n, x, ldx, nrows, a, y);
+}
+TARGET static void TMPL(mad_f16)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    TMPL(mad_impl)(CPU_W_F16, n, x, ldx, nrows, a, y);
+}
+TARGET static void TMPL(mad_bf16)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
+    TMPL(mad_impl)(CPU_W_BF16, n, x, ldx, nrows, a, y);
 }
 
 /* ---------------------------------------------------------------- GEMM panels */

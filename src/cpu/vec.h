@@ -26,6 +26,12 @@ typedef void (*cpu_from_f32_fn)(const float * x, uint16_t * y, int64_t n);
 typedef void (*cpu_dot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
                            uint8_t * c, size_t ldc);
 
+/* Weighted sum of rows added to 'y' (the value accumulation of fused attention):
+ *   y[i] += sum_r a[r] * x[r][i]     i < n, r < nrows
+ * Row r of 'x' holds 'n' dense elements of the kernel's weight type at x + r*ldx (bytes); 'a' and
+ * 'y' are F32. Each y[i] adds the rows in order r = 0, 1, ... (one fixed order). */
+typedef void (*cpu_mad_fn)(int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y);
+
 /* A register-blocked tile of a matrix product over 'kc' steps of k:
  *   c[j][r] (+)= sum_k ap[k][r] * b[j][k]     r < mr (<= gemm mr), j < nr (<= gemm nr)
  * 'ap' is a packed weight panel: for each k, the panel's MR row values (F32), zero-padded past
@@ -97,6 +103,7 @@ struct cpu_vec {
     cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
     struct cpu_qdot qdot[LOOM_TYPE_COUNT]; /* by quantized weight type (LOOM_TYPE_*) */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
+    cpu_mad_fn mad[CPU_W_COUNT];  /* weighted row sums, by row type */
 
     cpu_pack_fn pack;             /* weight rows -> GEMM panels */
     cpu_gemm_fn gemm_f32;         /* packed F32 panels x F32 columns */

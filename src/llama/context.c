@@ -12,7 +12,9 @@ struct loom_llama_context_params loom_llama_context_default_params(void) {
         .n_batch = 512,
         .n_threads = 0,
         .logits_all = false,
-        .cache_type = LOOM_TYPE_F32,
+        .type_k = LOOM_TYPE_F16,
+        .type_v = LOOM_TYPE_F16,
+        .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO,
     };
 }
 
@@ -33,12 +35,91 @@ static enum loom_status check_fits(struct loom_context * ctx, loom_backend_t bac
     return LOOM_ERR_OOM;
 }
 
-/* K and V of every layer, each layer's pair in the buffer type of the device that runs it. */
+/* The quantized cache types, where this build can quantize and dequantize them. */
+static bool cache_quant_ok(void) {
+    const enum loom_type q[2] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    for (int i = 0; i < 2; i++) {
+        const struct loom_type_traits * tt = loom_type_get_traits(q[i]);
+        if (!tt->to_float || !tt->from_float) return false;
+    }
+    return true;
+}
+
+/* KV cache types: F32, F16, BF16, and Q8_0 / Q4_0 (the field's quantized caches) where the build
+ * has them. */
+static bool cache_type_ok(enum loom_type t) {
+    if (t == LOOM_TYPE_F32 || t == LOOM_TYPE_F16 || t == LOOM_TYPE_BF16) return true;
+    return (t == LOOM_TYPE_Q8_0 || t == LOOM_TYPE_Q4_0) && cache_quant_ok();
+}
+
+/* True when 'dev' runs the fused attention of one step on the cache types of 'cp' (asked with a
+ * probe node of the layer's shapes in a metadata-only context). */
+static bool dev_supports_flash_attn(const struct loom_model * model, const struct loom_llama_context_params * cp,
+                                    loom_backend_dev_t dev) {
+    const struct loom_hparams * hp = &model->hp;
+    const int64_t head_dim = hp->n_embd / hp->n_head;
+    struct loom_init_params ip = {.mem_size = 8 * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
+    struct loom_context * c = loom_init(ip);
+    if (!c) return false;
+    struct loom_tensor * q = loom_new_tensor_3d(c, LOOM_TYPE_F32, head_dim, 1, hp->n_head);
+    struct loom_tensor * k = loom_new_tensor_3d(c, cp->type_k, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
+    struct loom_tensor * v = loom_new_tensor_3d(c, cp->type_v, head_dim, LOOM_LLAMA_KV_PAD, hp->n_head_kv);
+    struct loom_tensor * m = loom_new_tensor_2d(c, LOOM_TYPE_F32, LOOM_LLAMA_KV_PAD, 1);
+    const bool ok = loom_backend_dev_supports_op(dev, loom_flash_attn_ext(c, q, k, v, m, 1.0f));
+    loom_free(c);
+    return ok;
+}
+
+/* Decides per layer whether its attention is fused ('fused' [n_layer]: cp->flash_attn, and for
+ * AUTO whether the layer's device has the op), and refuses what the cache types cannot hold: a
+ * block type needs heads of whole blocks, and for V the fused path in every layer. Logs the
+ * outcome; errors are logged and returned (LOOM_ERR_UNSUPPORTED). */
+static enum loom_status flash_attn_plan(const struct loom_model * m, const struct loom_llama_context_params * cp, bool * fused) {
+    const int n_layer = m->hp.n_layer;
+    const int64_t head_dim = m->hp.n_embd / m->hp.n_head;
+    const enum loom_type types[2] = {cp->type_k, cp->type_v};
+    for (int i = 0; i < 2; i++) {
+        if (head_dim % loom_blck_size(types[i]) != 0) {
+            loom_log(LOOM_LOG_ERROR, "KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld",
+                     loom_type_name(types[i]), i ? "V" : "K", (long long)loom_blck_size(types[i]), (long long)head_dim);
+            return LOOM_ERR_UNSUPPORTED;
+        }
+    }
+    const enum loom_llama_flash_attn mode = cp->flash_attn;
+    loom_backend_dev_t devs[2] = {loom_backend_dev_by_name("CPU"), m->dev_offload};
+    bool sup[2] = {true, false};
+    for (int d = 0; d < 2; d++) sup[d] = devs[d] && mode != LOOM_LLAMA_FLASH_ATTN_OFF && dev_supports_flash_attn(m, cp, devs[d]);
+    int n_fused = 0, n_moved = 0;
+    for (int il = 0; il < n_layer; il++) {
+        const int d = m->layers[il].offloaded ? 1 : 0;
+        fused[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && sup[d]);
+        n_fused += fused[il];
+        n_moved += fused[il] && !sup[d];
+    }
+    /* the unfused path stores V transposed, one position per element: a block of a quantized type
+     * would straddle positions (the field refuses it too) */
+    if (loom_blck_size(cp->type_v) > 1 && n_fused < n_layer) {
+        loom_log(LOOM_LOG_ERROR, "KV cache type %s for V needs flash attention in every layer (-fa on%s); %d of %d layers have it",
+                 loom_type_name(cp->type_v), mode == LOOM_LLAMA_FLASH_ATTN_OFF ? " or auto" : "", n_fused, n_layer);
+        return LOOM_ERR_UNSUPPORTED;
+    }
+    if (n_moved > 0) {
+        loom_log(LOOM_LOG_WARN, "flash attention: %s cannot run FLASH_ATTN_EXT; the attention of its %d layers runs on the CPU",
+                 loom_backend_dev_name(m->dev_offload), n_moved);
+    }
+    loom_log(LOOM_LOG_INFO, "flash attention: %s (%d of %d layers)", n_fused == 0 ? "off" : n_fused == n_layer ? "on" : "partly on",
+             n_fused, n_layer);
+    return LOOM_OK;
+}
+
+/* K and V of every layer, each layer's pair in the buffer type of the device that runs it; V one
+ * row per position where the layer's attention is fused, else transposed. */
 static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool measure) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
     const int64_t n_ctx = lctx->params.n_ctx;
+    const enum loom_type tk = lctx->params.type_k, tv = lctx->params.type_v;
     lctx->k_cache = calloc((size_t)hp->n_layer, sizeof *lctx->k_cache);
     lctx->v_cache = calloc((size_t)hp->n_layer, sizeof *lctx->v_cache);
     if (!lctx->k_cache || !lctx->v_cache) return LOOM_ERR_OOM;
@@ -51,25 +132,28 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool mea
     }
     for (int il = 0; il < hp->n_layer; il++) {
         struct loom_context * c = lctx->ctx_kv[m->layers[il].offloaded ? 1 : 0];
-        lctx->k_cache[il] = loom_new_tensor_2d(c, lctx->params.cache_type, n_embd_kv, n_ctx);
-        lctx->v_cache[il] = loom_new_tensor_2d(c, lctx->params.cache_type, n_ctx, n_embd_kv);
+        lctx->k_cache[il] = loom_new_tensor_2d(c, tk, n_embd_kv, n_ctx);
+        lctx->v_cache[il] = lctx->flash_attn[il] ? loom_new_tensor_2d(c, tv, n_embd_kv, n_ctx) : loom_new_tensor_2d(c, tv, n_ctx, n_embd_kv);
         loom_format_name(lctx->k_cache[il], "cache_k_l%d", il);
         loom_format_name(lctx->v_cache[il], "cache_v_l%d", il);
     }
+    const double per_token = (double)hp->n_layer * (double)(loom_row_size(tk, n_embd_kv) + loom_row_size(tv, n_embd_kv));
     loom_backend_t backends[2] = {lctx->backend_cpu, lctx->backend_dev};
     for (int d = 0; d < 2; d++) {
         if (!backends[d]) continue;
-        enum loom_status st = measure ? LOOM_OK : check_fits(lctx->ctx_kv[d], backends[d], lctx->params.cache_type, n_ctx);
+        enum loom_status st = measure ? LOOM_OK : check_fits(lctx->ctx_kv[d], backends[d], tk, n_ctx);
         if (st != LOOM_OK) return st;
         lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backends[d], &st);
         if (st != LOOM_OK) return st;
         if (lctx->kv_buffers[d] && !measure) {
             loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
-            loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (%s, %d cells)",
+            loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (K %s, V %s, %d cells)",
                      loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backends[d]),
-                     loom_type_name(lctx->params.cache_type), (int)n_ctx);
+                     loom_type_name(tk), loom_type_name(tv), (int)n_ctx);
         }
     }
+    loom_log(LOOM_LOG_INFO, "KV cache: %.2f KiB per token (K %s, V %s, %d layers)", per_token / 1024.0, loom_type_name(tk),
+             loom_type_name(tv), hp->n_layer);
     return LOOM_OK;
 }
 
@@ -91,6 +175,7 @@ void loom_llama_context_free(struct loom_llama_context * lctx) {
     loom_backend_free(lctx->backend_cpu);
     free(lctx->k_cache);
     free(lctx->v_cache);
+    free(lctx->flash_attn);
     free(lctx->graph_mem);
     free(lctx->logits);
     free(lctx);
@@ -132,12 +217,33 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
         loom_log(LOOM_LOG_ERROR, "context size %d out of range", params.n_ctx);
         return LOOM_ERR_INVALID_ARG;
     }
-    if (params.cache_type != LOOM_TYPE_F32 && params.cache_type != LOOM_TYPE_F16 && params.cache_type != LOOM_TYPE_BF16) {
-        loom_log(LOOM_LOG_ERROR, "KV cache type %s not supported (f32, f16 or bf16)", loom_type_name(params.cache_type));
-        return LOOM_ERR_UNSUPPORTED;
+    const enum loom_type types[2] = {params.type_k, params.type_v};
+    for (int i = 0; i < 2; i++) {
+        if (!cache_type_ok(types[i])) {
+            loom_log(LOOM_LOG_ERROR, "KV cache type %s for %s not supported (%s)", loom_type_name(types[i]), i ? "V" : "K",
+                     cache_quant_ok() ? "f32, f16, bf16, q8_0 or q4_0" : "f32, f16 or bf16");
+            return LOOM_ERR_UNSUPPORTED;
+        }
+    }
+    if (params.flash_attn != LOOM_LLAMA_FLASH_ATTN_AUTO && params.flash_attn != LOOM_LLAMA_FLASH_ATTN_OFF &&
+        params.flash_attn != LOOM_LLAMA_FLASH_ATTN_ON) {
+        loom_log(LOOM_LOG_ERROR, "flash attention mode %d out of range (-1 auto, 0 off, 1 on)", (int)params.flash_attn);
+        return LOOM_ERR_INVALID_ARG;
+    }
+    /* decided before anything is made, so that a refusal is the one error logged */
+    bool * fused = calloc((size_t)hp->n_layer, sizeof *fused);
+    if (!fused) return LOOM_ERR_OOM;
+    enum loom_status fst = flash_attn_plan(model, &params, fused);
+    if (fst != LOOM_OK) {
+        free(fused);
+        return fst;
     }
     struct loom_llama_context * lctx = calloc(1, sizeof *lctx);
-    if (!lctx) return LOOM_ERR_OOM;
+    if (!lctx) {
+        free(fused);
+        return LOOM_ERR_OOM;
+    }
+    lctx->flash_attn = fused;
     lctx->model = model;
     lctx->params = params;
     size_t max_nodes = loom_llama_graph_max_nodes(model);

@@ -74,11 +74,12 @@ enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, 
     if (cp.n_ctx <= 0) cp.n_ctx = hp->n_ctx_train;
     if (cp.n_batch <= 0 || cp.n_batch > cp.n_ctx) cp.n_batch = cp.n_ctx;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
-    /* K [n_embd_kv, n_ctx] and V [n_ctx, n_embd_kv] per layer, as the context creates them */
+    /* K and V per layer as the context creates them: [n_embd_kv, n_ctx] (V transposed without flash
+     * attention, the same bytes: only a plain type is stored so) */
     struct loom_init_params ip = {.mem_size = 4 * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
     struct loom_context * kctx = loom_init(ip);
-    struct loom_tensor * k = kctx ? loom_new_tensor_2d(kctx, cp.cache_type, n_embd_kv, cp.n_ctx) : NULL;
-    struct loom_tensor * v = kctx ? loom_new_tensor_2d(kctx, cp.cache_type, cp.n_ctx, n_embd_kv) : NULL;
+    struct loom_tensor * k = kctx ? loom_new_tensor_2d(kctx, cp.type_k, n_embd_kv, cp.n_ctx) : NULL;
+    struct loom_tensor * v = kctx ? loom_new_tensor_2d(kctx, cp.type_v, n_embd_kv, cp.n_ctx) : NULL;
     if (k && v) out->kv_layer_bytes = placed_size(buft, k) + placed_size(buft, v);
     loom_free(kctx);
     st = k && v ? measure_compute(m, cp, &out->compute_bytes) : LOOM_ERR_OOM;

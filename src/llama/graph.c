@@ -14,6 +14,18 @@ int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_to
     return cells < lctx->params.n_ctx ? cells : lctx->params.n_ctx;
 }
 
+/* The fused attention of one layer (FLASH_ATTN_EXT): Q [head_dim, n_tokens, n_head] over the first
+ * n_kv cells of the caches kc and vc (both one row of n_embd_kv per position) -> [n_embd, n_tokens]. */
+static struct loom_tensor * attention_fused(struct loom_context * ctx, struct loom_tensor * Q, struct loom_tensor * kc,
+                                            struct loom_tensor * vc, struct loom_tensor * kq_mask, int64_t n_head_kv,
+                                            int64_t head_dim) {
+    const int64_t n_kv = kq_mask->ne[0];
+    struct loom_tensor * K = loom_view_3d(ctx, kc, head_dim, n_kv, n_head_kv, kc->nb[1], loom_row_size(kc->type, head_dim), 0);
+    struct loom_tensor * V = loom_view_3d(ctx, vc, head_dim, n_kv, n_head_kv, vc->nb[1], loom_row_size(vc->type, head_dim), 0);
+    struct loom_tensor * o = loom_flash_attn_ext(ctx, Q, K, V, kq_mask, 1.0f / sqrtf((float)head_dim)); /* [head_dim, n_head, n_tokens] */
+    return loom_reshape_2d(ctx, o, o->ne[0] * o->ne[1], o->ne[2]);
+}
+
 /* Writes the step's K and V into the cache (at the positions in->pos) and returns the attention
  * output [n_embd, n_tokens], attending over the first n_kv cells (in->kq_mask masks the cells
  * beyond each token's position). */
@@ -23,7 +35,6 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     const struct loom_layer * L = &lctx->model->layers[il];
     const int64_t head_dim = hp->n_embd / hp->n_head;
     const int64_t n_embd_kv = head_dim * hp->n_head_kv;
-    const int64_t n_ctx = lctx->params.n_ctx;
     const int64_t n_kv = in->kq_mask->ne[0];
     struct loom_tensor * kc = lctx->k_cache[il];
     struct loom_tensor * vc = lctx->v_cache[il];
@@ -48,10 +59,11 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     loom_build_forward_expand(g, q);
 
     /* store at the positions (an input, so that the graph serves the next tokens too): K one row
-     * per position, V transposed (one row per channel, positions contiguous) */
-    size_t es = loom_type_size(kc->type);
+     * per position, V transposed (one row per channel, positions contiguous) unless the layer's
+     * attention is fused */
+    const bool fused = lctx->flash_attn[il];
     struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->pos);
-    struct loom_tensor * v_store = loom_set_rows(ctx, loom_transpose(ctx, vc), v, in->pos);
+    struct loom_tensor * v_store = loom_set_rows(ctx, fused ? vc : loom_transpose(ctx, vc), v, in->pos);
     loom_build_forward_expand(g, k_store);
     loom_build_forward_expand(g, v_store);
     /* the stores must run where the cache lives */
@@ -60,10 +72,15 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     loom_backend_sched_set_tensor_backend(lctx->sched, v_store, owner);
 
     struct loom_tensor * Q = loom_permute(ctx, q, 0, 2, 1, 3);                     /* [head_dim, n_tokens, n_head] */
+    if (fused) {
+        cur = attention_fused(ctx, Q, kc, vc, in->kq_mask, hp->n_head_kv, head_dim);
+        loom_format_name(cur, "attn-%d", il);
+        return loom_mul_mat(ctx, L->wo, cur);
+    }
     struct loom_tensor * K = loom_view_3d(ctx, kc, head_dim, n_kv, hp->n_head_kv,   /* [head_dim, n_kv, n_head_kv] */
-                                          (size_t)n_embd_kv * es, (size_t)head_dim * es, 0);
+                                          kc->nb[1], loom_row_size(kc->type, head_dim), 0);
     struct loom_tensor * V = loom_view_3d(ctx, vc, n_kv, head_dim, hp->n_head_kv,   /* [n_kv, head_dim, n_head_kv] */
-                                          (size_t)n_ctx * es, (size_t)n_ctx * head_dim * es, 0);
+                                          vc->nb[1], (size_t)head_dim * vc->nb[1], 0);
     struct loom_tensor * kq = loom_mul_mat(ctx, K, Q);                              /* [n_kv, n_tokens, n_head] */
     kq = loom_soft_max_ext(ctx, kq, in->kq_mask, 1.0f / sqrtf((float)head_dim));
     struct loom_tensor * kqv = loom_mul_mat(ctx, V, kq);                            /* [head_dim, n_tokens, n_head] */

@@ -66,7 +66,9 @@ struct loom_llama_context {
     loom_backend_t backend_dev;      /* NULL without offload */
     loom_backend_sched_t sched;
 
-    /* KV cache: per layer K [n_embd_kv, n_ctx] and V stored transposed [n_ctx, n_embd_kv] */
+    /* KV cache: per layer K [n_embd_kv, n_ctx]; V [n_embd_kv, n_ctx] where the layer's attention is
+     * fused, else stored transposed [n_ctx, n_embd_kv] */
+    bool * flash_attn;                  /* [n_layer]: the layer's attention is FLASH_ATTN_EXT */
     struct loom_context * ctx_kv[2];    /* [0] host layers, [1] offloaded layers */
     struct loom_tensor ** k_cache;
     struct loom_tensor ** v_cache;

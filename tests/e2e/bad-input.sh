@@ -67,11 +67,16 @@ expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
 expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
 # the JSON rows carry the fields llama-bench's readers use, one sample per timed run
 "$bin" bench -m "$model" -p 8 -n 0 -r 3 -t 1 -o json >"$tmp/bench.json" 2>/dev/null
-missing=$(for k in model_filename model_type model_size model_n_params n_threads n_gpu_layers n_batch n_prompt n_gen avg_ns stddev_ns avg_ts stddev_ts samples_ns samples_ts; do
+missing=$(for k in model_filename model_type model_size model_n_params n_threads n_gpu_layers n_batch type_k type_v flash_attn n_prompt n_gen n_depth avg_ns stddev_ns avg_ts stddev_ts samples_ns samples_ts; do
   grep -q "\"$k\": " "$tmp/bench.json" || printf '%s ' "$k"; done)
 samples=$(grep -o '"samples_ns": \[[^]]*\]' "$tmp/bench.json" | tr -cd ',' | wc -c)
 [ -z "$missing" ] && [ "$samples" = 2 ] && echo "ok: bench -o json fields and 3 samples" ||
   { echo "FAIL: bench -o json: missing '$missing', $samples commas in samples_ns"; fails=$((fails + 1)); }
+# -pg, -d, -fa, -ctk and -ctv: one row per combination, named as the field's tool names them
+rows=$("$bin" bench -m "$model" -p 8 -n 0 -pg 4,2 -d 0,16 -fa 0,1 -ctk f16 -ctv f16,bf16 -r 1 -t 1 2>/dev/null)
+n=$(grep -c "^| llama" <<<"$rows") pg=$(grep -c "| pp4+tg2 @ d16 |" <<<"$rows") fa=$(grep -c "| 1 | f16 | bf16 | pp8 |" <<<"$rows")
+[ "$n" = 16 ] && [ "$pg" = 4 ] && [ "$fa" = 1 ] && echo "ok: bench -pg -d -fa -ctk -ctv rows" ||
+  { echo "FAIL: bench -pg -d -fa -ctk -ctv: $n rows, $pg pp4+tg2 @ d16, $fa fa-1 bf16 pp8:"; echo "$rows"; fails=$((fails + 1)); }
 # a thread count given twice (or twice after lowering to the CPUs) is measured once
 rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1,1 2>/dev/null | grep -c "pp8")
 [ "$rows" = 1 ] && echo "ok: bench -t 1,1 measures once" || { echo "FAIL: bench -t 1,1 gave $rows rows"; fails=$((fails + 1)); }
@@ -123,7 +128,7 @@ cp "$model" "$tmp/longctx.gguf"
 at=$(grep -obUa llama.context_length "$tmp/longctx.gguf" | head -1 | cut -d: -f1)
 printf '\x04\x00\x00\x00\x00\x00\x00\x01' | dd of="$tmp/longctx.gguf" bs=1 seek=$((at + 20)) conv=notrunc status=none
 timeout 60 "$bin" run -m "$tmp/longctx.gguf" -p hi -n 4 >"$tmp/out" 2>"$tmp/err" </dev/null
-if [ $? -ne 0 ] || ! grep -q "KV cache: .*(f32, 4096 cells)" "$tmp/err"; then
+if [ $? -ne 0 ] || ! grep -q "KV cache: .*(K f16, V f16, 4096 cells)" "$tmp/err"; then
   echo "FAIL: a 2^24 training context without -c:"; grep -v '^$' "$tmp/err" | head -5; fails=$((fails + 1))
 else
   echo "ok: a 2^24 training context without -c: $(grep 'KV cache' "$tmp/err")"
@@ -134,6 +139,14 @@ retype llama.rope.freq_base 4 u32
 expect_fail "seed that means random" "$bin" run -m "$model" -p hi -s 18446744073709551615
 expect_fail "seed past 64 bits" "$bin" run -m "$model" -p hi --seed=18446744073709551616
 expect_fail "KV cache type" "$bin" run -m "$model" -p hi --cache-type q8_0
+expect_fail "KV cache K type" "$bin" run -m "$model" -p hi -ctk f64
+expect_fail "KV cache V type" "$bin" run -m "$model" -p hi --cache-type-v=q5_1
+expect_fail "flash attention mode" "$bin" run -m "$model" -p hi -fa yes
+expect_fail "flash attention without a value" "$bin" run -m "$model" -p hi -fa
+expect_fail "bench flash attention" "$bin" bench -m "$model" -p 8 -n 0 -fa 2
+expect_fail "bench depth" "$bin" bench -m "$model" -p 8 -n 0 -d -1
+expect_fail "bench prompt+generation" "$bin" bench -m "$model" -pg 8
+expect_fail "bench cache type" "$bin" bench -m "$model" -p 8 -n 0 -ctv q8_0
 
 # bad settings that are only warned about: exit status 0, one warning line naming the setting
 expect_warning() {

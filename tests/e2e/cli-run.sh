@@ -35,9 +35,12 @@ expect_error() {
 }
 
 # 2. the field's multi-letter options are whole options, never clusters of one-letter ones
-for opt in -fa -mg -ctk -ctv -sm -ts -np -ub -sys -n5; do
+for opt in -mg -sm -ts -np -ub -sys -n5; do
   expect_fail "$opt" "unknown option '$opt'" "$bin" run -m "$model" "$opt" -n 5 -p hi
 done
+# the ones Loom has are whole options with their value (not -f a, -c tk)
+"$bin" run -m "$model" -fa on -ctk f16 -ctv f16 -n 4 -c 64 --temp 0 -p hi >/dev/null 2>"$tmp/err" &&
+  echo "ok: -fa on -ctk f16 -ctv f16 accepted" || { echo "FAIL: -fa on -ctk f16 -ctv f16: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail "-ngl's value" "invalid value 'x' for -ngl" "$bin" run -m "$model" -ngl x -p hi
 LOOM_SIM_DEVICES=1 "$bin" run -m "$model" -dev sim0 -ngl 2 -n 4 -c 64 --temp 0 -p hi >"$tmp/out" 2>"$tmp/err" &&
   grep -q "sim0 .*model buffer" "$tmp/err" && echo "ok: -dev sim0 -ngl 2" || fail "-dev sim0 -ngl 2: $(tail -2 "$tmp/err")"
@@ -75,14 +78,14 @@ grep -q "^warning: the prompt (3 tokens) and -n 100 exceed the context of 32: ge
 
 # 5. a KV cache larger than the free memory is refused before it is allocated, naming the sizes
 expect_error "KV cache over a sim device's memory" "cannot allocate the KV cache (40000 cells, f32) on sim0: 48.83 MiB asked, .* MiB free of 32.00 MiB" \
-  env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" run -m "$model" -c 40000 -ngl 99 -p hi
+  env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" run -m "$model" -c 40000 -ngl 99 --cache-type f32 -n 4 -p hi
 # 8 layers x 512 x 2 (K and V) x 4 bytes x 2^24 cells = 512 GiB: more than this machine's memory
 "$bin" gen-model --dim 512 --hidden 64 --layers 8 --heads 8 --kv-heads 8 --vocab 259 --ctx 512 --type f16 -o "$tmp/wide.gguf" >/dev/null 2>&1
 expect_error "KV cache over the host's memory" "cannot allocate the KV cache (16777216 cells, f32) on CPU: 524288.00 MiB asked, .* MiB free" \
-  "$bin" run -m "$tmp/wide.gguf" -c 16777216 -p hi
+  "$bin" run -m "$tmp/wide.gguf" -c 16777216 --cache-type f32 -n 4 -p hi
 # the memory breakdown at exit: on sim0 (100 MiB) the weights (18 MiB) and the KV cache,
 # 2 (K, V) x 8 layers x 512 x 4 bytes x 1024 cells = 32 MiB; total = free + self + unaccounted
-LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=100 "$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl 99 -n 4 -p hi >/dev/null 2>"$tmp/err"
+LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=100 "$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl 99 --cache-type f32 -n 4 -p hi >/dev/null 2>"$tmp/err"
 row=$(grep "^  - sim0 " "$tmp/err")
 read -r m_total m_free m_self m_model m_context m_compute m_unacc < <(echo "$row" | tr -d '=+()|' | awk '{ print $3, $4, $5, $6, $7, $8, $9 }')
 if grep -q "^memory breakdown \[MiB\]" "$tmp/err" && [ "${m_total:-}" = 100 ] && [ "${m_model:-}" = 18 ] && [ "${m_context:-}" = 32 ] &&
@@ -91,12 +94,13 @@ if grep -q "^memory breakdown \[MiB\]" "$tmp/err" && [ "${m_total:-}" = 100 ] &&
 else
   fail "memory breakdown: '$row'"; grep -A3 "^memory breakdown" "$tmp/err"
 fi
-# -ngl auto on a sim device of 70 MiB, -c 1024, --fit-margin 4: each layer holds 4 x 512 x 512 +
+# -ngl auto on a sim device of 70 MiB, -c 1024, --fit-margin 4 (F32 cache, unfused attention, whose
+# compute buffers are the larger): each layer holds 4 x 512 x 512 +
 # 3 x 512 x 64 F16 weights and two F32 norms of 512 (2297856 bytes) and a KV cache of
 # 2 x 512 x 1024 x 4 bytes (4194304); the layers that fit are those whose sum stays within the
 # free memory less the margin kept (the larger of 4 MiB and 1/16 of the device) and the compute
 # buffers the dry run measured; the text is the CPU's
-LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl auto --fit-margin 4 -n 8 --temp 0 -p hi >"$tmp/out" 2>"$tmp/err"
+LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 -ngl auto --cache-type f32 -fa off --fit-margin 4 -n 8 --temp 0 -p hi >"$tmp/out" 2>"$tmp/err"
 rc=$?
 line=$(grep "^-ngl auto: " "$tmp/err")
 read -r n_fit compute free < <(echo "$line" | sed -n 's/^-ngl auto: \([0-9]*\) of 8 layers on sim0 .*compute \([0-9.]*\) MiB; \([0-9.]*\) MiB free.*/\1 \2 \3/p')
@@ -109,7 +113,7 @@ else
   fail "-ngl auto: exit $rc, '${n_fit:-}' layers, want '$want': $line $(tail -2 "$tmp/err")"
 fi
 # without -ngl, a GPU-type device means auto; -dev none means none
-LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 --fit-margin 4 -n 2 -p hi >/dev/null 2>"$tmp/err" &&
+LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 --cache-type f32 -fa off --fit-margin 4 -n 2 -p hi >/dev/null 2>"$tmp/err" &&
   grep -q "^-ngl auto: $n_fit of 8 layers on sim0" "$tmp/err" && echo "ok: -ngl auto is the default with a GPU-type device" ||
   fail "default -ngl with a device: $(grep -- '-ngl' "$tmp/err")"
 LOOM_SIM_DEVICES=1 "$bin" run -m "$tmp/wide.gguf" -c 1024 -dev none -n 2 -p hi >/dev/null 2>"$tmp/err" &&
@@ -120,7 +124,7 @@ rm -f "$tmp/wide.gguf"
 # the prompt already printed ends with a newline, so the error line is not glued to it
 long=$(for _ in $(seq 1 100); do printf 'Once upon a time '; done)
 expect_error "compute buffer over a sim device's memory" "cannot allocate the compute buffer (sim0, chunk 0): [0-9.]* MiB asked, [0-9.]* MiB free of 8.00 MiB on sim0" \
-  env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=8 "$bin" run -m "$model" -c 512 -ngl 5 -p "$long" -n 4
+  env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=8 "$bin" run -m "$model" -c 512 -ngl 5 --cache-type f32 -fa off -p "$long" -n 4
 [ "$(tail -c 1 "$tmp/out" | od -An -c | tr -d ' ')" = '\n' ] && [ -s "$tmp/out" ] && echo "ok: the text before an error ends with a newline" ||
   fail "the text before the error does not end with a newline: $(tail -c 20 "$tmp/out" | od -c | head -2)"
 
