@@ -8,14 +8,19 @@
 #include <string.h>
 
 void cpu_quantize_q8_K(const float * x, void * y, int64_t k) {
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding and taking it off rounds |v| < 2^22 to nearest, ties to even */
     struct block_q8_K * b = y;
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
         float amax = 0.0f;
-        for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK_K; j++) {
+            const float v = fabsf(x[j]);
+            amax = v > amax ? v : amax;
+        }
         const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         b[i].d = d;
         for (int j = 0; j < QK_K; j++) {
-            const float v = roundf(x[j] * id);
+            float v = x[j] * id + magic;
+            v -= magic;
             b[i].qs[j] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
         }
         for (int s = 0; s < QK_K / 16; s++) {

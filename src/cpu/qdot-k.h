@@ -7,7 +7,7 @@
 #include "cpu/vec.h"
 
 /* Quantizes 'k' F32 values (a multiple of 256) into Q8_K super-blocks at 'y': per 256 values,
- * d = max|x| / 127 (F32), q = x / d rounded to nearest (halves away from zero), and bsums[i] the
+ * d = max|x| / 127 (F32), q = x / d rounded to nearest (halves to even), and bsums[i] the
  * sum of q over elements 16 i .. 16 i + 15; an all-zero super-block gets d = 0, q = 0. Every table
  * uses this one quantizer, so the columns are the same whatever the ISA or thread count. */
 void cpu_quantize_q8_K(const float * x, void * y, int64_t k);
