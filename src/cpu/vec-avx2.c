@@ -1,6 +1,7 @@
 /* vec-avx2.c -- the AVX2 kernel table (with FMA and F16C), for x86-64 CPUs without AVX-512.
  * Functions carry target attributes; vec.c picks this table only on a CPU that supports it. */
 #include "cpu/vec.h"
+#include "cpu/qdot-k.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
@@ -98,6 +99,7 @@ static const struct cpu_vec g_table = {
     .gelu = gelu_avx2,
     .exp_sum = exp_sum_avx2,
     .dot = {[CPU_W_F32] = dot_f32_avx2, [CPU_W_F16] = dot_f16_avx2, [CPU_W_BF16] = dot_bf16_avx2},
+    .qdot = {CPU_QDOT_K_TABLE(avx2)},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
     .mad = {[CPU_W_F32] = mad_f32_avx2, [CPU_W_F16] = mad_f16_avx2, [CPU_W_BF16] = mad_bf16_avx2},

@@ -2,6 +2,7 @@
  * weights where the CPU has it). Functions carry target attributes, so any x86-64 build has them;
  * vec.c picks this table only on a CPU that supports it. */
 #include "cpu/vec.h"
+#include "cpu/qdot-k.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
@@ -184,6 +185,7 @@ static struct cpu_vec g_table = {
     .gelu = gelu_avx512,
     .exp_sum = exp_sum_avx512,
     .dot = {[CPU_W_F32] = dot_f32_table, [CPU_W_F16] = dot_f16_table, [CPU_W_BF16] = dot_bf16_table},
+    .qdot = {CPU_QDOT_K_TABLE(avx2)}, /* 256-bit integer kernels (qdot-k-avx2.c) */
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
     .mad = {[CPU_W_F32] = mad_f32_avx512, [CPU_W_F16] = mad_f16_avx512, [CPU_W_BF16] = mad_bf16_avx512},

@@ -1,0 +1,210 @@
+/* qdot-k-avx2.c -- the AVX2 integer kernels of the super-block weight types against Q8_K columns
+ * (qdot-k.h). Codes are unpacked to unsigned bytes and multiplied with the signed column bytes by
+ * vpmaddubsw (pairs into int16, which cannot overflow: codes <= 63, |q| <= 127), the sub-block scales
+ * applied by vpmaddwd into int32; an offset (Q3_K, Q6_K) or minimum (Q2_K, Q4_K, Q5_K) is taken off
+ * through the columns' 16-element block sums. Each super-block's exact integer sum is converted once
+ * and accumulated in F32 lanes in super-block order, so a result depends only on 'k'. The AVX-512
+ * table uses these too: 256-bit integer ops are as fast there on Zen 4 (vec-avx512.c). */
+#include "cpu/qdot-k.h"
+#include "quant/quant-blocks.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define TARGET __attribute__((target("avx2,fma,f16c")))
+#define INLINE static inline __attribute__((always_inline)) TARGET
+
+INLINE float h2f(loom_half h) { return _cvtsh_ss(h); }
+
+INLINE __m256i loadu(const void * p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* A vector of int16 holding word 'lo' of 's' (8 words, both lanes alike) in the low 128-bit lane and
+ * word 'hi' in the high lane: the scales of two 16-element sub-blocks for one 32-byte product. */
+INLINE __m256i pick_words(__m256i s, int lo, int hi) {
+    const __m128i cl = _mm_set1_epi16((short)(2 * lo | (2 * lo + 1) << 8));
+    const __m128i ch = _mm_set1_epi16((short)(2 * hi | (2 * hi + 1) << 8));
+    return _mm256_shuffle_epi8(s, _mm256_set_m128i(ch, cl));
+}
+
+/* The bytes whose bit 'bit' is set become 'val', the others 0. */
+INLINE __m256i bit_to(__m256i x, int bit, int val) {
+    const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, m), m), _mm256_set1_epi8((char)val));
+}
+
+/* The 6-bit scales (sc) and minimums (m) of a Q4_K / Q5_K block, one byte per sub-block. */
+INLINE void k4_scales(const uint8_t * q, uint32_t sc[2], uint32_t m[2]) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    sc[0] = u[0] & 0x3f3f3f3f;
+    m[0] = u[1] & 0x3f3f3f3f;
+    sc[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
+    m[1] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
+}
+
+/* The minimums of a Q4_K / Q5_K block times the column's block sums, as 8 F32 lanes: lane l holds
+ * (bsums[2l] + bsums[2l + 1]) times the minimum of sub-block l (exact integers). */
+INLINE __m256 k4_min_sum(const uint32_t m[2], const struct block_q8_K * a) {
+    const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
+    const __m256i mv = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each minimum twice */
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(mv, loadu(a->bsums)));
+}
+
+/* The scales of a Q4_K / Q5_K block as 8 int16 in each 128-bit lane. */
+INLINE __m256i k4_scale_words(const uint32_t sc[2]) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+}
+
+/* Each sb_* adds one super-block's products of weight block 'w' with column block 'a' to 'acc'. */
+INLINE __m256 sb_q4_K(const struct block_q4_K * w, const struct block_q8_K * a, __m256 acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    uint32_t sc[2], m[2];
+    k4_scales(w->scales, sc, m);
+    const __m256i scw = k4_scale_words(sc);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = loadu(w->qs + 32 * c);
+        const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), loadu(a->qs + 64 * c));
+        const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), loadu(a->qs + 64 * c + 32));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, pick_words(scw, 2 * c, 2 * c)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, pick_words(scw, 2 * c + 1, 2 * c + 1)));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
+    return _mm256_fnmadd_ps(k4_min_sum(m, a), _mm256_set1_ps(a->d * h2f(w->dmin)), acc);
+}
+
+INLINE __m256 sb_q5_K(const struct block_q5_K * w, const struct block_q8_K * a, __m256 acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    uint32_t sc[2], m[2];
+    k4_scales(w->scales, sc, m);
+    const __m256i scw = k4_scale_words(sc);
+    const __m256i qh = loadu(w->qh);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = loadu(w->qs + 32 * c);
+        const __m256i cl = _mm256_or_si256(_mm256_and_si256(q, m4), bit_to(qh, 2 * c, 0x10));
+        const __m256i ch = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), bit_to(qh, 2 * c + 1, 0x10));
+        const __m256i lo = _mm256_maddubs_epi16(cl, loadu(a->qs + 64 * c));
+        const __m256i hi = _mm256_maddubs_epi16(ch, loadu(a->qs + 64 * c + 32));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(lo, pick_words(scw, 2 * c, 2 * c)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(hi, pick_words(scw, 2 * c + 1, 2 * c + 1)));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
+    return _mm256_fnmadd_ps(k4_min_sum(m, a), _mm256_set1_ps(a->d * h2f(w->dmin)), acc);
+}
+
+/* Q6_K: per half, the four 32-element planes' codes 0..63 from ql nibbles and qh bit pairs; the
+ * offset 32 comes off as 32 * sum(scale * block sum). */
+INLINE __m256 sb_q6_K(const struct block_q6_K * w, const struct block_q8_K * a, __m256 acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03), m30 = _mm256_set1_epi8(0x30);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(a->bsums)), 5));
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = loadu(w->ql + 64 * h), l1 = loadu(w->ql + 64 * h + 32), hb = loadu(w->qh + 32 * h);
+        const __m256i scw = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(w->scales + 8 * h))));
+        const __m256i hb2 = _mm256_srli_epi16(hb, 2);
+        __m256i code[4];
+        code[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+        code[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb2, m3), 4));
+        code[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+        code[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(hb2, m30));
+        for (int p = 0; p < 4; p++) {
+            const __m256i prod = _mm256_maddubs_epi16(code[p], loadu(a->qs + 128 * h + 32 * p));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, pick_words(scw, 2 * p, 2 * p + 1)));
+        }
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
+}
+
+/* Q3_K: codes + 4 (0..7) from the 2-bit planes and the hmask bit; the 4 comes off through the block sums. */
+INLINE __m256 sb_q3_K(const struct block_q3_K * w, const struct block_q8_K * a, __m256 acc) {
+    const __m256i m3 = _mm256_set1_epi8(0x03);
+    int8_t sc[16];
+    const uint8_t * s = w->scales;
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+        sc[j] = (int8_t)((lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32);
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(a->bsums)), 2));
+    const __m256i hm = loadu(w->hmask);
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = loadu(w->qs + 32 * h);
+        const __m256i sch = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
+        for (int p = 0; p < 4; p++) {
+            const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * p), m3), bit_to(hm, 4 * h + p, 4));
+            const __m256i prod = _mm256_maddubs_epi16(u, loadu(a->qs + 128 * h + 32 * p));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, pick_words(sch, 2 * p, 2 * p + 1)));
+        }
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
+}
+
+INLINE __m256 sb_q2_K(const struct block_q2_K * w, const struct block_q8_K * a, __m256 acc) {
+    const __m256i m3 = _mm256_set1_epi8(0x03);
+    const __m128i sb = _mm_loadu_si128((const __m128i *)w->scales);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0f)));
+    const __m256 imin = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, loadu(a->bsums)));
+    const __m128i scb = _mm_and_si128(sb, _mm_set1_epi8(0x0f));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = loadu(w->qs + 32 * h);
+        const __m256i sch = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(h ? _mm_srli_si128(scb, 8) : scb));
+        for (int p = 0; p < 4; p++) {
+            const __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * p), m3);
+            const __m256i prod = _mm256_maddubs_epi16(u, loadu(a->qs + 128 * h + 32 * p));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, pick_words(sch, 2 * p, 2 * p + 1)));
+        }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
+    return _mm256_fnmadd_ps(imin, _mm256_set1_ps(a->d * h2f(w->dmin)), acc);
+}
+
+/* IQ4_XS: the code book looked up by vpshufb; signed x signed products through vpsignb (the column
+ * takes the code's sign, the code its absolute value; |code| <= 127). */
+INLINE __m256 sb_iq4_xs(const struct block_iq4_xs * w, const struct block_q8_K * a, __m256 acc) {
+    const __m128i kv = _mm_loadu_si128((const __m128i *)loom_kvalues_iq4nl), m4 = _mm_set1_epi8(0x0f);
+    __m256i isum = _mm256_setzero_si256();
+    for (int s = 0; s < 8; s++) {
+        const int ls = ((w->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) | ((w->scales_h >> (2 * s)) & 3) << 4;
+        const __m128i q = _mm_loadu_si128((const __m128i *)(w->qs + 16 * s));
+        const __m256i v = _mm256_set_m128i(_mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(q, 4), m4)), _mm_shuffle_epi8(kv, _mm_and_si128(q, m4)));
+        const __m256i prod = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(loadu(a->qs + 32 * s), v));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, _mm256_set1_epi16((short)(ls - 32))));
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
+}
+
+/* The sum of the 8 lanes of 'v', in one fixed order. */
+INLINE float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* One row against one column at a time, super-block by super-block into 8 F32 lanes. (Four rows
+ * interleaved per column measured 4-5x slower: the unrolled rows spill.) */
+#define QDOT_K_ROWS(wt, wblock)                                                                    \
+    TARGET CPU_QDOT_K_DECL(wt, avx2) {                                                             \
+        for (int j = 0; j < nr; j++) {                                                             \
+            const struct block_q8_K * y = (const struct block_q8_K *)(a + j * lda);                \
+            for (int r = 0; r < mr; r++) {                                                         \
+                const wblock * x = (const wblock *)(w + (size_t)r * ldw);                          \
+                __m256 acc = _mm256_setzero_ps();                                                  \
+                for (int64_t i = 0; i < k / QK_K; i++) acc = sb_##wt(&x[i], &y[i], acc);           \
+                const float v = hsum_ps(acc);                                                      \
+                memcpy(c + j * ldc + (size_t)r * 4, &v, 4);                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+QDOT_K_ROWS(q4_K, struct block_q4_K)
+QDOT_K_ROWS(q5_K, struct block_q5_K)
+QDOT_K_ROWS(q6_K, struct block_q6_K)
+QDOT_K_ROWS(q3_K, struct block_q3_K)
+QDOT_K_ROWS(q2_K, struct block_q2_K)
+QDOT_K_ROWS(iq4_xs, struct block_iq4_xs)
+
+#endif
