@@ -53,7 +53,8 @@ static int check_table(const struct cpu_vec * v, const char * name) {
         const int64_t blk = loom_blck_size(q->act_type) > loom_blck_size((enum loom_type)t) ? loom_blck_size(q->act_type)
                                                                                             : loom_blck_size((enum loom_type)t);
         for (int64_t k = blk; k <= MAXK; k += blk * (k < 4 * blk ? 1 : 3)) {
-            const size_t ldw = loom_row_size((enum loom_type)t, k) + 7, lda = loom_row_size(q->act_type, k) + 5;
+            /* padded strides, keeping the 2-byte alignment of the F16 scales that every row of a tensor has */
+            const size_t ldw = loom_row_size((enum loom_type)t, k) + 6, lda = loom_row_size(q->act_type, k) + 10;
             uint8_t * w = malloc(ldw * MAXR), * a = malloc(lda * MAXC);
             float x[MAXK], wf[MAXR][MAXK], af[MAXC][MAXK];
             for (int r = 0; r < v->dot_mr; r++) {
