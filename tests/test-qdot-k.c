@@ -133,7 +133,7 @@ int main(void) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) tables[1] = cpu_vec_avx2();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq"))
-        tables[2] = cpu_vec_avx512(false);
+        tables[2] = cpu_vec_avx512(false, false);
 #endif
     for (int v = 0; v < 3; v++) {
         if (!tables[v]) continue;

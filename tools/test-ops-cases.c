@@ -140,9 +140,11 @@ static void cases_mul_mat(struct test_case_list * l) {
 static void cases_mul_mat_quant(struct test_case_list * l) {
     static const int64_t shapes[][6] = { /* M, N, a2, a3, b2, b3 */
         {33, 1, 1, 1, 1, 1}, {17, 9, 1, 1, 1, 1}, {16, 3, 2, 1, 6, 2}, {9, 12, 1, 2, 2, 2},
+        {10, 8, 1, 1, 1, 1}, /* the most columns of the integer path: whole and partial row and column tiles */
     };
     static const enum test_layout pairs[][2] = {
         {TL_CONTIG, TL_CONTIG}, {TL_STRIDED, TL_TRANSPOSED}, {TL_CONTIG, TL_STRIDED}, {TL_STRIDED, TL_SCRAMBLED},
+        {TL_CONTIG, TL_CONTIG},
     };
     for (size_t t = 0; t < N_QUANT_TYPES; t++) {
         for (size_t r = 0; r < N_QUANT_ROWS; r++) {

@@ -312,15 +312,17 @@ static int value_bits(enum loom_type t) {
  *  - FLASH_ATTN_EXT: 1e-9 -- float scores (sums of up to 128 products, scaled), float exp, and the
  *    running sums rescaled at every tile and merged across chunks (quantized K and V are
  *    dequantized exactly, as the reference reads them);
- *  - MUL_MAT with quantized weights: 2e-4 -- the reference multiplies the dequantized weights; a
+ *  - MUL_MAT with quantized weights: 1e-3 -- the reference multiplies the dequantized weights; a
  *    kernel may round the columns to 8 bits per block first (Q8_0 / Q8_K, as the field's integer
- *    dot products do: each column value off by up to half a step of max|x|/127, NMSE ~1e-5),
- *    while the F32 path (rows dequantized exactly) stays near 1e-13;
+ *    dot products do: each column value off by up to half a step of max|x|/127, NMSE ~1e-5
+ *    typical, but the long-row cases have 4 results, whose random block scales put single cases
+ *    near 6e-4), while the F32 path (rows dequantized exactly) stays near 1e-13; that the integer
+ *    kernels add the same products as the dequantized weights is test-qdot's check (F32 rounding);
  *  - MUL_MAT with F16/BF16 weights: 5e-4 -- a device may round the F32 columns to the weights'
  *    type (BF16 keeps 8 bits: ~1e-6 typical) before multiplying. */
 double test_ops_threshold(const struct test_case * c) {
     switch (c->op) {
-    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(c->type[0]) > 1 ? 2e-4 : 5e-4;
+    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(c->type[0]) > 1 ? 1e-3 : 5e-4;
     case LOOM_OP_FLASH_ATTN_EXT: return 1e-9;
     case LOOM_OP_CPY:
         if (value_bits(c->type[1]) > 0 && c->type[0] != c->type[1]) {

@@ -10,7 +10,7 @@
  *          a register-blocked MR x NR micro-kernel sweeps every column against it.
  *  - gemm_bf16: as gemm, for BF16 weights on CPUs with AVX512-BF16: panels keep BF16 pairs and
  *          the columns are converted to BF16 once per node (vdpbf16ps).
- *  - qdot: few columns with a quantized weight type that has an integer kernel (vec.h, "quantized
+ *  - qdot: one column (MM_QDOT_MAX_N) with a quantized weight type that has an integer kernel (vec.h, "quantized
  *          weights"): the columns are quantized once per node (Q8_0 / Q8_K) into shared scratch,
  *          then the weight rows are dotted with them block by block in integers.
  * Other quantized weights (Q4_0 ... IQ4_XS) take the dot and gemm paths through their dequantizer: the dot path
@@ -30,6 +30,11 @@ enum {
     MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices; a multiple of 256, so quantized slices are whole blocks) */
     MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
+    /* the qdot path serves N <= this: token generation only. Short prompts (2..8 columns) stay on the
+     * dequantizing path, whose F32 sums kept the reference engine's greedy text on every stories260K
+     * fixture, where 8-bit columns there changed a near-tied token of the Q5_0 one (the field's
+     * prompt kernels do not sum per block as its one-column kernels do) */
+    MM_QDOT_MAX_N = 1,
     MM_DOT_CLAIM_BYTES = 131072, /* weight bytes a thread claims at a time on the dot path */
     MM_DOT_CLAIM_MIN_BYTES = 524288, /* smaller products split statically (a claim costs more than it balances) */
 };
@@ -69,7 +74,7 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     pl->quant = cpu_is_quant_type(a->type);
     const bool a_dense = a->nb[0] == loom_type_size(a->type);
     const struct cpu_qdot * qd = pl->quant ? &vec->qdot[a->type] : NULL;
-    if (pl->N <= MM_DOT_MAX_N && a_dense && qd && qd->dot) {
+    if (pl->N <= MM_QDOT_MAX_N && a_dense && qd && qd->dot) {
         pl->path = MM_QDOT;
         pl->unit = vec->dot_mr;
     } else if (pl->N <= MM_DOT_MAX_N && a_dense) {

@@ -99,7 +99,7 @@ static const struct cpu_vec g_table = {
     .gelu = gelu_avx2,
     .exp_sum = exp_sum_avx2,
     .dot = {[CPU_W_F32] = dot_f32_avx2, [CPU_W_F16] = dot_f16_avx2, [CPU_W_BF16] = dot_bf16_avx2},
-    .qdot = {CPU_QDOT_K_TABLE(avx2)},
+    .qdot = {CPU_QDOT_LEGACY(avx2), CPU_QDOT_K_TABLE(avx2)},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
     .mad = {[CPU_W_F32] = mad_f32_avx2, [CPU_W_F16] = mad_f16_avx2, [CPU_W_BF16] = mad_bf16_avx2},

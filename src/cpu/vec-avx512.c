@@ -185,7 +185,7 @@ static struct cpu_vec g_table = {
     .gelu = gelu_avx512,
     .exp_sum = exp_sum_avx512,
     .dot = {[CPU_W_F32] = dot_f32_table, [CPU_W_F16] = dot_f16_table, [CPU_W_BF16] = dot_bf16_table},
-    .qdot = {CPU_QDOT_K_TABLE(avx2)}, /* 256-bit integer kernels (qdot-k-avx2.c) */
+    .qdot = {CPU_QDOT_LEGACY(avx2), CPU_QDOT_K_TABLE(avx2)}, /* 256-bit integer kernels (qdot-*-avx2.c; VNNI ones set below) */
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
     .mad = {[CPU_W_F32] = mad_f32_avx512, [CPU_W_F16] = mad_f16_avx512, [CPU_W_BF16] = mad_bf16_avx512},
@@ -199,6 +199,12 @@ static struct cpu_vec g_table_bf16;
 const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
     g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? cpu_vec_avx2() : NULL;
     g_table.name = g_rows_1 ? "AVX512 FMA F16C (one-column products: AVX2)" : "AVX512 FMA F16C";
+    if (__builtin_cpu_supports("avx512vnni")) {
+        const struct cpu_qdot vnni[LOOM_TYPE_COUNT] = {CPU_QDOT_LEGACY(vnni)};
+        for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
+            if (vnni[t].dot) g_table.qdot[t] = vnni[t];
+        }
+    }
     g_table_bf16 = g_table;
     g_table_bf16.name = g_rows_1 ? "AVX512 FMA F16C BF16 (one-column products: AVX2)" : "AVX512 FMA F16C BF16";
     g_table_bf16.gemm_bf16 = gemm_bf16_avx512;

@@ -91,6 +91,38 @@ void cpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const 
 #define CPU_QDOT_PORTABLE \
     [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0, cpu_qdot_q8_0_q8_0}
 
+/* The SIMD kernels of the 32-element weight types Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL
+ * (qdot-legacy-avx2.c, qdot-legacy-avx512.c; *_vnni: vpdpbusd, AVX512-VNNI), with Q8_0 columns
+ * quantized as the field's SIMD quantizer does (cpu_quantize_q8_0_*). Q5_1 takes Q8_0 columns
+ * too, not the field's Q8_1: its minimum's term needs each column block's sum, which the kernel
+ * computes once per column and block (one more byte product, shared by the tile's rows) instead
+ * of reading a stored F16 one. Q4_1 has no integer kernel yet: that same kernel changed the
+ * reference engine's greedy text of the stories260K Q4_1 fixture (the field sums Q4_1 through
+ * Q8_1's stored sums), so Q4_1 keeps the dequantizing path. */
+#define CPU_QDOT_LEGACY_DECL(sfx)                                                                                  \
+    void cpu_qdot_q8_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+                             uint8_t * c, size_t ldc);                                                            \
+    void cpu_qdot_q4_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+                             uint8_t * c, size_t ldc);                                                            \
+    void cpu_qdot_q5_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+                             uint8_t * c, size_t ldc);                                                            \
+    void cpu_qdot_q5_1_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+                             uint8_t * c, size_t ldc);                                                            \
+    void cpu_qdot_iq4_nl_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda,      \
+                               int nr, uint8_t * c, size_t ldc);
+CPU_QDOT_LEGACY_DECL(avx2)
+void cpu_quantize_q8_0_avx2(const float * x, void * y, int64_t k);
+void cpu_quantize_q8_0_vnni(const float * x, void * y, int64_t k);
+CPU_QDOT_LEGACY_DECL(vnni)
+#undef CPU_QDOT_LEGACY_DECL
+/* The table entries (designated initializers) of those kernels; sfx: avx2 or vnni. */
+#define CPU_QDOT_LEGACY(sfx)                                                          \
+    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q8_0_##sfx},     \
+    [LOOM_TYPE_Q4_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q4_0_##sfx},     \
+    [LOOM_TYPE_Q5_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_0_##sfx},     \
+    [LOOM_TYPE_Q5_1] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_1_##sfx},     \
+    [LOOM_TYPE_IQ4_NL] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_iq4_nl_##sfx}
+
 struct cpu_vec {
     const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
     cpu_to_f32_fn f16_to_f32;

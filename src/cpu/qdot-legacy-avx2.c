@@ -1,0 +1,25 @@
+/* qdot-legacy-avx2.c -- the AVX2 integer dot products of the 32-element weight types Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL with Q8_0
+ * columns (vpmaddubsw + vpmaddwd; qdot-legacy-tmpl.h), for the AVX2 table and for AVX-512 CPUs
+ * without VNNI. */
+#include "cpu/vec.h"
+#include "quant/quant-blocks.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define TARGET __attribute__((target("avx2,fma,f16c")))
+#define QL(name) ql_##name##_avx2
+#define QL_VNNI 0
+
+#include "cpu/qdot-legacy-tmpl.h"
+
+QL_DEFINE_QUANTIZE(cpu_quantize_q8_0_avx2)
+QL_DEFINE(QL_Q8_0, cpu_qdot_q8_0_avx2)
+QL_DEFINE(QL_Q4_0, cpu_qdot_q4_0_avx2)
+QL_DEFINE(QL_Q5_0, cpu_qdot_q5_0_avx2)
+QL_DEFINE(QL_Q5_1, cpu_qdot_q5_1_avx2)
+QL_DEFINE(QL_IQ4_NL, cpu_qdot_iq4_nl_avx2)
+
+#endif

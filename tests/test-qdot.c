@@ -1,0 +1,114 @@
+/* test-qdot.c -- the integer dot kernels of every CPU table (scalar, AVX2, AVX-512 where the CPU
+ * has them) against a double-precision sum of the dequantized blocks: random weight blocks (every
+ * code byte, scales and minimums of both signs), columns quantized by the table's own quantizer,
+ * every tile shape mr x nr up to the table's dot_mr x dot_nr, padded strides, and guard words
+ * around each result that must stay untouched. The kernels sum in integers per block, so the only
+ * difference from the reference is F32 rounding. */
+#include "test-util.h"
+
+#include "cpu/vec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void) { /* xorshift64* */
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return (uint32_t)((g_rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+static float rnd_uniform(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >> 8) / 16777216.0f; }
+
+/* Random blocks of type t for 'k' elements: random bytes, then every F16 scale field set to a
+ * finite value (the legacy types keep d, and m for Q4_1 / Q5_1, in their first 2 or 4 bytes). */
+static void fill_blocks(enum loom_type t, uint8_t * row, int64_t k) {
+    const size_t bs = loom_type_size(t);
+    const int64_t nb = k / loom_blck_size(t);
+    for (size_t i = 0; i < (size_t)nb * bs; i++) row[i] = (uint8_t)rnd();
+    const bool has_m = t == LOOM_TYPE_Q4_1 || t == LOOM_TYPE_Q5_1;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint16_t d = loom_fp32_to_fp16(rnd_uniform(-0.05f, 0.05f));
+        memcpy(row + b * bs, &d, 2);
+        if (has_m) {
+            const uint16_t m = loom_fp32_to_fp16(rnd_uniform(-0.2f, 0.2f));
+            memcpy(row + b * bs + 2, &m, 2);
+        }
+    }
+}
+
+enum { MAXK = 288, MAXR = 8, MAXC = 8, GUARD = 0x7fc00bad };
+
+static int check_table(const struct cpu_vec * v, const char * name) {
+    int checked = 0;
+    for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
+        const struct cpu_qdot * q = &v->qdot[t];
+        if (!q->dot || q->act_type != LOOM_TYPE_Q8_0) continue; /* the super-block kernels are test-qdot-k's */
+        const struct loom_type_traits * wt = loom_type_get_traits((enum loom_type)t);
+        const struct loom_type_traits * at = loom_type_get_traits(q->act_type);
+        CHECK(wt->to_float && at->to_float, "%s %s: dequantizers", name, wt->name);
+        const int64_t blk = loom_blck_size(q->act_type) > loom_blck_size((enum loom_type)t) ? loom_blck_size(q->act_type)
+                                                                                            : loom_blck_size((enum loom_type)t);
+        for (int64_t k = blk; k <= MAXK; k += blk * (k < 4 * blk ? 1 : 3)) {
+            /* padded strides, keeping the 2-byte alignment of the F16 scales that every row of a tensor has */
+            const size_t ldw = loom_row_size((enum loom_type)t, k) + 6, lda = loom_row_size(q->act_type, k) + 10;
+            uint8_t * w = malloc(ldw * MAXR), * a = malloc(lda * MAXC);
+            float x[MAXK], wf[MAXR][MAXK], af[MAXC][MAXK];
+            for (int r = 0; r < v->dot_mr; r++) {
+                fill_blocks((enum loom_type)t, w + r * ldw, k);
+                wt->to_float(w + r * ldw, wf[r], k);
+            }
+            for (int j = 0; j < v->dot_nr; j++) {
+                for (int64_t i = 0; i < k; i++) x[i] = rnd_uniform(-1.0f, 1.0f) * (i % 7 == 3 ? 4.0f : 1.0f);
+                q->quantize(x, a + j * lda, k);
+                at->to_float(a + j * lda, af[j], k);
+            }
+            for (int mr = 1; mr <= v->dot_mr; mr++) {
+                for (int nr = 1; nr <= v->dot_nr; nr++) {
+                    const size_t ldc = (size_t)(mr + 2) * 4; /* a guard word after each column's results */
+                    uint32_t c[MAXC * (MAXR + 2)];
+                    for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
+                    q->dot(k, w, ldw, mr, a, lda, nr, (uint8_t *)(c + 1), ldc);
+                    for (int j = 0; j < nr; j++) {
+                        const uint32_t * cj = c + 1 + j * (mr + 2);
+                        CHECK(cj[-1] == GUARD && cj[mr] == GUARD, "%s %s k=%lld %dx%d: wrote outside column %d", name,
+                              wt->name, (long long)k, mr, nr, j);
+                        for (int r = 0; r < mr; r++) {
+                            double ref = 0.0, mag = 0.0;
+                            for (int64_t i = 0; i < k; i++) {
+                                ref += (double)wf[r][i] * af[j][i];
+                                mag += fabs((double)wf[r][i] * af[j][i]);
+                            }
+                            float got;
+                            memcpy(&got, &cj[r], 4);
+                            CHECK(fabs(got - ref) <= 2e-6 * mag + 1e-30, "%s %s k=%lld %dx%d [%d][%d]: %.9g, expected %.9g",
+                                  name, wt->name, (long long)k, mr, nr, j, r, got, ref);
+                            checked++;
+                        }
+                    }
+                    for (size_t i = (size_t)nr * (mr + 2); i < sizeof c / 4; i++) CHECK(c[i] == GUARD, "%s %s: wrote past the tile", name, wt->name);
+                }
+            }
+            free(w);
+            free(a);
+        }
+    }
+    printf("%s: %d results checked\n", name, checked);
+    return checked;
+}
+
+int main(void) {
+    check_table(cpu_vec_scalar(), "scalar");
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_vec_avx2())
+        CHECK(check_table(cpu_vec_avx2(), "AVX2") > 0, "AVX2 table has integer kernels");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && cpu_vec_avx512(false, false))
+        CHECK(check_table(cpu_vec_avx512(false, false), "AVX-512") > 0, "AVX-512 table has integer kernels");
+#endif
+    return test_finish("test-qdot");
+}
