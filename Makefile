@@ -21,7 +21,7 @@ all: build
 
 # Debian packages the build and tests need (the fuzzer also needs clang's libFuzzer runtime);
 # installed only when missing. CUDA (nvcc) is used when present and skipped otherwise.
-DEPS := cmake make gcc pkg-config libpcre2-dev
+DEPS := cmake make gcc pkg-config libpcre2-dev libmicrohttpd-dev libcjson-dev curl nodejs
 FUZZ_DEPS := clang libclang-rt-14-dev
 deps:
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEPS)"
