@@ -231,7 +231,7 @@ static int32_t * tokenize(const char * text, bool special, int32_t * n, char * e
 }
 
 /* The chat messages formatted in the model's template (heap), or NULL with 'err' set. */
-static char * format_chat(const cJSON * msgs, char * err, size_t en) {
+static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size_t en) {
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
         snprintf(err, en, "'messages' must be a non-empty array");
         return NULL;
@@ -258,6 +258,8 @@ static char * format_chat(const cJSON * msgs, char * err, size_t en) {
     }
     enum loom_chat_template t = LOOM_CHAT_TEMPLATE_CHATML;
     loom_chat_template_detect(loom_model_chat_template(serve_gen_model()), &t);
+    const char * eot = loom_chat_template_eot_text(t);
+    *eot_id = eot ? loom_vocab_find(loom_model_vocab(serve_gen_model()), eot, strlen(eot)) : -1;
     int32_t k = loom_chat_apply(t, m, (size_t)n, true, NULL, 0);
     char * s = NULL;
     if (k != LOOM_TOKEN_ERROR) {
@@ -275,8 +277,9 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     if (!cJSON_IsObject(root)) return snprintf(err, en, "the body must be a JSON object"), 400;
     char * text = NULL;
     bool special = false;
+    int32_t eot_id = -1;
     if (g->api == API_CHAT) {
-        text = format_chat(cJSON_GetObjectItemCaseSensitive(root, "messages"), err, en);
+        text = format_chat(cJSON_GetObjectItemCaseSensitive(root, "messages"), &eot_id, err, en);
         if (!text) return 400;
         special = true;
     } else {
@@ -299,6 +302,7 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     free(toks);
     if (!j) return snprintf(err, en, "out of memory"), 500;
     g->job = j;
+    j->eot_id = eot_id;
     double v;
     v = g->api == API_COMPLETIONS ? 16 : -1; /* OpenAI's default for completions */
     if (!get_num(root, g->api == API_NATIVE ? "n_predict" : "max_tokens", -1, 1 << 30, &v, err, en)) return 400;

@@ -39,6 +39,7 @@ struct serve_job * serve_job_new(const int32_t * prompt, int32_t n_prompt) {
     memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
     j->n_prompt = n_prompt;
     j->n_predict = -1;
+    j->eot_id = -1;
     j->sp = loom_sampler_default_params();
     j->text[0] = 0;
     j->cap = 64;
@@ -153,7 +154,7 @@ static enum serve_finish run_job(struct serve_job * j) {
             f = SERVE_FAILED;
             break;
         }
-        if (loom_vocab_is_eog(vocab, tok) && !j->ignore_eos) {
+        if ((loom_vocab_is_eog(vocab, tok) || tok == j->eot_id) && !j->ignore_eos) {
             f = SERVE_EOS;
             break;
         }

@@ -23,6 +23,7 @@ struct serve_job {
     int32_t n_predict;                /* tokens at most; < 0: until the end or the context is full */
     struct loom_sampler_params sp;
     bool ignore_eos;
+    int32_t eot_id;                   /* one more end-of-generation id (the chat template's end of turn), or -1 */
     char * stops[SERVE_STOP_MAX];     /* owned, NUL-terminated, non-empty */
     int n_stops;
     size_t longest_stop;
