@@ -294,6 +294,10 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     free(text);
     if (!toks) return 400;
     const int32_t n_ctx = serve_gen_n_ctx();
+    if (n == 0) {
+        free(toks);
+        return snprintf(err, en, "the prompt is empty (and the model adds no BOS)"), 400;
+    }
     if (n >= n_ctx) {
         free(toks);
         return snprintf(err, en, "the prompt has %d tokens; the context holds %d (one more is needed to generate)", n, n_ctx), 400;
