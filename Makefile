@@ -53,10 +53,13 @@ run: build $(STORIES)
 test: build test-setup
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The official openai npm client for the `loom serve` tests, into the build folder; where npm cannot
-# fetch it (offline), those tests are skipped (status 77), not failed.
+# What only the `loom serve` tests need: the official openai npm client, into the build folder, and
+# Chromium (headless, for the chat page); where they cannot be fetched (offline), those tests are
+# skipped (status 77), not failed.
 OPENAI_NPM := openai@4
+TEST_DEPS := chromium
 test-setup:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(TEST_DEPS)" || echo "could not install $(TEST_DEPS): the serve-page test will be skipped" >&2
 	@[ -f $(BUILD)/npm/node_modules/openai/package.json ] || { mkdir -p $(BUILD)/npm && \
 	  npm install --prefix $(BUILD)/npm --no-audit --no-fund --loglevel=error $(OPENAI_NPM) >&2 || \
 	  echo "npm could not fetch $(OPENAI_NPM): the serve-openai test will be skipped" >&2; }

@@ -1,5 +1,6 @@
 /* serve-page.c -- the chat page `loom serve` sends for GET /: static HTML and plain JavaScript that
- * streams replies from /v1/chat/completions. */
+ * streams replies from /v1/chat/completions. `/?q=TEXT` sends TEXT at once (greedy with &temp=0), for
+ * scripts and headless browsers. */
 const char serve_page_html[] =
     "<!DOCTYPE html>\n"
     "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Loom chat</title>\n"
@@ -19,23 +20,22 @@ const char serve_page_html[] =
     "<script>\n"
     "const log = document.getElementById('log'), form = document.getElementById('form');\n"
     "const text = document.getElementById('text'), status = document.getElementById('status');\n"
-    "const history = [];\n"
+    "const history = [], params = new URLSearchParams(location.search);\n"
     "function add(role, content) {\n"
     "  const d = document.createElement('div'); d.className = 'msg ' + role;\n"
     "  const r = document.createElement('span'); r.className = 'role'; r.textContent = role + ':';\n"
     "  const c = document.createElement('span'); c.textContent = content;\n"
     "  d.append(r, c); log.append(d); log.scrollTop = log.scrollHeight; return c;\n"
     "}\n"
-    "form.addEventListener('submit', async (e) => {\n"
-    "  e.preventDefault();\n"
-    "  const msg = text.value.trim(); if (!msg) return;\n"
+    "async function send(msg) {\n"
     "  text.value = ''; add('user', msg); history.push({role: 'user', content: msg});\n"
     "  const out = add('assistant', ''); status.textContent = 'generating...';\n"
     "  const headers = {'Content-Type': 'application/json'};\n"
     "  const key = document.getElementById('key').value; if (key) headers['Authorization'] = 'Bearer ' + key;\n"
     "  try {\n"
     "    const res = await fetch('/v1/chat/completions', {method: 'POST', headers,\n"
-    "      body: JSON.stringify({messages: history, stream: true, max_tokens: 256})});\n"
+    "      body: JSON.stringify(Object.assign({messages: history, stream: true, max_tokens: 256},\n"
+    "        params.has('temp') ? {temperature: Number(params.get('temp'))} : {}))});\n"
     "    if (!res.ok) { const j = await res.json(); throw new Error(j.error ? j.error.message : res.statusText); }\n"
     "    const reader = res.body.getReader(), dec = new TextDecoder(); let buf = '', reply = '';\n"
     "    for (;;) {\n"
@@ -54,6 +54,12 @@ const char serve_page_html[] =
     "      }\n"
     "    }\n"
     "    history.push({role: 'assistant', content: reply});\n"
+    "    document.body.dataset.done = 'yes';\n"
     "  } catch (err) { status.textContent = 'error: ' + err.message; }\n"
+    "}\n"
+    "form.addEventListener('submit', (e) => {\n"
+    "  e.preventDefault();\n"
+    "  const msg = text.value.trim(); if (msg) send(msg);\n"
     "});\n"
+    "if (params.has('q')) send(params.get('q'));\n"
     "</script></body></html>\n";
