@@ -125,5 +125,10 @@ wait "$bg" 2>/dev/null; bg=
 "$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
 grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
 
+echo "not a GGUF file" >"$tmp/bad.gguf"
+timeout 20 "$bin" serve -m "$tmp/bad.gguf" --port 0 2>"$tmp/badmodel"
+rc=$?
+[ $rc -eq 1 ] && grep -q "bad magic" "$tmp/badmodel" || fail "a malformed model: exit $rc: $(cat "$tmp/badmodel")"
+
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "loom serve: all curl checks passed"
