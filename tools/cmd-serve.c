@@ -331,6 +331,7 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     if (!get_num(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
     if (!get_bool(root, "stream", &g->stream, err, en)) return 400;
     if (!get_bool(root, "ignore_eos", &j->ignore_eos, err, en)) return 400;
+    if (!get_bool(root, "cache_prompt", &j->cache_prompt, err, en)) return 400;
     const cJSON * stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (cJSON_IsString(stop)) {
         if (!serve_job_add_stop(j, stop->valuestring)) return snprintf(err, en, "out of memory"), 500;
@@ -352,9 +353,10 @@ static const char * finish_reason(enum serve_finish f) {
 
 static cJSON * timings_json(const struct serve_job * j) {
     cJSON * t = cJSON_CreateObject();
-    cJSON_AddNumberToObject(t, "prompt_n", j->n_prompt);
+    cJSON_AddNumberToObject(t, "cache_n", j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", j->n_prompt - j->n_cached);
     cJSON_AddNumberToObject(t, "prompt_ms", j->t_prompt_ms);
-    cJSON_AddNumberToObject(t, "prompt_per_second", j->t_prompt_ms > 0 ? 1000.0 * j->n_prompt / j->t_prompt_ms : 0);
+    cJSON_AddNumberToObject(t, "prompt_per_second", j->t_prompt_ms > 0 ? 1000.0 * (j->n_prompt - j->n_cached) / j->t_prompt_ms : 0);
     cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
     cJSON_AddNumberToObject(t, "predicted_ms", j->t_gen_ms);
     cJSON_AddNumberToObject(t, "predicted_per_second", j->t_gen_ms > 0 ? 1000.0 * j->n_gen / j->t_gen_ms : 0);

@@ -25,6 +25,8 @@ static struct {
     struct loom_llama_context * lctx;
     struct loom_detok * detok;
     int32_t n_ctx;
+    int32_t * cached;     /* [n_ctx] the tokens the KV cache holds, in order */
+    int32_t n_cached;
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 struct serve_job * serve_job_new(const int32_t * prompt, int32_t n_prompt) {
@@ -126,7 +128,14 @@ static enum serve_finish run_job(struct serve_job * j) {
     const int n_vocab = loom_model_hparams(G.model)->n_vocab;
     struct loom_sampler * smp = NULL;
     if (loom_sampler_new(&j->sp, &smp) != LOOM_OK) return SERVE_FAILED;
-    loom_llama_kv_clear(G.lctx);
+    int32_t keep = 0; /* the prompt's prefix already in the cache, less one token (its logits are needed) */
+    if (j->cache_prompt) {
+        while (keep < G.n_cached && keep < j->n_prompt - 1 && G.cached[keep] == j->prompt[keep]) keep++;
+    }
+    if (keep > 0) loom_llama_kv_truncate(G.lctx, keep);
+    else loom_llama_kv_clear(G.lctx);
+    G.n_cached = keep;
+    j->n_cached = keep;
     loom_detok_reset(G.detok);
     const char * piece;
     size_t plen;
@@ -137,10 +146,13 @@ static enum serve_finish run_job(struct serve_job * j) {
     enum serve_finish f = SERVE_LENGTH;
     bool oom = false;
     int64_t t0 = loom_time_us();
-    if (loom_llama_decode(G.lctx, j->prompt, j->n_prompt) != LOOM_OK) {
+    if (loom_llama_decode(G.lctx, j->prompt + keep, j->n_prompt - keep) != LOOM_OK) {
         loom_sampler_free(smp);
+        G.n_cached = 0;
         return SERVE_FAILED;
     }
+    memcpy(G.cached + keep, j->prompt + keep, (size_t)(j->n_prompt - keep) * sizeof *G.cached);
+    G.n_cached = j->n_prompt;
     j->t_prompt_ms = (loom_time_us() - t0) / 1000.0;
     t0 = loom_time_us();
     for (;;) {
@@ -172,6 +184,7 @@ static enum serve_finish run_job(struct serve_job * j) {
             f = SERVE_FAILED;
             break;
         }
+        G.cached[G.n_cached++] = tok;
     }
     if (f != SERVE_WORD && f != SERVE_FAILED && loom_detok_flush(G.detok, &piece, &plen) == LOOM_OK && plen && job_append(j, piece, plen, &oom)) {
         f = oom ? SERVE_FAILED : SERVE_WORD;
@@ -197,6 +210,8 @@ static bool load(void) {
     cp.n_ctx = G.n_ctx;
     cp.n_threads = G.p.n_threads;
     if (loom_llama_context_new(G.model, cp, &G.lctx) != LOOM_OK) return false;
+    G.cached = malloc((size_t)G.n_ctx * sizeof *G.cached);
+    if (!G.cached) return false;
     return loom_detok_new(loom_model_vocab(G.model), 0, &G.detok) == LOOM_OK;
 }
 
@@ -231,7 +246,7 @@ static void * worker(void * arg) {
         pthread_mutex_lock(&G.mu);
         G.stats.processing--;
         G.current = NULL;
-        G.stats.n_prompt_tokens += (uint64_t)j->n_prompt;
+        G.stats.n_prompt_tokens += (uint64_t)(j->n_prompt - j->n_cached);
         G.stats.n_gen_tokens += (uint64_t)j->n_gen;
         G.stats.t_prompt_s += j->t_prompt_ms / 1000.0;
         G.stats.t_gen_s += j->t_gen_ms / 1000.0;
@@ -307,5 +322,7 @@ void serve_gen_free(void) {
     loom_detok_free(G.detok);
     loom_llama_context_free(G.lctx);
     loom_model_free(G.model);
+    free(G.cached);
+    G.cached = NULL;
     G.detok = NULL, G.lctx = NULL, G.model = NULL;
 }

@@ -23,6 +23,7 @@ struct serve_job {
     int32_t n_predict;                /* tokens at most; < 0: until the end or the context is full */
     struct loom_sampler_params sp;
     bool ignore_eos;
+    bool cache_prompt;                /* reuse the slot's cached tokens that the prompt starts with */
     int32_t eot_id;                   /* one more end-of-generation id (the chat template's end of turn), or -1 */
     char * stops[SERVE_STOP_MAX];     /* owned, NUL-terminated, non-empty */
     int n_stops;
@@ -33,6 +34,7 @@ struct serve_job {
     char * text;                      /* generated text so far (NUL-terminated) */
     size_t len, cap;
     int32_t n_gen;
+    int32_t n_cached;                 /* prompt tokens taken from the slot's cache (not evaluated) */
     enum serve_finish finish;         /* SERVE_RUNNING until the worker is done with the job */
     double t_prompt_ms, t_gen_ms;
     bool cancel;                      /* set by the client side (a disconnect): the worker stops */

@@ -90,6 +90,24 @@ msg=$(json "$tmp/elong" 'j.error.message')
 case "$msg" in *"$n_long tokens"*256*) ;; *) fail "the too-long message does not name $n_long and 256: $msg" ;; esac
 req egarbage 400 "${auth[@]}" "$url/completion" --data-binary $'\xff\xfe\x00\x01'; err_ok egarbage 400
 
+# cache_prompt: a follow-up that extends the last conversation evaluates only the new tokens, and
+# gives the text that evaluating it all gives
+msgs='[{"role":"user","content":"Tell me a story."}]'
+req c1 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$msgs,\"max_tokens\":20,\"temperature\":0,\"cache_prompt\":true}"
+r1=$(json "$tmp/c1" 'JSON.stringify(j.choices[0].message.content)')
+msgs2="[{\"role\":\"user\",\"content\":\"Tell me a story.\"},{\"role\":\"assistant\",\"content\":$r1},{\"role\":\"user\",\"content\":\"More!\"}]"
+curl -s "${auth[@]}" "$url/metrics" >"$tmp/m0"
+req c2 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$msgs2,\"max_tokens\":20,\"temperature\":0,\"cache_prompt\":true}"
+curl -s "${auth[@]}" "$url/metrics" >"$tmp/m1"
+req c3 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$msgs2,\"max_tokens\":20,\"temperature\":0}"
+p2=$(json "$tmp/c2" 'j.usage.prompt_tokens')
+cached=$(json "$tmp/c2" 'j.timings.cache_n')
+evald=$(( $(sed -n 's/^loom:prompt_tokens_total //p' "$tmp/m1") - $(sed -n 's/^loom:prompt_tokens_total //p' "$tmp/m0") ))
+[ "$cached" -gt 0 ] && [ $((cached + evald)) -eq "$p2" ] && [ "$(json "$tmp/c2" 'j.timings.prompt_n')" -eq "$evald" ] ||
+  fail "cache_prompt: $cached cached + $evald evaluated (metrics) for a prompt of $p2 tokens"
+[ "$(json "$tmp/c2" 'j.choices[0].message.content')" = "$(json "$tmp/c3" 'j.choices[0].message.content')" ] || fail "cache_prompt changed the reply"
+[ "$(json "$tmp/c3" 'j.timings.cache_n')" = 0 ] || fail "a request without cache_prompt used the cache"
+
 # metrics count what was done
 req metrics 200 "${auth[@]}" "$url/metrics"
 grep -q '^loom:tokens_predicted_total [1-9]' "$tmp/metrics" && grep -q '^loom:prompt_tokens_total [1-9]' "$tmp/metrics" &&
