@@ -1,6 +1,6 @@
 /* serve-page.c -- the chat page `loom serve` sends for GET /: static HTML and plain JavaScript that
- * streams replies from /v1/chat/completions. `/?q=TEXT` sends TEXT at once (greedy with &temp=0), for
- * scripts and headless browsers. */
+ * streams replies from /v1/chat/completions. `/?q=TEXT` sends TEXT at once (greedy with &temp=0,
+ * at most N tokens with &n=N), for scripts and headless browsers. */
 const char serve_page_html[] =
     "<!DOCTYPE html>\n"
     "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Loom chat</title>\n"
@@ -34,7 +34,7 @@ const char serve_page_html[] =
     "  const key = document.getElementById('key').value; if (key) headers['Authorization'] = 'Bearer ' + key;\n"
     "  try {\n"
     "    const res = await fetch('/v1/chat/completions', {method: 'POST', headers,\n"
-    "      body: JSON.stringify(Object.assign({messages: history, stream: true, max_tokens: 256},\n"
+    "      body: JSON.stringify(Object.assign({messages: history, stream: true, max_tokens: Number(params.get('n') || 256)},\n"
     "        params.has('temp') ? {temperature: Number(params.get('temp'))} : {}))});\n"
     "    if (!res.ok) { const j = await res.json(); throw new Error(j.error ? j.error.message : res.statusText); }\n"
     "    const reader = res.body.getReader(), dec = new TextDecoder(); let buf = '', reply = '';\n"

@@ -6,7 +6,7 @@ start_server() {
   srv_pid=$!
   local i
   for i in $(seq 100); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | head -1)
+    url=$(grep -so 'http://127.0.0.1:[0-9]*' "$log" | head -1)
     if [ -n "$url" ] && curl -s -m 2 "$url/health" | grep -q '"ok"'; then return 0; fi
     kill -0 "$srv_pid" 2>/dev/null || break
     sleep 0.1
