@@ -251,6 +251,10 @@ int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx);
 int32_t loom_llama_n_past(const struct loom_llama_context * lctx);
 /* Empties the KV cache. */
 void loom_llama_kv_clear(struct loom_llama_context * lctx);
+/* Keeps the first 'n_keep' positions of the KV cache and drops the rest: the next decode runs at
+ * position n_keep (a prompt that extends the cached tokens evaluates only what is new). An 'n_keep'
+ * outside [0, n_past] is clamped to it. */
+void loom_llama_kv_truncate(struct loom_llama_context * lctx, int32_t n_keep);
 /* Runs 'n_tokens' tokens at the next positions, in batches of at most n_batch. Errors:
  * LOOM_ERR_TOO_LARGE when n_past + n_tokens > n_ctx (nothing is run), LOOM_ERR_INVALID_ARG for a
  * token id outside the vocabulary, the backend's status on failure. */

@@ -187,6 +187,35 @@ static bool loom_logits(const char * path, const int32_t * toks, double * logits
     return ok;
 }
 
+/* As loom_logits on the CPU, but with three other tokens decoded after the first batch and dropped
+ * again by loom_llama_kv_truncate: the second batch must see only the first one. */
+static bool loom_logits_truncated(const char * path, const int32_t * toks, double * logits, int32_t * n_past_after) {
+    struct loom_model * m = NULL;
+    if (loom_model_load(path, loom_model_default_params(), &m) != LOOM_OK) return false;
+    const int n_vocab = loom_model_hparams(m)->n_vocab;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cp.logits_all = true;
+    cp.type_k = cp.type_v = LOOM_TYPE_F32; /* compared with loom_logits, which uses F32 caches */
+    struct loom_llama_context * lctx = NULL;
+    static const int32_t junk[3] = {7, 250, 31};
+    bool ok = loom_llama_context_new(m, cp, &lctx) == LOOM_OK && loom_llama_decode(lctx, toks, N_FIRST) == LOOM_OK &&
+              loom_llama_decode(lctx, junk, 3) == LOOM_OK;
+    if (ok) {
+        loom_llama_kv_truncate(lctx, N_FIRST);
+        *n_past_after = loom_llama_n_past(lctx);
+        ok = loom_llama_decode(lctx, toks + N_FIRST, N_TOK - N_FIRST) == LOOM_OK;
+    }
+    for (int i = 0; i < N_TOK - N_FIRST && ok; i++) {
+        const float * l = loom_llama_get_logits_ith(lctx, i);
+        for (int j = 0; j < n_vocab; j++) logits[(size_t)(N_FIRST + i) * n_vocab + j] = l[j];
+    }
+    loom_llama_context_free(lctx);
+    loom_model_free(m);
+    return ok;
+}
+
 /* Normalized error: max |a - b| over max |b|. */
 static double rel_err(const double * a, const double * b, size_t n) {
     double e = 0, mx = 0;
@@ -224,6 +253,18 @@ static void run_case(const struct arch_case * c) {
     double * got = malloc((size_t)N_TOK * p.n_vocab * sizeof *got), * want = malloc((size_t)N_TOK * p.n_vocab * sizeof *want);
     bool ok = loom_logits(FILE_OUT, toks, got, &hp, NULL, 0);
     CHECK(ok, "%s: loading or decoding: %s", c->what, test_last_error);
+    if (ok) { /* a truncated cache: the dropped tokens leave no trace */
+        double * tr = calloc((size_t)N_TOK * p.n_vocab, sizeof *tr);
+        int32_t n_past = -1;
+        const bool ok_tr = tr && loom_logits_truncated(FILE_OUT, toks, tr, &n_past);
+        CHECK(ok_tr && n_past == N_FIRST, "%s: truncated cache: %s (n_past %d)", c->what, test_last_error, n_past);
+        if (ok_tr) {
+            const size_t off = (size_t)N_FIRST * p.n_vocab, cnt = (size_t)(N_TOK - N_FIRST) * p.n_vocab;
+            const double e = rel_err(tr + off, got + off, cnt);
+            CHECK(e < 1e-6, "%s: logits after loom_llama_kv_truncate differ by %.3g", c->what, e);
+        }
+        free(tr);
+    }
     /* the same on a simulated discrete device, one layer or all (weights, factors and cache copied there) */
     for (int ngl = 1; ngl <= 3 && ok; ngl += 2) {
         double * dev = malloc((size_t)N_TOK * p.n_vocab * sizeof *dev);

@@ -14,5 +14,6 @@ int loom_cmd_gen_model(int argc, char ** argv);
 int loom_cmd_chat(int argc, char ** argv);
 int loom_cmd_perplexity(int argc, char ** argv);
 int loom_cmd_quantize(int argc, char ** argv);
+int loom_cmd_serve(int argc, char ** argv);
 
 #endif

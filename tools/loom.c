@@ -20,6 +20,7 @@ struct command {
 static const struct command commands[] = {
     {"run", loom_cmd_run, "generate text with a GGUF model"},
     {"chat", loom_cmd_chat, "chat with a GGUF model in its chat template"},
+    {"serve", loom_cmd_serve, "serve a GGUF model over HTTP (OpenAI's API)"},
     {"info", loom_cmd_info, "print a GGUF file's header, metadata and tensors"},
     {"tokenize", loom_cmd_tokenize, "print the token ids and pieces of a text"},
     {"convert-llama2c", loom_cmd_convert_llama2c, "convert a llama2.c checkpoint and tokenizer to GGUF"},

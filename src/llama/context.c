@@ -280,6 +280,13 @@ void loom_llama_kv_clear(struct loom_llama_context * lctx) {
     }
 }
 
+void loom_llama_kv_truncate(struct loom_llama_context * lctx, int32_t n_keep) {
+    /* the dropped cells keep finite values from earlier steps; the causal mask hides them until
+     * the next tokens' K and V overwrite them */
+    if (n_keep < 0) n_keep = 0;
+    if (n_keep < lctx->n_past) lctx->n_past = n_keep;
+}
+
 /* Fills the step's inputs: token ids, positions, and the causal mask (0 where a query may attend,
  * -inf for later positions). */
 static enum loom_status set_inputs(struct loom_llama_context * lctx, const struct loom_graph_inputs * in,

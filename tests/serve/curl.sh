@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# `loom serve` over raw HTTP with curl: every endpoint, every error status, greedy output equal to
+# `loom run --temp 0`, a client disconnecting mid-stream freeing the slot, a full queue, SIGTERM.
+# usage: curl.sh LOOM_BIN MODEL
+set -u
+bin=$1 model=$2
+command -v curl >/dev/null && command -v node >/dev/null || { echo "skipped: curl and node are needed"; exit 77; }
+tmp=$(mktemp -d)
+srv_pid= bg=
+trap '[ -n "$bg" ] && kill "$bg" 2>/dev/null; [ -n "$srv_pid" ] && kill -KILL "$srv_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
+key=sekrit
+# req NAME WANT_STATUS CURL_ARGS...: the body goes to $tmp/NAME
+req() {
+  local name=$1 want=$2; shift 2
+  local got
+  got=$(curl -s -m 20 -o "$tmp/$name" -w '%{http_code}' "$@")
+  [ "$got" = "$want" ] || fail "$name: HTTP $got, want $want: $(head -c 300 "$tmp/$name")"
+}
+# an error body: {"error":{"code":STATUS,"message":...,"type":...}}
+err_ok() {
+  local name=$1 code=$2
+  [ "$(json "$tmp/$name" 'j.error.code')" = "$code" ] && [ -n "$(json "$tmp/$name" 'j.error.message')" ] && [ -n "$(json "$tmp/$name" 'j.error.type')" ] ||
+    fail "$name: not an error object with code $code: $(head -c 300 "$tmp/$name")"
+}
+auth=(-H "Authorization: Bearer $key")
+
+start_server "$tmp/log" -m "$model" -c 256 --metrics --api-key "$key" --alias stories
+
+# health needs no key; everything else does
+req health 200 "$url/health"
+[ "$(cat "$tmp/health")" = '{"status":"ok"}' ] || fail "health body: $(cat "$tmp/health")"
+req nokey 401 "$url/v1/models"; err_ok nokey 401
+req badkey 401 -H "Authorization: Bearer nope" "$url/v1/models"; err_ok badkey 401
+req models 200 "${auth[@]}" "$url/v1/models"
+[ "$(json "$tmp/models" 'j.data[0].id')" = stories ] || fail "models: $(cat "$tmp/models")"
+req page 200 "$url/"
+grep -q '/v1/chat/completions' "$tmp/page" || fail "the page at / does not call the chat endpoint"
+
+# greedy /completion and /v1/completions equal loom run --temp 0
+prompt="Once upon a time"
+"$bin" run -m "$model" -p "$prompt" -n 40 --temp 0 -t 1 -c 256 --no-display-prompt >"$tmp/ref" 2>"$tmp/referr" || fail "loom run: $(cat "$tmp/referr")"
+req native 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":40,\"temperature\":0}"
+json "$tmp/native" 'j.content + "\n"' >"$tmp/native.txt"
+cmp -s "$tmp/native.txt" "$tmp/ref" || fail "/completion differs from loom run: $(cat "$tmp/native.txt") vs $(cat "$tmp/ref")"
+[ "$(json "$tmp/native" 'j.tokens_predicted')" = 40 ] || fail "/completion tokens_predicted: $(cat "$tmp/native")"
+req oai 200 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"$prompt\",\"max_tokens\":40,\"temperature\":0}"
+json "$tmp/oai" 'j.choices[0].text + "\n"' >"$tmp/oai.txt"
+cmp -s "$tmp/oai.txt" "$tmp/ref" || fail "/v1/completions differs from loom run"
+[ "$(json "$tmp/oai" '[j.object, j.choices[0].finish_reason, j.usage.completion_tokens, j.usage.total_tokens == j.usage.prompt_tokens + 40]')" = '["text_completion","length",40,true]' ] ||
+  fail "/v1/completions fields: $(cat "$tmp/oai")"
+
+# the native stream's pieces add up to the same text; the OpenAI stream ends with [DONE]
+req nstream 200 "${auth[@]}" -N "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":40,\"temperature\":0,\"stream\":true}"
+sed -n 's/^data: //p' "$tmp/nstream" | node -e 'let s = ""; require("readline").createInterface({input: process.stdin}).on("line", l => { s += JSON.parse(l).content; }).on("close", () => process.stdout.write(s + "\n"));' >"$tmp/nstream.txt"
+cmp -s "$tmp/nstream.txt" "$tmp/ref" || fail "the /completion stream differs from loom run: $(cat "$tmp/nstream.txt")"
+req cstream 200 "${auth[@]}" -N "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"stream":true}'
+[ "$(tail -n 2 "$tmp/cstream" | head -n 1)" = "data: [DONE]" ] || fail "the chat stream does not end with data: [DONE]: $(tail -c 200 "$tmp/cstream")"
+grep -q '"object":"chat.completion.chunk"' "$tmp/cstream" && grep -q '"delta":{"role":"assistant"' "$tmp/cstream" || fail "no chat.completion.chunk with a delta"
+
+# stop strings cut the text before them
+first_word=$(head -c 12 "$tmp/ref" | tr -d '\n')
+req stop 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":40,\"temperature\":0,\"stop\":[\"Lily\"]}"
+want=$(sed 's/Lily.*//' "$tmp/ref" | head -n 1)
+[ "$(json "$tmp/stop" 'j.content')" = "$want" ] && [ "$(json "$tmp/stop" 'j.stop_type')" = word ] || fail "stop: $(cat "$tmp/stop") (want '$want')"
+
+# tokenize / detokenize round trip
+req tok 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$prompt\"}"
+toks=$(json "$tmp/tok" 'j.tokens')
+[ "$toks" != "[]" ] || fail "tokenize: $(cat "$tmp/tok")"
+req detok 200 "${auth[@]}" "$url/detokenize" -d "{\"tokens\":$toks}"
+[ "$(json "$tmp/detok" 'j.content')" = "$prompt" ] || fail "detokenize: $(cat "$tmp/detok")"
+req detokbad 400 "${auth[@]}" "$url/detokenize" -d '{"tokens":[1,99999]}'; err_ok detokbad 400
+
+# errors
+req e404 404 "${auth[@]}" "$url/v1/nothing"; err_ok e404 404
+req emal 400 "${auth[@]}" "$url/v1/completions" -d '{"prompt": "x",'; err_ok emal 400
+req etype 400 "${auth[@]}" "$url/v1/completions" -d '{"prompt":"x","temperature":"hot"}'; err_ok etype 400
+req emsgs 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":"hi"}'; err_ok emsgs 400
+req earr 400 "${auth[@]}" "$url/completion" -d '[1,2]'; err_ok earr 400
+req en2 400 "${auth[@]}" "$url/v1/completions" -d '{"prompt":"x","n":2}'; err_ok en2 400
+head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/big"
+req e413 413 "${auth[@]}" "$url/completion" --data-binary @"$tmp/big"; err_ok e413 413
+long=$(printf 'Once upon a time %.0s' $(seq 100))
+req elong 400 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$long\"}"; err_ok elong 400
+n_long=$(curl -s "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$long\"}" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).tokens.length + 1))')
+msg=$(json "$tmp/elong" 'j.error.message')
+case "$msg" in *"$n_long tokens"*256*) ;; *) fail "the too-long message does not name $n_long and 256: $msg" ;; esac
+req egarbage 400 "${auth[@]}" "$url/completion" --data-binary $'\xff\xfe\x00\x01'; err_ok egarbage 400
+
+# cache_prompt: a follow-up that extends the last conversation evaluates only the new tokens, and
+# gives the text that evaluating it all gives
+msgs='[{"role":"user","content":"Tell me a story."}]'
+req c1 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$msgs,\"max_tokens\":20,\"temperature\":0,\"cache_prompt\":true}"
+r1=$(json "$tmp/c1" 'JSON.stringify(j.choices[0].message.content)')
+msgs2="[{\"role\":\"user\",\"content\":\"Tell me a story.\"},{\"role\":\"assistant\",\"content\":$r1},{\"role\":\"user\",\"content\":\"More!\"}]"
+curl -s "${auth[@]}" "$url/metrics" >"$tmp/m0"
+req c2 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$msgs2,\"max_tokens\":20,\"temperature\":0,\"cache_prompt\":true}"
+curl -s "${auth[@]}" "$url/metrics" >"$tmp/m1"
+req c3 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$msgs2,\"max_tokens\":20,\"temperature\":0}"
+p2=$(json "$tmp/c2" 'j.usage.prompt_tokens')
+cached=$(json "$tmp/c2" 'j.timings.cache_n')
+evald=$(( $(sed -n 's/^loom:prompt_tokens_total //p' "$tmp/m1") - $(sed -n 's/^loom:prompt_tokens_total //p' "$tmp/m0") ))
+[ "$cached" -gt 0 ] && [ $((cached + evald)) -eq "$p2" ] && [ "$(json "$tmp/c2" 'j.timings.prompt_n')" -eq "$evald" ] ||
+  fail "cache_prompt: $cached cached + $evald evaluated (metrics) for a prompt of $p2 tokens"
+[ "$(json "$tmp/c2" 'j.choices[0].message.content')" = "$(json "$tmp/c3" 'j.choices[0].message.content')" ] || fail "cache_prompt changed the reply"
+[ "$(json "$tmp/c3" 'j.timings.cache_n')" = 0 ] || fail "a request without cache_prompt used the cache"
+
+# metrics count what was done
+req metrics 200 "${auth[@]}" "$url/metrics"
+grep -q '^loom:tokens_predicted_total [1-9]' "$tmp/metrics" && grep -q '^loom:prompt_tokens_total [1-9]' "$tmp/metrics" &&
+  grep -q '^loom:requests_processing 0' "$tmp/metrics" && grep -q '^loom:requests_deferred 0' "$tmp/metrics" || fail "metrics: $(cat "$tmp/metrics")"
+stop_server
+
+# one slot, no queue: a long stream holds the slot (503 for the next request); the client going
+# away frees it; SIGTERM during a stream still exits 0
+start_server "$tmp/log2" -m "$model" -c 32768 --queue-max 0 --metrics
+long_req='{"prompt":"Once","n_predict":30000,"ignore_eos":true,"stream":true}'
+curl -s -N "$url/completion" -d "$long_req" >"$tmp/long" &
+bg=$!
+for i in $(seq 100); do [ -s "$tmp/long" ] && break; sleep 0.1; done
+[ -s "$tmp/long" ] || fail "the long stream sent nothing"
+req busy 503 "$url/completion" -d '{"prompt":"Once","n_predict":4}'; err_ok busy 503
+kill "$bg"; wait "$bg" 2>/dev/null; bg=
+freed=
+for i in $(seq 100); do
+  curl -s "$url/metrics" | grep -q '^loom:requests_processing 0' && { freed=1; break; }
+  sleep 0.1
+done
+[ -n "$freed" ] || fail "the slot was not freed after the client disconnected"
+req after 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
+curl -s -N "$url/completion" -d "$long_req" >"$tmp/long2" &
+bg=$!
+for i in $(seq 100); do [ -s "$tmp/long2" ] && break; sleep 0.1; done
+stop_server
+wait "$bg" 2>/dev/null; bg=
+
+# bad flags: one line, exit 1
+"$bin" serve -m "$model" -np 4 2>"$tmp/np" && fail "-np 4 accepted"
+[ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 4: $(cat "$tmp/np")"
+"$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
+grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
+
+echo "not a GGUF file" >"$tmp/bad.gguf"
+timeout 20 "$bin" serve -m "$tmp/bad.gguf" --port 0 2>"$tmp/badmodel"
+rc=$?
+[ $rc -eq 1 ] && grep -q "bad magic" "$tmp/badmodel" || fail "a malformed model: exit $rc: $(cat "$tmp/badmodel")"
+
+[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "loom serve: all curl checks passed"

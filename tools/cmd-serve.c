@@ -1,0 +1,840 @@
+/* cmd-serve.c -- `loom serve`: an HTTP server speaking OpenAI's API and the field's native endpoints
+ * (libmicrohttpd for HTTP, cJSON for JSON); generation runs in serve-gen.c's one slot. */
+#include "cli-util.h"
+#include "commands.h"
+
+#include <stdio.h>
+
+#ifndef LOOM_HAVE_SERVE
+int loom_cmd_serve(int argc, char ** argv) {
+    (void)argc, (void)argv;
+    fprintf(stderr, "loom serve: this build has no HTTP server (libmicrohttpd or cJSON was missing when it was configured;\n"
+                    "install libmicrohttpd-dev and libcjson-dev, or run `make deps`, then configure again)\n");
+    return 1;
+}
+#else
+
+#include "loom-llama.h"
+#include "serve-gen.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SERVE_BODY_MAX (1u << 20) /* bytes of a request body; more is refused with 413 */
+
+extern const char serve_page_html[]; /* serve-page.c */
+
+struct serve_opts {
+    const char * model, * host, * api_key, * alias;
+    long long port, n_ctx, n_gpu_layers, n_parallel, n_threads, queue_max;
+    bool metrics;
+};
+
+static struct serve_opts O;
+
+static void usage(FILE * f) {
+    fprintf(f,
+            "usage: loom serve -m MODEL.gguf [options]\n"
+            "\n"
+            "An HTTP server: OpenAI's /v1/chat/completions, /v1/completions and /v1/models, and /completion,\n"
+            "/tokenize, /detokenize, /health, /metrics and a chat page at /. SIGTERM or Ctrl-C stops it.\n"
+            "\n"
+            "  -m, --model FILE        GGUF model (required)\n"
+            "      --host ADDR         address to listen on (default 127.0.0.1)\n"
+            "      --port N            port (default 8080; 0: a free one, printed on stderr)\n"
+            "  -c, --ctx-size N        context size in tokens (default: the training context, at most 4096)\n"
+            "  -np, --parallel N       slots (only 1 so far)\n"
+            "  -ngl, --n-gpu-layers N  layers to offload (default 0)\n"
+            "  -t, --threads N         CPU threads (default: all cores)\n"
+            "      --api-key KEY       require 'Authorization: Bearer KEY' (not on /health and /)\n"
+            "      --metrics           serve /metrics (Prometheus text)\n"
+            "      --alias NAME        the model's name in the API (default: the file name)\n"
+            "      --queue-max N       requests that may wait for the slot; more get 503 (default 64)\n"
+            "  -h, --help              this help\n"
+            "\n" CLI_LONG_OPTION_HELP);
+}
+
+enum { O_HOST = 256, O_PORT, O_NP, O_NGL, O_KEY, O_METRICS, O_ALIAS, O_QUEUE };
+static const struct option long_opts[] = {
+    {"model", required_argument, 0, 'm'},      {"host", required_argument, 0, O_HOST},
+    {"port", required_argument, 0, O_PORT},    {"ctx-size", required_argument, 0, 'c'},
+    {"np", required_argument, 0, O_NP},        {"parallel", required_argument, 0, O_NP},
+    {"ngl", required_argument, 0, O_NGL},      {"n-gpu-layers", required_argument, 0, O_NGL},
+    {"threads", required_argument, 0, 't'},    {"api-key", required_argument, 0, O_KEY},
+    {"metrics", no_argument, 0, O_METRICS},    {"alias", required_argument, 0, O_ALIAS},
+    {"queue-max", required_argument, 0, O_QUEUE}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+static int parse(int argc, char ** argv) {
+    O = (struct serve_opts){.host = "127.0.0.1", .port = 8080, .n_ctx = -1, .n_parallel = 1, .queue_max = 64};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = cli_getopt(argc, argv, ":m:c:t:h", long_opts)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'm': O.model = optarg; break;
+        case O_HOST: O.host = optarg; break;
+        case O_PORT: ok = cli_parse_int("serve", "--port", optarg, 0, 65535, &O.port); break;
+        case 'c': ok = cli_parse_int("serve", "-c", optarg, 0, 1 << 24, &O.n_ctx); break;
+        case O_NP: ok = cli_parse_int("serve", "-np", optarg, 1, 256, &O.n_parallel); break;
+        case O_NGL: ok = cli_parse_int("serve", "-ngl", optarg, 0, 100000, &O.n_gpu_layers); break;
+        case 't': ok = cli_parse_int("serve", "-t", optarg, 1, 1024, &O.n_threads); break;
+        case O_KEY: O.api_key = optarg; break;
+        case O_METRICS: O.metrics = true; break;
+        case O_ALIAS: O.alias = optarg; break;
+        case O_QUEUE: ok = cli_parse_int("serve", "--queue-max", optarg, 0, 1 << 20, &O.queue_max); break;
+        case 'h': usage(stdout); return 2;
+        default: cli_option_error("serve", c); return 1;
+        }
+        if (!ok) return 1;
+    }
+    if (!cli_no_more_args("serve", argc, argv)) return 1;
+    if (!O.model) {
+        fprintf(stderr, "loom serve: no model given (-m MODEL.gguf)\n");
+        return 1;
+    }
+    if (O.n_parallel > 1) {
+        fprintf(stderr, "loom serve: -np %lld: only one slot is supported so far (-np 1)\n", O.n_parallel);
+        return 1;
+    }
+    if (O.api_key && !*O.api_key) {
+        fprintf(stderr, "loom serve: --api-key must not be empty\n");
+        return 1;
+    }
+    if (!O.alias) {
+        const char * s = strrchr(O.model, '/');
+        O.alias = s ? s + 1 : O.model;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- responses */
+
+static enum MHD_Result send_text(struct MHD_Connection * conn, unsigned status, const char * type, const char * body, size_t len) {
+    struct MHD_Response * r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    const enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Sends 'j' (consumed) as JSON. */
+static enum MHD_Result send_json(struct MHD_Connection * conn, unsigned status, cJSON * j) {
+    char * s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!s) return send_text(conn, 500, "application/json", "{\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":\"server_error\"}}", 71);
+    const enum MHD_Result r = send_text(conn, status, "application/json; charset=utf-8", s, strlen(s));
+    cJSON_free(s);
+    return r;
+}
+
+static const char * error_type(unsigned status) {
+    switch (status) {
+    case 400: case 413: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 501: return "not_supported_error";
+    case 503: return "unavailable_error";
+    default: return "server_error";
+    }
+}
+
+static cJSON * error_json(unsigned status, const char * msg) {
+    cJSON * e = cJSON_CreateObject(), * root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "code", status);
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", error_type(status));
+    cJSON_AddItemToObject(root, "error", e);
+    return root;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return send_json(conn, status, error_json(status, msg));
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/* What a request asks the generator for, read from its JSON. */
+enum api { API_NATIVE, API_COMPLETIONS, API_CHAT };
+
+struct gen_req {
+    enum api api;
+    bool stream;
+    struct serve_job * job;
+    char id[40];
+    long created;
+};
+
+/* Reads an optional number field into '*out' (in [lo, hi]); false (with 'err' set) for a wrong type or range. */
+static bool get_num(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
+    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
+        snprintf(err, n, "'%s' must be a number in [%g, %g]", key, lo, hi);
+        return false;
+    }
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool get_bool(const cJSON * o, const char * key, bool * out, char * err, size_t n) {
+    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsBool(v)) {
+        snprintf(err, n, "'%s' must be a boolean", key);
+        return false;
+    }
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+/* Tokenizes 'text' (NULL on error, reported in 'err'); 'special': template markers are tokens. */
+static int32_t * tokenize(const char * text, bool special, int32_t * n, char * err, size_t en) {
+    const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+    const size_t len = strlen(text);
+    const bool bos = loom_vocab_get_add_bos(v);
+    int32_t k = loom_tokenize(v, text, len, bos, special, NULL, 0);
+    if (k == LOOM_TOKEN_ERROR) {
+        snprintf(err, en, "the text cannot be tokenized");
+        return NULL;
+    }
+    k = k < 0 ? -k : k;
+    int32_t * t = malloc(((size_t)k + 1) * sizeof *t);
+    if (!t || loom_tokenize(v, text, len, bos, special, t, k + 1) != k) {
+        free(t);
+        snprintf(err, en, "out of memory");
+        return NULL;
+    }
+    *n = k;
+    return t;
+}
+
+/* The chat messages formatted in the model's template (heap), or NULL with 'err' set. */
+static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size_t en) {
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
+        snprintf(err, en, "'messages' must be a non-empty array");
+        return NULL;
+    }
+    const int n = cJSON_GetArraySize(msgs);
+    struct loom_chat_message * m = calloc((size_t)n, sizeof *m);
+    if (!m) {
+        snprintf(err, en, "out of memory");
+        return NULL;
+    }
+    int i = 0;
+    const cJSON * it;
+    cJSON_ArrayForEach(it, msgs) {
+        const cJSON * role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        const cJSON * content = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !(cJSON_IsString(content) || cJSON_IsNull(content))) {
+            snprintf(err, en, "messages[%d] must be an object with string 'role' and 'content'", i);
+            free(m);
+            return NULL;
+        }
+        m[i].role = role->valuestring;
+        m[i].content = cJSON_IsString(content) ? content->valuestring : "";
+        i++;
+    }
+    enum loom_chat_template t = LOOM_CHAT_TEMPLATE_CHATML;
+    loom_chat_template_detect(loom_model_chat_template(serve_gen_model()), &t);
+    const char * eot = loom_chat_template_eot_text(t);
+    *eot_id = eot ? loom_vocab_find(loom_model_vocab(serve_gen_model()), eot, strlen(eot)) : -1;
+    int32_t k = loom_chat_apply(t, m, (size_t)n, true, NULL, 0);
+    char * s = NULL;
+    if (k != LOOM_TOKEN_ERROR) {
+        k = k < 0 ? -k : k;
+        s = malloc((size_t)k + 1);
+        if (s && loom_chat_apply(t, m, (size_t)n, true, s, k + 1) != k) free(s), s = NULL;
+    }
+    free(m);
+    if (!s) snprintf(err, en, "the messages cannot be formatted in the chat template");
+    return s;
+}
+
+/* Builds the job a generation request asks for; returns 0, or the HTTP status of the error in 'err'. */
+static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, size_t en) {
+    if (!cJSON_IsObject(root)) return snprintf(err, en, "the body must be a JSON object"), 400;
+    char * text = NULL;
+    bool special = false;
+    int32_t eot_id = -1;
+    if (g->api == API_CHAT) {
+        text = format_chat(cJSON_GetObjectItemCaseSensitive(root, "messages"), &eot_id, err, en);
+        if (!text) return 400;
+        special = true;
+    } else {
+        const cJSON * p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
+        if (!cJSON_IsString(p)) return snprintf(err, en, "'prompt' must be a string"), 400;
+        text = strdup(p->valuestring);
+        if (!text) return snprintf(err, en, "out of memory"), 500;
+    }
+    int32_t n = 0;
+    int32_t * toks = tokenize(text, special, &n, err, en);
+    free(text);
+    if (!toks) return 400;
+    const int32_t n_ctx = serve_gen_n_ctx();
+    if (n == 0) {
+        free(toks);
+        return snprintf(err, en, "the prompt is empty (and the model adds no BOS)"), 400;
+    }
+    if (n >= n_ctx) {
+        free(toks);
+        return snprintf(err, en, "the prompt has %d tokens; the context holds %d (one more is needed to generate)", n, n_ctx), 400;
+    }
+    struct serve_job * j = serve_job_new(toks, n);
+    free(toks);
+    if (!j) return snprintf(err, en, "out of memory"), 500;
+    g->job = j;
+    j->eot_id = eot_id;
+    double v;
+    v = g->api == API_COMPLETIONS ? 16 : -1; /* OpenAI's default for completions */
+    if (!get_num(root, g->api == API_NATIVE ? "n_predict" : "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
+    if (g->api == API_CHAT) get_num(root, "max_completion_tokens", -1, 1 << 30, &v, err, en);
+    j->n_predict = (int32_t)v;
+    v = j->sp.temp;
+    if (!get_num(root, "temperature", 0, 1e6, &v, err, en)) return 400;
+    j->sp.temp = (float)v;
+    v = j->sp.top_p;
+    if (!get_num(root, "top_p", 0, 1, &v, err, en)) return 400;
+    j->sp.top_p = (float)v;
+    v = j->sp.top_k;
+    if (!get_num(root, "top_k", -1, 1 << 30, &v, err, en)) return 400;
+    j->sp.top_k = (int)v;
+    v = j->sp.min_p;
+    if (!get_num(root, "min_p", 0, 1, &v, err, en)) return 400;
+    j->sp.min_p = (float)v;
+    v = -1;
+    if (!get_num(root, "seed", -1, 18446744073709549568.0, &v, err, en)) return 400;
+    j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : (uint64_t)v;
+    v = 1;
+    if (!get_num(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
+    if (!get_bool(root, "stream", &g->stream, err, en)) return 400;
+    if (!get_bool(root, "ignore_eos", &j->ignore_eos, err, en)) return 400;
+    if (!get_bool(root, "cache_prompt", &j->cache_prompt, err, en)) return 400;
+    const cJSON * stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (cJSON_IsString(stop)) {
+        if (!serve_job_add_stop(j, stop->valuestring)) return snprintf(err, en, "out of memory"), 500;
+    } else if (cJSON_IsArray(stop)) {
+        const cJSON * s;
+        cJSON_ArrayForEach(s, stop) {
+            if (!cJSON_IsString(s)) return snprintf(err, en, "'stop' must be a string or an array of strings"), 400;
+            if (!serve_job_add_stop(j, s->valuestring)) return snprintf(err, en, "'stop' holds at most %d strings", SERVE_STOP_MAX), 400;
+        }
+    } else if (stop && !cJSON_IsNull(stop)) {
+        return snprintf(err, en, "'stop' must be a string or an array of strings"), 400;
+    }
+    return 0;
+}
+
+static const char * finish_reason(enum serve_finish f) {
+    return f == SERVE_LENGTH ? "length" : "stop";
+}
+
+static cJSON * timings_json(const struct serve_job * j) {
+    cJSON * t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "cache_n", j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", j->n_prompt - j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_ms", j->t_prompt_ms);
+    cJSON_AddNumberToObject(t, "prompt_per_second", j->t_prompt_ms > 0 ? 1000.0 * (j->n_prompt - j->n_cached) / j->t_prompt_ms : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
+    cJSON_AddNumberToObject(t, "predicted_ms", j->t_gen_ms);
+    cJSON_AddNumberToObject(t, "predicted_per_second", j->t_gen_ms > 0 ? 1000.0 * j->n_gen / j->t_gen_ms : 0);
+    return t;
+}
+
+static cJSON * usage_json(const struct serve_job * j) {
+    cJSON * u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
+    return u;
+}
+
+/* The OpenAI envelope: id, object, created, model, choices [one]. */
+static cJSON * envelope(const struct gen_req * g, const char * object, cJSON ** choice) {
+    cJSON * r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "id", g->id);
+    cJSON_AddStringToObject(r, "object", object);
+    cJSON_AddNumberToObject(r, "created", (double)g->created);
+    cJSON_AddStringToObject(r, "model", O.alias);
+    cJSON * ch = cJSON_AddArrayToObject(r, "choices");
+    *choice = cJSON_CreateObject();
+    cJSON_AddNumberToObject(*choice, "index", 0);
+    cJSON_AddItemToArray(ch, *choice);
+    return r;
+}
+
+/* A whole (not streamed) answer for a finished job. */
+static cJSON * final_json(const struct gen_req * g) {
+    const struct serve_job * j = g->job;
+    cJSON * r, * ch;
+    if (g->api == API_NATIVE) {
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "content", j->text);
+        cJSON_AddStringToObject(r, "model", O.alias);
+        cJSON_AddNumberToObject(r, "tokens_predicted", j->n_gen);
+        cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
+        cJSON_AddBoolToObject(r, "stop", true);
+        cJSON_AddStringToObject(r, "stop_type", j->finish == SERVE_EOS ? "eos" : j->finish == SERVE_WORD ? "word" : "limit");
+        cJSON_AddItemToObject(r, "timings", timings_json(j));
+        return r;
+    }
+    if (g->api == API_CHAT) {
+        r = envelope(g, "chat.completion", &ch);
+        cJSON * m = cJSON_AddObjectToObject(ch, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", j->text);
+    } else {
+        r = envelope(g, "text_completion", &ch);
+        cJSON_AddStringToObject(ch, "text", j->text);
+        cJSON_AddNullToObject(ch, "logprobs");
+    }
+    cJSON_AddStringToObject(ch, "finish_reason", finish_reason(j->finish));
+    cJSON_AddItemToObject(r, "usage", usage_json(j));
+    cJSON_AddItemToObject(r, "timings", timings_json(j));
+    return r;
+}
+
+/* One streamed event: 'text' (may be NULL: the opening or closing chunk); 'last' adds finish_reason, usage and timings. */
+static cJSON * chunk_json(const struct gen_req * g, const char * text, bool first, bool last) {
+    const struct serve_job * j = g->job;
+    cJSON * r, * ch;
+    if (g->api == API_NATIVE) {
+        r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "content", text ? text : "");
+        cJSON_AddBoolToObject(r, "stop", last);
+        if (last) {
+            cJSON_AddNumberToObject(r, "tokens_predicted", j->n_gen);
+            cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
+            cJSON_AddItemToObject(r, "timings", timings_json(j));
+        }
+        return r;
+    }
+    if (g->api == API_CHAT) {
+        r = envelope(g, "chat.completion.chunk", &ch);
+        cJSON * d = cJSON_AddObjectToObject(ch, "delta");
+        if (first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (text) cJSON_AddStringToObject(d, "content", text);
+    } else {
+        r = envelope(g, "text_completion", &ch);
+        cJSON_AddStringToObject(ch, "text", text ? text : "");
+    }
+    if (last) cJSON_AddStringToObject(ch, "finish_reason", finish_reason(j->finish));
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    if (last) {
+        cJSON_AddItemToObject(r, "usage", usage_json(j));
+        cJSON_AddItemToObject(r, "timings", timings_json(j));
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+struct stream {
+    struct gen_req g;
+    size_t sent;       /* bytes of the job's text already sent */
+    bool first, ended, done_sent;
+    char * out;        /* the events not yet handed to the library */
+    size_t out_len, out_off;
+};
+
+static bool stream_add_event(struct stream * s, cJSON * ev) {
+    char * js = ev ? cJSON_PrintUnformatted(ev) : NULL;
+    cJSON_Delete(ev);
+    if (!js) return false;
+    const size_t n = strlen(js);
+    char * o = malloc(n + 9);
+    if (!o) {
+        cJSON_free(js);
+        return false;
+    }
+    memcpy(o, "data: ", 6);
+    memcpy(o + 6, js, n);
+    memcpy(o + 6 + n, "\n\n", 3);
+    cJSON_free(js);
+    free(s->out);
+    s->out = o, s->out_len = n + 8, s->out_off = 0;
+    return true;
+}
+
+/* Hands out the next bytes of the event stream, waiting for the generator when nothing is ready. */
+static ssize_t stream_read(void * cls, uint64_t pos, char * buf, size_t max) {
+    (void)pos;
+    struct stream * s = cls;
+    while (s->out_off == s->out_len) {
+        if (s->done_sent) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (s->ended) { /* after the closing event */
+            free(s->out);
+            s->out = NULL;
+            if (s->g.api == API_NATIVE) return MHD_CONTENT_READER_END_OF_STREAM;
+            static const char done[] = "data: [DONE]\n\n";
+            s->out = strdup(done);
+            if (!s->out) return MHD_CONTENT_READER_END_WITH_ERROR;
+            s->out_len = sizeof done - 1, s->out_off = 0, s->done_sent = true;
+            break;
+        }
+        struct serve_job * j = s->g.job;
+        pthread_mutex_lock(&j->mu);
+        for (;;) {
+            size_t avail = j->len;
+            if (j->finish == SERVE_RUNNING) { /* hold back what could be the start of a stop string, and never split a character */
+                avail = j->len > j->longest_stop ? j->len - j->longest_stop : 0;
+                while (avail > s->sent && ((unsigned char)j->text[avail] & 0xC0) == 0x80) avail--;
+            }
+            if (avail > s->sent || j->finish != SERVE_RUNNING) break;
+            pthread_cond_wait(&j->cv, &j->mu);
+        }
+        size_t avail = j->len;
+        const bool fin = j->finish != SERVE_RUNNING;
+        if (!fin) {
+            avail = j->len > j->longest_stop ? j->len - j->longest_stop : 0;
+            while (avail > s->sent && ((unsigned char)j->text[avail] & 0xC0) == 0x80) avail--;
+        }
+        char * piece = NULL;
+        if (avail > s->sent) {
+            piece = malloc(avail - s->sent + 1);
+            if (piece) memcpy(piece, j->text + s->sent, avail - s->sent), piece[avail - s->sent] = 0;
+            s->sent = avail;
+        }
+        pthread_mutex_unlock(&j->mu);
+        bool ok;
+        if (piece || !fin) {
+            ok = stream_add_event(s, chunk_json(&s->g, piece ? piece : "", s->first, false));
+            s->first = false;
+        } else {
+            if (j->finish == SERVE_FAILED || j->finish == SERVE_CANCELLED) {
+                ok = stream_add_event(s, error_json(j->finish == SERVE_FAILED ? 500 : 503, j->finish == SERVE_FAILED ? "generation failed" : "the server is stopping"));
+            } else {
+                ok = stream_add_event(s, chunk_json(&s->g, NULL, s->first, true));
+            }
+            s->ended = true;
+        }
+        free(piece);
+        if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = s->out_len - s->out_off;
+    if (n > max) n = max;
+    memcpy(buf, s->out + s->out_off, n);
+    s->out_off += n;
+    return (ssize_t)n;
+}
+
+/* Called when the stream ends or the client goes away: a running job is cancelled (the slot freed). */
+static void stream_free(void * cls) {
+    struct stream * s = cls;
+    struct serve_job * j = s->g.job;
+    pthread_mutex_lock(&j->mu);
+    j->cancel = true;
+    pthread_mutex_unlock(&j->mu);
+    serve_job_unref(j);
+    free(s->out);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- endpoints */
+
+static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * root, enum api api) {
+    struct gen_req g = {.api = api, .created = (long)time(NULL)};
+    static unsigned long counter;
+    snprintf(g.id, sizeof g.id, "%s-%lx%lx", api == API_CHAT ? "chatcmpl" : "cmpl", (unsigned long)g.created, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    char err[256];
+    const unsigned st = build_job(root, &g, err, sizeof err);
+    if (st) {
+        if (g.job) serve_job_unref(g.job);
+        return send_error(conn, st, "%s", err);
+    }
+    if (!serve_gen_submit(g.job)) {
+        serve_job_unref(g.job);
+        return send_error(conn, 503, "the server is busy: %lld requests are waiting already", O.queue_max);
+    }
+    if (!g.stream) {
+        serve_gen_wait(g.job);
+        enum MHD_Result r;
+        if (g.job->finish == SERVE_FAILED) r = send_error(conn, 500, "generation failed");
+        else if (g.job->finish == SERVE_CANCELLED) r = send_error(conn, 503, "the server is stopping");
+        else r = send_json(conn, 200, final_json(&g));
+        serve_job_unref(g.job);
+        return r;
+    }
+    struct stream * s = calloc(1, sizeof *s);
+    if (!s) {
+        pthread_mutex_lock(&g.job->mu);
+        g.job->cancel = true;
+        pthread_mutex_unlock(&g.job->mu);
+        serve_job_unref(g.job);
+        return send_error(conn, 500, "out of memory");
+    }
+    s->g = g;
+    s->first = true;
+    struct MHD_Response * r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+    if (!r) {
+        stream_free(s);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    const enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result do_tokenize(struct MHD_Connection * conn, const cJSON * root) {
+    const cJSON * c = cJSON_GetObjectItemCaseSensitive(root, "content");
+    if (!cJSON_IsString(c)) return send_error(conn, 400, "'content' must be a string");
+    char err[256];
+    bool special = false;
+    if (!get_bool(root, "parse_special", &special, err, sizeof err)) return send_error(conn, 400, "%s", err);
+    const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+    const size_t len = strlen(c->valuestring);
+    int32_t k = loom_tokenize(v, c->valuestring, len, false, special, NULL, 0);
+    if (k == LOOM_TOKEN_ERROR) return send_error(conn, 400, "the text cannot be tokenized");
+    k = k < 0 ? -k : k;
+    int32_t * t = malloc(((size_t)k + 1) * sizeof *t);
+    if (!t || loom_tokenize(v, c->valuestring, len, false, special, t, k + 1) != k) {
+        free(t);
+        return send_error(conn, 500, "out of memory");
+    }
+    cJSON * r = cJSON_CreateObject();
+    cJSON * a = cJSON_AddArrayToObject(r, "tokens");
+    for (int32_t i = 0; i < k; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
+    free(t);
+    return send_json(conn, 200, r);
+}
+
+static enum MHD_Result do_detokenize(struct MHD_Connection * conn, const cJSON * root) {
+    const cJSON * a = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    if (!cJSON_IsArray(a)) return send_error(conn, 400, "'tokens' must be an array of token ids");
+    const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+    const int32_t n_vocab = loom_vocab_n_tokens(v);
+    const int n = cJSON_GetArraySize(a);
+    int32_t * t = malloc(((size_t)n + 1) * sizeof *t);
+    if (!t) return send_error(conn, 500, "out of memory");
+    int i = 0;
+    const cJSON * it;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 || it->valuedouble >= n_vocab) {
+            free(t);
+            return send_error(conn, 400, "tokens[%d] is not a token id in [0, %d)", i, n_vocab);
+        }
+        t[i++] = (int32_t)it->valuedouble;
+    }
+    int32_t k = loom_detokenize(v, t, n, NULL, 0, 0);
+    char * s = NULL;
+    if (k != LOOM_TOKEN_ERROR) {
+        k = k < 0 ? -k : k;
+        s = malloc((size_t)k + 1);
+        if (s && loom_detokenize(v, t, n, s, k + 1, 0) != k) free(s), s = NULL;
+    }
+    free(t);
+    if (!s) return send_error(conn, 400, "the tokens cannot be detokenized");
+    s[k] = 0;
+    cJSON * r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "content", s);
+    free(s);
+    return send_json(conn, 200, r);
+}
+
+static enum MHD_Result do_models(struct MHD_Connection * conn) {
+    const struct loom_model * m = serve_gen_model();
+    cJSON * r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "object", "list");
+    cJSON * d = cJSON_AddArrayToObject(r, "data");
+    cJSON * e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", O.alias);
+    cJSON_AddStringToObject(e, "object", "model");
+    cJSON_AddNumberToObject(e, "created", (double)time(NULL));
+    cJSON_AddStringToObject(e, "owned_by", "loom");
+    cJSON * meta = cJSON_AddObjectToObject(e, "meta");
+    cJSON_AddNumberToObject(meta, "n_vocab", loom_model_hparams(m)->n_vocab);
+    cJSON_AddNumberToObject(meta, "n_ctx_train", loom_model_hparams(m)->n_ctx_train);
+    cJSON_AddNumberToObject(meta, "n_ctx", serve_gen_n_ctx());
+    cJSON_AddNumberToObject(meta, "n_params", (double)loom_model_n_params(m));
+    cJSON_AddNumberToObject(meta, "size", (double)loom_model_size(m));
+    cJSON_AddItemToArray(d, e);
+    return send_json(conn, 200, r);
+}
+
+static enum MHD_Result do_metrics(struct MHD_Connection * conn) {
+    if (!O.metrics) return send_error(conn, 501, "this server does not serve /metrics (start it with --metrics)");
+    struct serve_stats s;
+    serve_gen_stats(&s);
+    char b[2048];
+    const int n = snprintf(b, sizeof b,
+                           "# HELP loom:prompt_tokens_total Prompt tokens evaluated.\n# TYPE loom:prompt_tokens_total counter\nloom:prompt_tokens_total %llu\n"
+                           "# HELP loom:prompt_seconds_total Seconds spent evaluating prompts.\n# TYPE loom:prompt_seconds_total counter\nloom:prompt_seconds_total %.6f\n"
+                           "# HELP loom:tokens_predicted_total Tokens generated.\n# TYPE loom:tokens_predicted_total counter\nloom:tokens_predicted_total %llu\n"
+                           "# HELP loom:tokens_predicted_seconds_total Seconds spent generating.\n# TYPE loom:tokens_predicted_seconds_total counter\nloom:tokens_predicted_seconds_total %.6f\n"
+                           "# HELP loom:requests_processing Requests being generated.\n# TYPE loom:requests_processing gauge\nloom:requests_processing %d\n"
+                           "# HELP loom:requests_deferred Requests waiting for a slot.\n# TYPE loom:requests_deferred gauge\nloom:requests_deferred %d\n",
+                           (unsigned long long)s.n_prompt_tokens, s.t_prompt_s, (unsigned long long)s.n_gen_tokens, s.t_gen_s, s.processing, s.deferred);
+    return send_text(conn, 200, "text/plain; version=0.0.4", b, (size_t)n);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+struct conn_ctx {
+    char * body;
+    size_t len, cap;
+    bool too_large;
+};
+
+static bool authorized(struct MHD_Connection * conn) {
+    if (!O.api_key) return true;
+    const char * h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    return !strcmp(h + 7, O.api_key);
+}
+
+static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, const char * url, const char * method, const char * version,
+                                  const char * upload, size_t * upload_size, void ** con_cls) {
+    (void)cls, (void)version;
+    struct conn_ctx * c = *con_cls;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return MHD_NO;
+        *con_cls = c;
+        return MHD_YES;
+    }
+    if (*upload_size) { /* a piece of the body */
+        if (!c->too_large && c->len + *upload_size > SERVE_BODY_MAX) c->too_large = true, free(c->body), c->body = NULL, c->len = 0;
+        if (!c->too_large) {
+            if (c->len + *upload_size + 1 > c->cap) {
+                size_t cap = c->cap ? c->cap : 4096;
+                while (cap < c->len + *upload_size + 1) cap *= 2;
+                char * b = realloc(c->body, cap);
+                if (!b) return MHD_NO;
+                c->body = b, c->cap = cap;
+            }
+            memcpy(c->body + c->len, upload, *upload_size);
+            c->len += *upload_size;
+            c->body[c->len] = 0;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    const bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(method, "OPTIONS")) { /* a browser's preflight */
+        struct MHD_Response * r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const enum MHD_Result ret = MHD_queue_response(conn, 204, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    if (get && (!strcmp(url, "/health") || !strcmp(url, "/v1/health"))) {
+        const int rd = serve_gen_ready();
+        if (rd == 1) return send_text(conn, 200, "application/json", "{\"status\":\"ok\"}", 15);
+        return send_error(conn, 503, rd == 0 ? "Loading model" : "the model failed to load");
+    }
+    if (get && (!strcmp(url, "/") || !strcmp(url, "/index.html"))) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
+    if (!authorized(conn)) return send_error(conn, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')");
+    if (c->too_large) return send_error(conn, 413, "the request body is larger than %u bytes", SERVE_BODY_MAX);
+    if (serve_gen_ready() != 1) return send_error(conn, 503, "Loading model");
+    if (get && (!strcmp(url, "/v1/models") || !strcmp(url, "/models"))) return do_models(conn);
+    if (get && !strcmp(url, "/metrics")) return do_metrics(conn);
+    enum api api;
+    bool gen = true;
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) api = API_CHAT;
+    else if (!strcmp(url, "/v1/completions")) api = API_COMPLETIONS;
+    else if (!strcmp(url, "/completion") || !strcmp(url, "/completions")) api = API_NATIVE;
+    else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = API_NATIVE, gen = false;
+    else return send_error(conn, 404, "no endpoint %s %s", method, url);
+    if (!post) return send_error(conn, 404, "no endpoint %s %s (use POST)", method, url);
+    cJSON * root = c->body ? cJSON_ParseWithLength(c->body, c->len) : NULL;
+    if (!root) return send_error(conn, 400, "the body is not valid JSON");
+    enum MHD_Result r;
+    if (!cJSON_IsObject(root)) r = send_error(conn, 400, "the body must be a JSON object");
+    else if (gen) r = do_generate(conn, root, api);
+    else r = !strcmp(url, "/tokenize") ? do_tokenize(conn, root) : do_detokenize(conn, root);
+    cJSON_Delete(root);
+    return r;
+}
+
+static void on_completed(void * cls, struct MHD_Connection * conn, void ** con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls, (void)conn, (void)toe;
+    struct conn_ctx * c = *con_cls;
+    if (c) free(c->body), free(c);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void * cls, const char * fmt, va_list ap) {
+    (void)cls, (void)fmt, (void)ap; /* the library's notes on misbehaving clients are not the operator's errors */
+}
+
+int loom_cmd_serve(int argc, char ** argv) {
+    const int pr = parse(argc, argv);
+    if (pr) return pr == 2 && cli_stdout_ok("serve") ? 0 : 1;
+    cli_log_setup(LOOM_LOG_WARN);
+    if (access(O.model, R_OK) != 0) {
+        fprintf(stderr, "loom serve: cannot open model '%s': %s\n", O.model, strerror(errno));
+        return 1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, * ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%lld", O.port);
+    const int gai = getaddrinfo(O.host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "loom serve: --host %s: %s\n", O.host, gai_strerror(gai));
+        return 1;
+    }
+    /* SIGTERM and SIGINT go to the main thread's sigwait only: every thread started below inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_Daemon * d = MHD_start_daemon(flags, (uint16_t)O.port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %lld (in use, or not an address of this machine)\n", O.host, O.port);
+        return 1;
+    }
+    const union MHD_DaemonInfo * info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, info ? (unsigned)info->port : (unsigned)O.port);
+    const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_gpu_layers = (int32_t)O.n_gpu_layers,
+                                        .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
+    if (!serve_gen_start(&gp)) {
+        fprintf(stderr, "loom serve: cannot start the generation thread\n");
+        MHD_stop_daemon(d);
+        return 1;
+    }
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    const bool failed = serve_gen_ready() == -1;
+    if (!failed) fprintf(stderr, "loom serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    MHD_quiesce_daemon(d); /* no new connections */
+    serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
+    MHD_stop_daemon(d);
+    serve_gen_free();
+    return failed ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,85 @@
+/* serve-gen.h -- `loom serve`'s generation side: one slot, a queue of jobs, one worker thread that owns the model. */
+#ifndef LOOM_TOOLS_SERVE_GEN_H
+#define LOOM_TOOLS_SERVE_GEN_H
+
+#include "loom-llama.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SERVE_STOP_MAX 4 /* stop strings per request (OpenAI's limit) */
+
+/* Why a job ended (the field's finish_reason: "stop" for eos/word, "length"). */
+enum serve_finish { SERVE_RUNNING, SERVE_EOS, SERVE_WORD, SERVE_LENGTH, SERVE_CANCELLED, SERVE_FAILED };
+
+/* One request's generation. The submitter fills the inputs; the worker writes the outputs under
+ * 'mu' and broadcasts 'cv' whenever text is added and when the job ends. */
+struct serve_job {
+    /* inputs */
+    int32_t * prompt;                 /* [n_prompt] token ids (owned) */
+    int32_t n_prompt;
+    int32_t n_predict;                /* tokens at most; < 0: until the end or the context is full */
+    struct loom_sampler_params sp;
+    bool ignore_eos;
+    bool cache_prompt;                /* reuse the slot's cached tokens that the prompt starts with */
+    int32_t eot_id;                   /* one more end-of-generation id (the chat template's end of turn), or -1 */
+    char * stops[SERVE_STOP_MAX];     /* owned, NUL-terminated, non-empty */
+    int n_stops;
+    size_t longest_stop;
+    /* outputs (under mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char * text;                      /* generated text so far (NUL-terminated) */
+    size_t len, cap;
+    int32_t n_gen;
+    int32_t n_cached;                 /* prompt tokens taken from the slot's cache (not evaluated) */
+    enum serve_finish finish;         /* SERVE_RUNNING until the worker is done with the job */
+    double t_prompt_ms, t_gen_ms;
+    bool cancel;                      /* set by the client side (a disconnect): the worker stops */
+    int refs;                         /* the submitter's and the worker's */
+    struct serve_job * next;          /* queue link */
+};
+
+struct serve_gen_params {
+    const char * model_path;
+    int32_t n_ctx;                    /* <= 0: the training context, at most 4096 */
+    int32_t n_gpu_layers, n_threads;
+    int queue_max;                    /* jobs that may wait behind the running one */
+};
+
+/* Totals for /metrics. */
+struct serve_stats {
+    uint64_t n_prompt_tokens, n_gen_tokens;
+    double t_prompt_s, t_gen_s;
+    int processing, deferred;
+};
+
+/* Allocates a job holding a copy of 'prompt' (NULL on OOM); refs = 1. */
+struct serve_job * serve_job_new(const int32_t * prompt, int32_t n_prompt);
+/* Adds a stop string (false when there are SERVE_STOP_MAX already or out of memory; empty strings ignored). */
+bool serve_job_add_stop(struct serve_job * j, const char * s);
+/* Drops one reference; the last one frees the job. */
+void serve_job_unref(struct serve_job * j);
+
+/* Starts the worker thread, which loads the model (serve_gen_ready() turns true when done).
+ * Returns false when the thread cannot be started. */
+bool serve_gen_start(const struct serve_gen_params * p);
+/* 1 when the model is loaded, 0 while loading, -1 when loading failed. */
+int serve_gen_ready(void);
+/* The loaded model (valid once ready) and its context size. */
+const struct loom_model * serve_gen_model(void);
+int32_t serve_gen_n_ctx(void);
+/* Queues 'j' (taking a reference for the worker). Returns false when the queue is full or the
+ * server is stopping (the job is untouched then). */
+bool serve_gen_submit(struct serve_job * j);
+/* Waits until the job ends. */
+void serve_gen_wait(struct serve_job * j);
+void serve_gen_stats(struct serve_stats * out);
+/* Cancels the running and queued jobs and stops the worker (a load in progress is abandoned). */
+void serve_gen_stop(void);
+/* Frees the model and the context (after serve_gen_stop, once no request uses them). */
+void serve_gen_free(void);
+
+#endif
