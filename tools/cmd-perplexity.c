@@ -213,6 +213,10 @@ int loom_cmd_perplexity(int argc, char ** argv) {
             nll2 += v * v;
         }
         count += n_ctx - 1 - first;
+        if (!isfinite(nll)) { /* NaN or infinite logits (a model with bad weights): no figure to report */
+            printf("\n");
+            return finish(&s, 1, "the model's logits are NaN or infinite: no perplexity");
+        }
         if (i == 0) {
             const double sec = (loom_time_us() - t_start) / 1e6;
             fprintf(stderr, "perplexity: %.2f seconds per pass - ETA %.2f minutes\n", sec, sec * n_chunk / 60.0);
