@@ -253,12 +253,14 @@ static void test_hostile(void) {
 
 /* ---------------------------------------------------------------- loom_model_quantize's refusals */
 
-static void write_tiny(const char * path, float bad) {
+/* 'bad' at element 300 of attn_q, 'bad_norm' at element 7 of the norm (which quantizing keeps F32). */
+static void write_tiny(const char * path, float bad, float bad_norm) {
     struct loom_gguf_writer * w = loom_gguf_writer_new();
     static float data[256 * 4], norm[256];
     for (int i = 0; i < 256 * 4; i++) data[i] = (float)((i * 37 % 101) - 50) * 1e-3f;
     for (int i = 0; i < 256; i++) norm[i] = 1.f;
     data[300] = bad;
+    norm[7] = bad_norm;
     const int64_t ne[2] = {256, 4};
     loom_gguf_writer_set_str(w, "general.architecture", "llama");
     loom_gguf_writer_add_tensor(w, "blk.0.attn_norm.weight", LOOM_TYPE_F32, 1, ne, norm);
@@ -272,7 +274,7 @@ static void test_refusals(void) {
     char in[300], out[300];
     snprintf(in, sizeof in, "%s/tiny.gguf", tmp_dir);
     snprintf(out, sizeof out, "%s/tiny-q.gguf", tmp_dir);
-    write_tiny(in, 0.5f);
+    write_tiny(in, 0.5f, 1.f);
     CHECK(loom_model_quantize(in, out, "Q4_K_M", NULL) == LOOM_OK, "tiny Q4_K_M: %s", test_last_error);
     struct loom_gguf * g = NULL;
     char err[256];
@@ -302,11 +304,21 @@ static void test_refusals(void) {
     /* a NaN and an inf: refused, naming the tensor, no output left */
     const float bads[2] = {NAN, -INFINITY};
     for (int k = 0; k < 2; k++) {
-        write_tiny(in, bads[k]);
+        write_tiny(in, bads[k], 1.f);
         CHECK(loom_model_quantize(in, out, "Q8_0", NULL) == LOOM_ERR_FORMAT, "NaN / inf input accepted");
         CHECK(strstr(test_last_error, "blk.0.attn_q.weight") != NULL, "message does not name the tensor: %s", test_last_error);
         CHECK(access(out, F_OK) != 0, "an output was left after a refusal");
+        /* in a tensor the preset keeps in its type (a norm stays F32): refused too */
+        write_tiny(in, 0.5f, bads[k]);
+        CHECK(loom_model_quantize(in, out, "Q8_0", NULL) == LOOM_ERR_FORMAT, "NaN / inf in a kept tensor accepted");
+        CHECK(strstr(test_last_error, "blk.0.attn_norm.weight") != NULL, "message does not name the norm: %s", test_last_error);
+        CHECK(access(out, F_OK) != 0, "an output was left after a refusal");
     }
+    /* a finite value beyond F16's range, for F16: refused (it would become inf) */
+    write_tiny(in, 1e38f, 1.f);
+    CHECK(loom_model_quantize(in, out, "F16", NULL) == LOOM_ERR_FORMAT, "a value beyond F16's range accepted for F16");
+    CHECK(strstr(test_last_error, "F16's range") != NULL, "message: %s", test_last_error);
+    CHECK(access(out, F_OK) != 0, "an output was left after a refusal");
     CHECK(!test_dir_has_temp(tmp_dir), "a temporary file was left");
     unlink(in);
 }

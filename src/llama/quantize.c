@@ -277,8 +277,10 @@ static enum loom_status read_at(struct job * j, void * buf, size_t size, uint64_
     return LOOM_OK;
 }
 
-/* Converts tensor i ('nrows' rows of 'ne0') from its bytes at 'src' to type 'to' at 'dst'; refuses
- * NaN and infinite values (naming the tensor and row). 'f32' holds one row per thread. */
+/* Converts tensor i ('nrows' rows of 'ne0') from its bytes at 'src' to type 'to' at 'dst' (a tensor
+ * kept in its type is copied row by row, after the same check); refuses NaN and infinite values, and
+ * values beyond F16's range when 'to' is F16 (naming the tensor and row). 'f32' holds one row per
+ * thread. */
 static enum loom_status convert(struct job * j, int64_t i, const uint8_t * src, uint8_t * dst, enum loom_type to,
                                 float * f32) {
     const enum loom_type from = loom_gguf_tensor_type(j->g, i);
@@ -296,17 +298,20 @@ static enum loom_status convert(struct job * j, int64_t i, const uint8_t * src, 
         float * x = f32 + (size_t)th * (size_t)ne0;
         to_float(src + (size_t)r * in_rs, x, ne0);
         bool finite = true;
-        for (int64_t k = 0; k < ne0; k++) finite &= isfinite(x[k]) != 0;
+        const float lim = to == LOOM_TYPE_F16 ? 65504.0f : INFINITY; /* F16's largest finite value */
+        for (int64_t k = 0; k < ne0; k++) finite &= isfinite(x[k]) && fabsf(x[k]) <= lim;
         if (!finite) {
 #pragma omp critical
             if (bad_row < 0 || r < bad_row) bad_row = r;
             continue;
         }
-        from_float(x, dst + (size_t)r * out_rs, ne0);
+        if (from == to) memcpy(dst + (size_t)r * out_rs, src + (size_t)r * in_rs, out_rs);
+        else from_float(x, dst + (size_t)r * out_rs, ne0);
     }
     if (bad_row >= 0) {
-        loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' holds NaN or infinite values (row %lld): refusing to quantize it",
-                 j->in_path, loom_gguf_tensor_name(j->g, i), (long long)bad_row);
+        loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' holds NaN or infinite values%s (row %lld): refusing to quantize it",
+                 j->in_path, loom_gguf_tensor_name(j->g, i), to == LOOM_TYPE_F16 ? " or values beyond F16's range" : "",
+                 (long long)bad_row);
         return LOOM_ERR_FORMAT;
     }
     return LOOM_OK;
@@ -360,7 +365,7 @@ static enum loom_status write_all(struct job * j, const struct preset * p, const
         const uint64_t in_size = loom_gguf_tensor_size(g, i);
         st = read_at(j, in, in_size, loom_gguf_data_offset(g) + loom_gguf_tensor_offset(g, i));
         const uint8_t * data = in;
-        if (st == LOOM_OK && from != to) {
+        if (st == LOOM_OK && loom_type_get_traits(from)->to_float) { /* checked even when kept as it is */
             st = convert(j, i, in, out, to, f32);
             data = out;
         }
