@@ -1,5 +1,5 @@
 /* test-quantize.c -- the quantizers and `loom quantize`:
- * - rows of weights quantized by the reference engine (tests/data/quant-ref-rows.bin, made once
+ * - rows of weights quantized by the reference engine (tests/data/quant-ref-rows.dat, made once
  *   from its fixtures by bench/quant/make-ref-rows.c) come out byte for byte the same;
  * - every preset of the fixtures written by the reference engine's llama-quantize ($LOOM_MODELS/quant,
  *   made once, see the README there) is reproduced byte for byte from the same F32 file (tensor
@@ -46,7 +46,7 @@ static uint32_t rd32(const uint8_t * p) {
 static void test_ref_rows(void) {
     const char * src = getenv("LOOM_SRC");
     char path[512];
-    snprintf(path, sizeof path, "%s/tests/data/quant-ref-rows.bin", src ? src : ".");
+    snprintf(path, sizeof path, "%s/tests/data/quant-ref-rows.dat", src ? src : ".");
     size_t size = 0;
     uint8_t * d = slurp(path, &size);
     CHECK(d && size >= 8 && !memcmp(d, "LQRR", 4), "cannot read %s", path);

@@ -1,9 +1,9 @@
-/* make-ref-rows.c -- writes tests/data/quant-ref-rows.bin: for each quantized type, two rows of F32
+/* make-ref-rows.c -- writes tests/data/quant-ref-rows.dat: for each quantized type, two rows of F32
  * weights and the bytes the reference engine's quantizer made of them, taken from the fixtures it
  * wrote (../shared/models/quant: llama-quantize, or its Python quantizers for Q4_1). test-quantize
  * checks Loom's quantizers against them without the fixtures. Made once with:
  *   cc -O2 -Iinclude -Isrc bench/quant/make-ref-rows.c BUILD/libloom.a -lm -fopenmp -o /tmp/make-ref-rows
- *   /tmp/make-ref-rows ../shared/models/quant tests/data/quant-ref-rows.bin
+ *   /tmp/make-ref-rows ../shared/models/quant tests/data/quant-ref-rows.dat
  * Record layout (little-endian): u32 type, u32 ne0, u32 n_rows, n_rows * ne0 F32 values, then the
  * rows' quantized bytes; the file starts with the magic "LQRR" and a u32 record count. */
 #include "loom-gguf.h"
