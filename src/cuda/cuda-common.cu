@@ -74,7 +74,8 @@ enum loom_status lc_tensor_of(const struct lc_backend * be, const struct loom_te
                  t->name);
         return LOOM_ERR_UNSUPPORTED;
     }
-    size_t es = loom_type_size(t->type);
+    /* a block type's blocks sit on 2-byte boundaries (their F16 scales), not on multiples of their size */
+    size_t es = loom_blck_size(t->type) > 1 ? 2 : loom_type_size(t->type);
     if (es == 0 || ((uintptr_t)data + (uintptr_t)b->delta) % es != 0) {
         loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' is not aligned to its element size", be->dev->name, t->name);
         return LOOM_ERR_UNSUPPORTED;

@@ -2,6 +2,7 @@
  * op support and graph execution. */
 #include "cuda-common.cuh"
 #include "cuda-argmax.cuh"
+#include "cuda-attn.cuh"
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
@@ -299,7 +300,7 @@ static bool dev_supports_op(loom_backend_dev_t dev, const struct loom_tensor * o
     case LOOM_OP_ROPE: return lc_rope_supported(op);
     case LOOM_OP_SOFT_MAX: return lc_soft_max_supported(op);
     case LOOM_OP_ARGMAX: return lc_argmax_supported(op);
-    case LOOM_OP_FLASH_ATTN_EXT: return false; /* no kernel yet: the scheduler runs it on the CPU */
+    case LOOM_OP_FLASH_ATTN_EXT: return lc_flash_attn_supported(op);
     default: return false;
     }
 }

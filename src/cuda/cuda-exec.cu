@@ -15,6 +15,7 @@
  * The backend parameter graphs=0 turns them off from the start. */
 #include "cuda-common.cuh"
 #include "cuda-argmax.cuh"
+#include "cuda-attn.cuh"
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
@@ -53,6 +54,7 @@ static enum loom_status compute_node(struct lc_backend * be, struct loom_tensor 
     case LOOM_OP_ROPE: return lc_rope(be, node);
     case LOOM_OP_SOFT_MAX: return lc_soft_max(be, node);
     case LOOM_OP_ARGMAX: return lc_argmax(be, node);
+    case LOOM_OP_FLASH_ATTN_EXT: return lc_flash_attn(be, node);
     default: return LOOM_ERR_UNSUPPORTED;
     }
 }
@@ -390,6 +392,10 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
         if (node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node)) {
             *blas = true;
             size_t s = lc_mul_mat_scratch(node);
+            if (s > scratch) scratch = s;
+        }
+        if (node->op == LOOM_OP_FLASH_ATTN_EXT) { /* partial results of split KV cells */
+            size_t s = lc_flash_attn_scratch(be, node);
             if (s > scratch) scratch = s;
         }
         *gathers = *gathers || node->op == LOOM_OP_GET_ROWS || node->op == LOOM_OP_SET_ROWS;

@@ -1,0 +1,667 @@
+/* cuda-attn.cu -- FLASH_ATTN_EXT: softmax(q K^T * scale + mask) V in one pass over the KV cells with
+ * an online softmax (Milakov & Gimelshein 2018; Dao et al. 2022, "FlashAttention").
+ *
+ * A query column is one query of one head; the heads that share a KV head (grouped-query
+ * attention) are adjacent columns of that KV head (column c: query c / group, head hk * group +
+ * c % group), so a block reads each K and V row once for all of them.
+ *
+ * Two kernels compute the attention:
+ *  - lc_fa_vec_kernel, for few columns per KV head (token generation) and every KV type: a block
+ *    takes up to NCOL columns and one span ("split") of the KV cells; each warp walks cells of the
+ *    span, its lanes holding EPL consecutive values of every row, and keeps a running maximum, sum
+ *    and weighted values per column; the warps are merged in shared memory. When the cells are
+ *    split over several blocks (flash-decoding: Dao et al. 2023), each block leaves its partial
+ *    maximum, sum and values in scratch and lc_fa_merge_kernel combines the spans in span order,
+ *    so the result depends only on the shapes.
+ *  - lc_fa_mma_kernel, for many columns with F16 K and V: tiles of 64 columns by 64 cells, q K^T and
+ *    P V on the tensor cores (wmma 16x16x16, F32 accumulation). The queries and the probabilities
+ *    are F32; each is split into an F16 high part and an F16 remainder and both are multiplied, so
+ *    the products carry ~22 bits of the F32 operand (K and V are F16 already, exact).
+ *
+ * Masked cells (-inf in the mask) never reach a product: their scores are set to -inf and their
+ * weights to 0 by selection, so K or V garbage in cells the mask hides cannot turn into NaN. A
+ * column whose every cell is masked gets zeros. */
+#include "cuda-attn.cuh"
+
+#include <mma.h>
+
+enum {
+    FA_WARPS = 4,         /* warps per block of both kernels */
+    FA_MAX_D = 256,       /* longest K and V rows */
+    FA_MIN_SPAN = 64,     /* fewest KV cells a split takes */
+    FA_MAX_SPLITS = 128,
+    FA_TILE_Q = 64,       /* columns of a tensor-core block */
+    FA_TILE_KV = 64,      /* KV cells per tensor-core tile */
+};
+
+/* Block types read by the kernels (src/quant/quant-blocks.h). */
+#define FA_QK 32
+#define FA_Q8_0_BYTES 34 /* F16 scale, 32 int8 */
+#define FA_Q4_0_BYTES 18 /* F16 scale, 16 bytes of 4-bit codes: low nibbles values 0..15, high 16..31 */
+
+/* What both kernels take. */
+struct lc_fa_args {
+    struct lc_tensor q, k, v, m, d;
+    int has_mask;
+    float scale;
+    int D, Dv, group, n_cols, n_cblk, Hk;
+    int64_t n_kv;
+    int n_splits;
+    int64_t span;        /* KV cells per split */
+    float * part;        /* partial results (n_splits > 1) */
+    int vec_k, vec_v;    /* rows aligned for vector loads */
+};
+
+/* Column c of KV head hk -> query iq and head h. */
+__device__ __forceinline__ void fa_col(const struct lc_fa_args & a, int hk, int c, int & iq, int & h) {
+    iq = c / a.group;
+    h = hk * a.group + c % a.group;
+}
+
+/* EPL consecutive values from element e0 (a multiple of EPL) of a row of type 'type'; 'vec': the
+ * row and e0 allow one aligned vector load (float rows: 16 bytes per 4, 16-bit rows 8 bytes). */
+template <int EPL>
+__device__ __forceinline__ void fa_load_row(const char * row, int type, int e0, bool vec, float * out) {
+    if (type == LOOM_TYPE_F16 || type == LOOM_TYPE_BF16) {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < EPL; i += 4) {
+                const uint2 u = *(const uint2 *)(row + (int64_t)(e0 + i) * 2);
+                if (type == LOOM_TYPE_F16) {
+                    const float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+                    out[i] = a.x, out[i + 1] = a.y, out[i + 2] = b.x, out[i + 3] = b.y;
+                } else {
+                    const float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x);
+                    const float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+                    out[i] = a.x, out[i + 1] = a.y, out[i + 2] = b.x, out[i + 3] = b.y;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < EPL; i++) out[i] = lc_load(row + (int64_t)(e0 + i) * 2, type);
+        }
+    } else if (type == LOOM_TYPE_F32) {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < EPL; i += 4) {
+                const float4 f = *(const float4 *)(row + (int64_t)(e0 + i) * 4);
+                out[i] = f.x, out[i + 1] = f.y, out[i + 2] = f.z, out[i + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < EPL; i++) out[i] = *(const float *)(row + (int64_t)(e0 + i) * 4);
+        }
+    } else if (type == LOOM_TYPE_Q8_0) {
+        const char * blk = row + (int64_t)(e0 / FA_QK) * FA_Q8_0_BYTES;
+        const float d = __half2float(*(const __half *)blk);
+        const int8_t * qs = (const int8_t *)(blk + 2) + e0 % FA_QK;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) out[i] = d * (float)qs[i];
+    } else { /* Q4_0 */
+        const char * blk = row + (int64_t)(e0 / FA_QK) * FA_Q4_0_BYTES;
+        const float d = __half2float(*(const __half *)blk);
+        const uint8_t * qs = (const uint8_t *)(blk + 2);
+        const int j0 = e0 % FA_QK;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) {
+            const int j = j0 + i;
+            const int code = j < FA_QK / 2 ? qs[j] & 15 : qs[j - FA_QK / 2] >> 4;
+            out[i] = d * (float)(code - 8);
+        }
+    }
+}
+
+/* Mask value of cell t for query iq of head h (0 without a mask). */
+__device__ __forceinline__ float fa_mask(const struct lc_fa_args & a, const char * mrow, int64_t t) {
+    return a.has_mask ? lc_load(mrow + t * a.m.nb[0], a.m.type) : 0.0f;
+}
+
+__device__ __forceinline__ const char * fa_mask_row(const struct lc_fa_args & a, int iq, int h, int b) {
+    return a.m.data + (int64_t)iq * a.m.nb[1] + (int64_t)(h % a.m.ne[2]) * a.m.nb[2] + (int64_t)(b % a.m.ne[3]) * a.m.nb[3];
+}
+
+/* Where column c's result row goes (F32 [Dv, H, n_q, B]). */
+__device__ __forceinline__ float * fa_out_row(const struct lc_fa_args & a, int iq, int h, int b) {
+    return (float *)(a.d.data + (int64_t)h * a.d.nb[1] + (int64_t)iq * a.d.nb[2] + (int64_t)b * a.d.nb[3]);
+}
+
+/* ---------------------------------------------------------------- few columns: split KV cells */
+
+/* grid (n_splits, Hk * B, n_cblk), FA_WARPS warps. KV is the K and V type when both are the
+ * same float type known at compile time (F16, the default cache), -1 for any (read by type). */
+template <int EPL, int NCOL, int KV>
+__global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_args a) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    constexpr int U = NCOL * EPL >= 32 ? 2 : 4; /* cells per warp in flight */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int split = blockIdx.x, hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk, cblk = blockIdx.z;
+    const int c0 = cblk * NCOL;
+    const int nc = a.n_cols - c0 < NCOL ? a.n_cols - c0 : NCOL;
+    const int e0 = lane * EPL;
+    const bool kon = e0 < a.D, von = e0 < a.Dv;
+    const int ktype = KV >= 0 ? KV : a.k.type, vtype = KV >= 0 ? KV : a.v.type;
+
+    float qr[NCOL][EPL];
+    const char * mrow[NCOL];
+#pragma unroll
+    for (int c = 0; c < NCOL; c++) {
+        int iq, h;
+        fa_col(a, hk, c0 + (c < nc ? c : 0), iq, h);
+        mrow[c] = fa_mask_row(a, iq, h, b);
+        const char * qrow = a.q.data + (int64_t)iq * a.q.nb[1] + (int64_t)h * a.q.nb[2] + (int64_t)b * a.q.nb[3];
+#pragma unroll
+        for (int i = 0; i < EPL; i++) qr[c][i] = kon && c < nc ? *(const float *)(qrow + (int64_t)(e0 + i) * a.q.nb[0]) * a.scale : 0.0f;
+    }
+    float mx[NCOL], sum[NCOL], acc[NCOL][EPL];
+#pragma unroll
+    for (int c = 0; c < NCOL; c++) {
+        mx[c] = -INFINITY;
+        sum[c] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) acc[c][i] = 0.0f;
+    }
+    const char * kbase = a.k.data + (int64_t)hk * a.k.nb[2] + (int64_t)b * a.k.nb[3];
+    const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
+    const int64_t t0 = (int64_t)split * a.span;
+    const int64_t t1 = t0 + a.span < a.n_kv ? t0 + a.span : a.n_kv;
+    for (int64_t tb = t0 + warp; tb < t1; tb += FA_WARPS * U) {
+        float kf[U][EPL], vf[U][EPL];
+        bool in[U];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int64_t t = tb + (int64_t)j * FA_WARPS;
+            in[j] = t < t1;
+            const int64_t tc = in[j] ? t : t1 - 1;
+            if (kon) fa_load_row<EPL>(kbase + tc * a.k.nb[1], ktype, e0, a.vec_k, kf[j]);
+            else {
+#pragma unroll
+                for (int i = 0; i < EPL; i++) kf[j][i] = 0.0f;
+            }
+            if (von) fa_load_row<EPL>(vbase + tc * a.v.nb[1], vtype, e0, a.vec_v, vf[j]);
+            else {
+#pragma unroll
+                for (int i = 0; i < EPL; i++) vf[j][i] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            float s[U];
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int i = 0; i < EPL; i++) dot = fmaf(qr[c][i], kf[j][i], dot);
+                s[j] = dot;
+            }
+#pragma unroll
+            for (int j = 0; j < U; j++) s[j] = lc_warp_sum(s[j]);
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                const float mv = in[j] ? fa_mask(a, mrow[c], tb + (int64_t)j * FA_WARPS) : -INFINITY;
+                s[j] = mv == -INFINITY ? -INFINITY : s[j] + mv;
+                tmax = fmaxf(tmax, s[j]);
+            }
+            const float mnew = fmaxf(mx[c], tmax);
+            if (mnew == -INFINITY) continue; /* every cell so far masked (uniform across the warp) */
+            const float alpha = __expf(mx[c] - mnew); /* 0 when mx was -inf */
+            mx[c] = mnew;
+            float p[U], ps = 0.0f;
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                p[j] = s[j] == -INFINITY ? 0.0f : __expf(s[j] - mnew);
+                ps += p[j];
+            }
+            sum[c] = sum[c] * alpha + ps;
+#pragma unroll
+            for (int i = 0; i < EPL; i++) {
+                float x = acc[c][i] * alpha;
+#pragma unroll
+                for (int j = 0; j < U; j++) {
+                    const float pv = p[j] * vf[j][i];
+                    x += p[j] > 0.0f ? pv : 0.0f;
+                }
+                acc[c][i] = x;
+            }
+        }
+    }
+
+    /* merge the warps: shared [warp][col] maxima and sums, values [warp][col][Dv] */
+    __shared__ float s_mx[FA_WARPS][NCOL], s_sum[FA_WARPS][NCOL];
+    __shared__ float s_acc[FA_WARPS][NCOL][32 * EPL];
+#pragma unroll
+    for (int c = 0; c < NCOL; c++) {
+        if (lane == 0) {
+            s_mx[warp][c] = mx[c];
+            s_sum[warp][c] = sum[c];
+        }
+#pragma unroll
+        for (int i = 0; i < EPL; i++) s_acc[warp][c][e0 + i] = acc[c][i];
+    }
+    __syncthreads();
+    const int nsplit = a.n_splits;
+    for (int idx = threadIdx.x; idx < nc * a.Dv; idx += blockDim.x) {
+        const int c = idx / a.Dv, e = idx % a.Dv;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < FA_WARPS; w++) M = fmaxf(M, s_mx[w][c]);
+        float L = 0.0f, A = 0.0f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < FA_WARPS; w++) {
+                if (s_mx[w][c] == -INFINITY) continue;
+                const float f = __expf(s_mx[w][c] - M);
+                L += s_sum[w][c] * f;
+                A += s_acc[w][c][e] * f;
+            }
+        }
+        if (nsplit == 1) {
+            int iq, h;
+            fa_col(a, hk, c0 + c, iq, h);
+            fa_out_row(a, iq, h, b)[e] = L > 0.0f ? A / L : 0.0f;
+        } else {
+            const int64_t item = ((int64_t)blockIdx.y * a.n_cblk + cblk) * nsplit + split;
+            float * pc = a.part + (item * NCOL + c) * (int64_t)(a.Dv + 2);
+            if (e == 0) {
+                pc[0] = M;
+                pc[1] = L;
+            }
+            pc[2 + e] = A;
+        }
+    }
+}
+
+/* grid (n_cblk * ncol, Hk * B): one column's spans combined in span order, each scaled by
+ * exp(its maximum - the overall maximum). */
+__global__ void __launch_bounds__(128) lc_fa_merge_kernel(struct lc_fa_args a, int ncol) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    const int cblk = blockIdx.x / ncol, c = blockIdx.x % ncol;
+    const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
+    if (cblk * ncol + c >= a.n_cols) return;
+    const int64_t item0 = ((int64_t)blockIdx.y * a.n_cblk + cblk) * a.n_splits;
+    const int64_t pf = a.Dv + 2;
+    const float * p0 = a.part + (item0 * ncol + c) * pf;
+    const int64_t stride = (int64_t)ncol * pf; /* from one split to the next */
+    float M = -INFINITY;
+    for (int s = 0; s < a.n_splits; s++) M = fmaxf(M, p0[s * stride]);
+    int iq, h;
+    fa_col(a, hk, cblk * ncol + c, iq, h);
+    float * out = fa_out_row(a, iq, h, b);
+    for (int e = threadIdx.x; e < a.Dv; e += blockDim.x) {
+        float L = 0.0f, A = 0.0f;
+        if (M != -INFINITY) {
+            for (int s = 0; s < a.n_splits; s++) {
+                const float * pc = p0 + s * stride;
+                if (pc[0] == -INFINITY) continue;
+                const float f = __expf(pc[0] - M);
+                L += pc[1] * f;
+                A += pc[2 + e] * f;
+            }
+        }
+        out[e] = L > 0.0f ? A / L : 0.0f;
+    }
+}
+
+/* ---------------------------------------------------------------- many columns: tensor cores */
+
+using namespace nvcuda;
+
+/* Shared-memory layout of lc_fa_mma_kernel for rows of D values (in halves or floats). */
+template <int D> struct fa_mma_layout {
+    static constexpr int LDK = D + 8;                                   /* halves per K / V / q row */
+    static constexpr int LDS = (D > FA_TILE_KV ? D : FA_TILE_KV) + 4;  /* floats per score / product row */
+    static constexpr int LDP = FA_TILE_KV + 8;                          /* halves per probability row */
+    static constexpr size_t KV_BYTES = (size_t)FA_TILE_KV * LDK * 2;   /* one of K, V (and q's two halves at the start) */
+    static constexpr size_t S_BYTES = (size_t)16 * LDS * 4;            /* per warp */
+    static constexpr size_t P_BYTES = (size_t)16 * LDP * 2 * 2;        /* per warp: high and low parts */
+    static constexpr size_t BYTES = 2 * KV_BYTES + FA_WARPS * (S_BYTES + P_BYTES);
+};
+
+/* grid (n_cblk, Hk * B), FA_WARPS warps; warp w owns columns c0 + 16w .. c0 + 16w + 15. Each lane
+ * keeps half a row of the output (row lane / 2, values (lane % 2) * D / 2 ..) in registers. */
+template <int D>
+__global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_args a) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    using L = fa_mma_layout<D>;
+    constexpr int KS = D / 16, HALF = D / 2;
+    extern __shared__ __align__(128) char smem[];
+    __half * Ks = (__half *)smem;
+    __half * Vs = (__half *)(smem + L::KV_BYTES);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float * Sw = (float *)(smem + 2 * L::KV_BYTES + warp * L::S_BYTES);
+    __half * Ph = (__half *)(smem + 2 * L::KV_BYTES + FA_WARPS * L::S_BYTES + warp * L::P_BYTES);
+    __half * Pl = Ph + 16 * L::LDP;
+    const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
+    const int c0 = blockIdx.x * FA_TILE_Q;
+
+    /* q of the block's columns: high parts into Ks, remainders into Vs, then into fragments */
+    for (int idx = threadIdx.x; idx < FA_TILE_Q * D; idx += blockDim.x) {
+        const int r = idx / D, e = idx % D;
+        float x = 0.0f;
+        if (c0 + r < a.n_cols) {
+            int iq, h;
+            fa_col(a, hk, c0 + r, iq, h);
+            x = *(const float *)(a.q.data + (int64_t)e * a.q.nb[0] + (int64_t)iq * a.q.nb[1] + (int64_t)h * a.q.nb[2] + (int64_t)b * a.q.nb[3]);
+        }
+        const __half hi = __float2half_rn(x);
+        Ks[r * L::LDK + e] = hi;
+        Vs[r * L::LDK + e] = __float2half_rn(x - __half2float(hi));
+    }
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> qh[KS], ql[KS];
+#pragma unroll
+    for (int k = 0; k < KS; k++) {
+        wmma::load_matrix_sync(qh[k], Ks + warp * 16 * L::LDK + k * 16, L::LDK);
+        wmma::load_matrix_sync(ql[k], Vs + warp * 16 * L::LDK + k * 16, L::LDK);
+    }
+
+    /* this lane's row */
+    const int r = lane / 2, hf = lane % 2;
+    const int col = c0 + warp * 16 + r;
+    int iq = 0, h = 0;
+    if (col < a.n_cols) fa_col(a, hk, col, iq, h);
+    const bool row_on = col < a.n_cols;
+    const char * mrow = fa_mask_row(a, iq, h, b);
+    float o[HALF];
+#pragma unroll
+    for (int i = 0; i < HALF; i++) o[i] = 0.0f;
+    float mx = -INFINITY, sum = 0.0f;
+
+    const char * kbase = a.k.data + (int64_t)hk * a.k.nb[2] + (int64_t)b * a.k.nb[3];
+    const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
+    for (int64_t t0 = 0; t0 < a.n_kv; t0 += FA_TILE_KV) {
+        /* a tile every column of the block masks out is skipped (causal prompts: half of them) */
+        bool live = false;
+        if (a.has_mask) {
+            for (int idx = threadIdx.x; idx < FA_TILE_Q * FA_TILE_KV && !live; idx += blockDim.x) {
+                const int rr = idx / FA_TILE_KV, t = idx % FA_TILE_KV;
+                if (c0 + rr >= a.n_cols || t0 + t >= a.n_kv) continue;
+                int iq2, h2;
+                fa_col(a, hk, c0 + rr, iq2, h2);
+                live = fa_mask(a, fa_mask_row(a, iq2, h2, b), t0 + t) != -INFINITY;
+            }
+        } else {
+            live = true;
+        }
+        /* the barrier also orders this tile's stores after the last tile's reads (and q's) */
+        if (!__syncthreads_or(live)) continue;
+        /* K and V tiles: 16 bytes per load where the rows allow it; cells past n_kv are zeros */
+        if (a.vec_k && a.vec_v) {
+            constexpr int V8 = D / 8;
+            for (int idx = threadIdx.x; idx < FA_TILE_KV * V8; idx += blockDim.x) {
+                const int t = idx / V8, e = (idx % V8) * 8;
+                uint4 kz = make_uint4(0, 0, 0, 0), vz = kz;
+                if (t0 + t < a.n_kv) {
+                    kz = *(const uint4 *)(kbase + (t0 + t) * a.k.nb[1] + (int64_t)e * 2);
+                    vz = *(const uint4 *)(vbase + (t0 + t) * a.v.nb[1] + (int64_t)e * 2);
+                }
+                *(uint4 *)(Ks + t * L::LDK + e) = kz;
+                *(uint4 *)(Vs + t * L::LDK + e) = vz;
+            }
+        } else {
+            for (int idx = threadIdx.x; idx < FA_TILE_KV * D; idx += blockDim.x) {
+                const int t = idx / D, e = idx % D;
+                __half kx = __float2half(0.0f), vx = kx;
+                if (t0 + t < a.n_kv) {
+                    kx = *(const __half *)(kbase + (t0 + t) * a.k.nb[1] + (int64_t)e * 2);
+                    vx = *(const __half *)(vbase + (t0 + t) * a.v.nb[1] + (int64_t)e * 2);
+                }
+                Ks[t * L::LDK + e] = kx;
+                Vs[t * L::LDK + e] = vx;
+            }
+        }
+        __syncthreads();
+        /* scores: 16 columns x 64 cells per warp */
+#pragma unroll
+        for (int n = 0; n < FA_TILE_KV / 16; n++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> s;
+            wmma::fill_fragment(s, 0.0f);
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> kb;
+                wmma::load_matrix_sync(kb, Ks + n * 16 * L::LDK + k * 16, L::LDK);
+                wmma::mma_sync(s, ql[k], kb, s);
+                wmma::mma_sync(s, qh[k], kb, s);
+            }
+            wmma::store_matrix_sync(Sw + n * 16, s, L::LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        /* online softmax of row r: this lane takes cells hf * 32 .. hf * 32 + 31 */
+        float sv[32];
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const int t = hf * 32 + j;
+            const bool in = row_on && t0 + t < a.n_kv;
+            const float mv = in ? fa_mask(a, mrow, t0 + t) : -INFINITY;
+            const float x = Sw[r * L::LDS + t] * a.scale;
+            sv[j] = mv == -INFINITY ? -INFINITY : x + mv;
+            tmax = fmaxf(tmax, sv[j]);
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        const float mnew = fmaxf(mx, tmax);
+        const float alpha = mnew == -INFINITY ? 1.0f : __expf(mx - mnew);
+        float ps = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const float p = sv[j] == -INFINITY ? 0.0f : __expf(sv[j] - mnew);
+            ps += p;
+            const __half hi = __float2half_rn(p);
+            Ph[r * L::LDP + hf * 32 + j] = hi;
+            Pl[r * L::LDP + hf * 32 + j] = __float2half_rn(p - __half2float(hi));
+        }
+        ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+        mx = mnew;
+        sum = sum * alpha + ps;
+        __syncwarp();
+        /* P V: 16 columns x D values, a slab of 16 at a time into Sw */
+#pragma unroll
+        for (int n = 0; n < KS; n++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> pv;
+            wmma::fill_fragment(pv, 0.0f);
+#pragma unroll
+            for (int k = 0; k < FA_TILE_KV / 16; k++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> pa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> vb;
+                wmma::load_matrix_sync(vb, Vs + k * 16 * L::LDK + n * 16, L::LDK);
+                wmma::load_matrix_sync(pa, Pl + k * 16, L::LDP);
+                wmma::mma_sync(pv, pa, vb, pv);
+                wmma::load_matrix_sync(pa, Ph + k * 16, L::LDP);
+                wmma::mma_sync(pv, pa, vb, pv);
+            }
+            wmma::store_matrix_sync(Sw + n * 16, pv, L::LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < HALF; i++) o[i] = o[i] * alpha + Sw[r * L::LDS + hf * HALF + i];
+        __syncwarp();
+    }
+    if (!row_on) return;
+    float * out = fa_out_row(a, iq, h, b) + hf * HALF;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int i = 0; i < HALF; i++) out[i] = o[i] * inv;
+}
+
+/* ---------------------------------------------------------------- host side */
+
+static bool fa_kv_type_ok(const struct loom_tensor * t) {
+    switch (t->type) {
+    case LOOM_TYPE_F32:
+    case LOOM_TYPE_F16:
+    case LOOM_TYPE_BF16: return t->nb[0] == loom_type_size(t->type) && lc_strides_ok(t);
+    case LOOM_TYPE_Q8_0:
+    case LOOM_TYPE_Q4_0: /* rows of whole blocks, each block on a 2-byte boundary (its F16 scale) */
+        return t->ne[0] % FA_QK == 0 && t->nb[0] == loom_type_size(t->type) && t->nb[1] % 2 == 0 && t->nb[2] % 2 == 0 &&
+               t->nb[3] % 2 == 0;
+    default: return false;
+    }
+}
+
+bool lc_flash_attn_supported(const struct loom_tensor * op) {
+    const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2], *m = op->src[3];
+    if (!q || !k || !v || q->type != LOOM_TYPE_F32 || op->type != LOOM_TYPE_F32 || !loom_is_contiguous(op)) return false;
+    if (!fa_kv_type_ok(k) || !fa_kv_type_ok(v) || !lc_strides_ok(q)) return false;
+    if (k->ne[0] != q->ne[0] || v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || k->ne[3] != q->ne[3] || v->ne[3] != q->ne[3]) return false;
+    if (k->ne[2] <= 0 || q->ne[2] % k->ne[2] != 0) return false;
+    if (q->ne[0] % 4 != 0 || q->ne[0] > FA_MAX_D || v->ne[0] % 4 != 0 || v->ne[0] > FA_MAX_D) return false;
+    if ((q->ne[0] > 128 && q->ne[0] % 8 != 0) || (v->ne[0] > 128 && v->ne[0] % 8 != 0)) return false; /* 8 values per lane */
+    if (op->ne[0] != v->ne[0] || op->ne[1] != q->ne[2] || op->ne[2] != q->ne[1] || op->ne[3] != q->ne[3]) return false;
+    if (m) {
+        if (m->type != LOOM_TYPE_F32 && m->type != LOOM_TYPE_F16) return false;
+        if (m->ne[0] != k->ne[1] || m->ne[1] < q->ne[1] || m->ne[2] <= 0 || m->ne[3] <= 0) return false;
+        if (q->ne[2] % m->ne[2] != 0 || q->ne[3] % m->ne[3] != 0 || !lc_strides_ok(m)) return false;
+    }
+    const int64_t n_cols = q->ne[1] * (q->ne[2] / k->ne[2]);
+    return (n_cols + 7) / 8 <= 65535 && k->ne[2] * q->ne[3] <= 65535;
+}
+
+/* How a node is computed: the kernel, its column blocks and KV splits (shapes only, and the SM count). */
+struct fa_plan {
+    bool mma;
+    int epl, ncol;       /* vector kernel: values per lane, columns per block */
+    int n_cols, n_cblk, n_splits;
+    int64_t span;
+};
+
+static bool fa_use_mma(const struct loom_tensor * op, int64_t n_cols) {
+    const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
+    const int64_t D = q->ne[0];
+    return n_cols > 8 && k->type == LOOM_TYPE_F16 && v->type == LOOM_TYPE_F16 && v->ne[0] == D &&
+           (D == 64 || D == 80 || D == 96 || D == 128);
+}
+
+static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
+    const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
+    struct fa_plan p = {};
+    const int64_t group = q->ne[2] / k->ne[2], n_kv = k->ne[1];
+    p.n_cols = (int)(q->ne[1] * group);
+    p.mma = fa_use_mma(op, p.n_cols);
+    p.n_splits = 1;
+    p.span = n_kv;
+    if (p.mma) {
+        p.n_cblk = (p.n_cols + FA_TILE_Q - 1) / FA_TILE_Q;
+        return p;
+    }
+    p.epl = q->ne[0] > 128 || v->ne[0] > 128 ? 8 : 4;
+    p.ncol = p.n_cols <= 1 ? 1 : p.n_cols <= 2 ? 2 : p.n_cols <= 4 ? 4 : 8;
+    p.n_cblk = (p.n_cols + p.ncol - 1) / p.ncol;
+    /* split the cells until the grid holds ~4 blocks per SM, each span at least FA_MIN_SPAN cells */
+    const int64_t base = k->ne[2] * q->ne[3] * p.n_cblk;
+    const int64_t want = (4 * (int64_t)sm_count + base - 1) / base;
+    int64_t splits = n_kv / FA_MIN_SPAN;
+    if (splits > want) splits = want;
+    if (splits > FA_MAX_SPLITS) splits = FA_MAX_SPLITS;
+    if (splits > 1) {
+        const int64_t step = FA_WARPS * 4; /* whole rounds of the warps */
+        int64_t span = (n_kv + splits - 1) / splits;
+        span = (span + step - 1) / step * step;
+        p.span = span;
+        p.n_splits = (int)((n_kv + span - 1) / span);
+    }
+    return p;
+}
+
+static size_t fa_scratch_of(const struct loom_tensor * op, const struct fa_plan * p) {
+    if (p->n_splits <= 1) return 0;
+    const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
+    return (size_t)k->ne[2] * (size_t)q->ne[3] * (size_t)p->n_cblk * (size_t)p->n_splits * (size_t)p->ncol * (size_t)(v->ne[0] + 2) *
+           sizeof(float);
+}
+
+size_t lc_flash_attn_scratch(const struct lc_backend * be, const struct loom_tensor * op) {
+    const struct fa_plan p = fa_plan_of(op, be->dev->sm_count);
+    return fa_scratch_of(op, &p);
+}
+
+/* Whether every row of 't' (from its base) starts on an 'align'-byte boundary. */
+static bool fa_rows_aligned(const struct lc_tensor * t, int64_t align) {
+    return (uintptr_t)t->data % align == 0 && t->nb[1] % align == 0 && t->nb[2] % align == 0 && t->nb[3] % align == 0;
+}
+
+template <int EPL, int NCOL> static const void * fa_vec_kernel_for(bool f16) {
+    return f16 ? (const void *)lc_fa_vec_kernel<EPL, NCOL, LOOM_TYPE_F16> : (const void *)lc_fa_vec_kernel<EPL, NCOL, -1>;
+}
+
+template <int EPL> static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
+    switch (ncol) {
+    case 1: return fa_vec_kernel_for<EPL, 1>(f16);
+    case 2: return fa_vec_kernel_for<EPL, 2>(f16);
+    case 4: return fa_vec_kernel_for<EPL, 4>(f16);
+    default: return fa_vec_kernel_for<EPL, 8>(f16);
+    }
+}
+
+template <int D> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
+    const size_t smem = fa_mma_layout<D>::BYTES;
+    static uint32_t raised; /* devices (bit per CUDA ordinal < 32) whose dynamic shared memory limit is raised for this kernel */
+    const uint32_t bit = be->dev->id < 32 ? 1u << be->dev->id : 0u;
+    if (!(raised & bit)) {
+        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        raised |= bit;
+    }
+    void * args[] = {a};
+    lc_launch(be, (const void *)lc_fa_mma_kernel<D>, grid, dim3(FA_WARPS * 32), args, smem);
+    return LC_CHECK_LAUNCH("lc_fa_mma_kernel");
+}
+
+enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst) {
+    const struct loom_tensor *q = dst->src[0], *k = dst->src[1], *v = dst->src[2], *m = dst->src[3];
+    struct lc_fa_args a = {};
+    enum loom_status st = lc_tensor_of(be, q, false, &a.q);
+    if (st == LOOM_OK) st = lc_tensor_of(be, k, false, &a.k);
+    if (st == LOOM_OK) st = lc_tensor_of(be, v, false, &a.v);
+    if (st == LOOM_OK && m) st = lc_tensor_of(be, m, false, &a.m);
+    if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &a.d);
+    if (st != LOOM_OK) return st;
+    if (!m) a.m = a.q; /* present but unused */
+    const struct fa_plan p = fa_plan_of(dst, be->dev->sm_count);
+    a.has_mask = m != NULL;
+    a.scale = loom_get_op_param_f32(dst, 0);
+    a.D = (int)q->ne[0];
+    a.Dv = (int)v->ne[0];
+    a.Hk = (int)k->ne[2];
+    a.group = (int)(q->ne[2] / k->ne[2]);
+    a.n_cols = p.n_cols;
+    a.n_cblk = p.n_cblk;
+    a.n_kv = k->ne[1];
+    a.n_splits = p.n_splits;
+    a.span = p.span;
+    const dim3 grid_bh((unsigned)p.n_cblk, (unsigned)(k->ne[2] * q->ne[3]));
+    if (p.mma) {
+        a.vec_k = fa_rows_aligned(&a.k, 16);
+        a.vec_v = fa_rows_aligned(&a.v, 16);
+        switch (a.D) {
+        case 64: return fa_launch_mma<64>(be, &a, grid_bh);
+        case 80: return fa_launch_mma<80>(be, &a, grid_bh);
+        case 96: return fa_launch_mma<96>(be, &a, grid_bh);
+        default: return fa_launch_mma<128>(be, &a, grid_bh);
+        }
+    }
+    /* vector loads: 16 bytes per 4 floats, 8 per 4 halves */
+    a.vec_k = lc_is_float_type(k->type) && fa_rows_aligned(&a.k, k->type == LOOM_TYPE_F32 ? 16 : 8);
+    a.vec_v = lc_is_float_type(v->type) && fa_rows_aligned(&a.v, v->type == LOOM_TYPE_F32 ? 16 : 8);
+    const size_t need = fa_scratch_of(dst, &p);
+    if (need > 0) {
+        if (need > be->scratch_size) {
+            loom_log(LOOM_LOG_ERROR, "%s: flash_attn_ext '%s' needs %zu bytes of scratch, the backend has %zu", be->dev->name, dst->name,
+                     need, be->scratch_size);
+            return LOOM_ERR_BACKEND;
+        }
+        a.part = (float *)be->scratch;
+        be->conv.src = NULL; /* a product's converted operand there is gone */
+    }
+    const bool f16 = k->type == LOOM_TYPE_F16 && v->type == LOOM_TYPE_F16;
+    const void * fn = p.epl == 8 ? fa_vec_kernel_ncol<8>(p.ncol, f16) : fa_vec_kernel_ncol<4>(p.ncol, f16);
+    void * args[] = {&a};
+    lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(FA_WARPS * 32), args);
+    st = LC_CHECK_LAUNCH("lc_fa_vec_kernel");
+    if (st != LOOM_OK || p.n_splits == 1) return st;
+    int ncol = p.ncol;
+    void * margs[] = {&a, &ncol};
+    lc_launch(be, (const void *)lc_fa_merge_kernel, dim3((unsigned)(p.n_cblk * p.ncol), (unsigned)(k->ne[2] * q->ne[3])), dim3(128), margs);
+    return LC_CHECK_LAUNCH("lc_fa_merge_kernel");
+}
