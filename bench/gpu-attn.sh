@@ -4,7 +4,7 @@
 # on a -fa on decode, and the 7B F16 benchmarks of issue 23 (depth, pp, prompt + generation,
 # first-token latency). Logs go to $OUT.
 # usage: [PREBUILT=dir] bench/gpu-attn.sh MODELS_DIR [steps...]
-#   steps: build testops e2e sanitize bench7b latency (default: all of them, in that order)
+#   steps: build testops e2e sanitize latency bench7b pp (default: all but pp, in that order)
 set -u
 MODELS=$(cd "$1" && pwd); shift
 steps=${*:-build testops e2e sanitize latency bench7b}
@@ -51,7 +51,7 @@ for s in $steps; do
     log "compute-sanitizer memcheck -fa on rc=$?"; grep -E "ERROR SUMMARY" "$DEST/memcheck.log"; grep -m3 -A6 "Invalid" "$DEST/memcheck.log" ;;
   latency)
     gen7b
-    for v in "" "CUDA_MODULE_LOADING=EAGER" "LOOM_CUDA_PARAMS=graphs=0"; do
+    for v in "" "LOOM_CUDA_PARAMS=graphs=0"; do
       log "loom run 5-token prompt ${v:-(default)}"
       env $v $B/loom run -m $M7 -p "Once upon a time there" -n 4 --temp 0 -ngl 99 -fa on 2>&1 >/dev/null | grep -E "load time|prompt eval|eval time"
     done ;;
@@ -61,6 +61,15 @@ for s in $steps; do
     timeout 90 $B/loom bench -m $M7 -p 0 -n 128 -d 4096 -fa 0,1 -ngl 99 -r 2 2>&1 | tee -a "$DEST/bench7b.md"
     timeout 90 $B/loom bench -m $M7 -p 0 -n 0 -pg 4000,64 -fa 0,1 -ngl 99 -r 2 2>&1 | tee -a "$DEST/bench7b.md"
     for i in 1 2; do timeout 60 $B/loom bench -m $M7 -p 512 -n 0 -fa 1 -ngl 99 -r 10 2>&1 | grep pp512 | tee -a "$DEST/bench7b.md"; done ;;
+  pp)
+    # prompt processing only (the prefill kernel), and the pp512 spread against the CPU thread count
+    gen7b
+    timeout 60 $B/loom bench -m $M7 -p 512,2048 -n 0 -fa 1 -ngl 99 -r 3 2>&1 | grep -E "pp" | tee -a "$DEST/pp.md"
+    timeout 40 $B/loom bench -m $M7 -p 0 -n 0 -pg 4000,64 -fa 1 -ngl 99 -r 2 2>&1 | grep -E "pg|pp4000" | tee -a "$DEST/pp.md"
+    for t in 16 1 16 1; do
+      nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+      timeout 30 $B/loom bench -m $M7 -p 512 -n 0 -fa 0 -ngl 99 -r 10 -t $t 2>&1 | grep pp512 | tee -a "$DEST/pp.md"
+    done ;;
   esac
   log "$s: $(( $(date +%s) - t0 )) s"
 done

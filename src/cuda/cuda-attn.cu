@@ -7,9 +7,10 @@
  *
  * Two kernels compute the attention:
  *  - lc_fa_vec_kernel, for few columns per KV head (token generation) and every KV type: a block
- *    takes up to NCOL columns and one span ("split") of the KV cells; each warp walks cells of the
- *    span, its lanes holding EPL consecutive values of every row, and keeps a running maximum, sum
- *    and weighted values per column; the warps are merged in shared memory. When the cells are
+ *    takes up to NCOL columns and one span ("split") of the KV cells; groups of lanes walk cells of
+ *    the span, each lane holding 8 consecutive values of a row, the next rows loaded while the
+ *    current ones are used, and keep a running maximum, sum and weighted values per column; the
+ *    groups are merged by shuffles, the warps in shared memory. When the cells are
  *    split over several blocks (flash-decoding: Dao et al. 2023), each block leaves its partial
  *    maximum, sum and values in scratch and lc_fa_merge_kernel combines the spans in span order,
  *    so the result depends only on the shapes.
@@ -48,6 +49,7 @@ struct lc_fa_args {
     int64_t n_kv;
     int n_splits;
     int64_t span;        /* KV cells per split */
+    int lpr;             /* vector kernel: lanes per K/V row (8 values each; a power of 2) */
     float * part;        /* partial results (n_splits > 1) */
     int vec_k, vec_v;    /* rows aligned for vector loads */
 };
@@ -127,22 +129,90 @@ __device__ __forceinline__ float * fa_out_row(const struct lc_fa_args & a, int i
 
 /* ---------------------------------------------------------------- few columns: split KV cells */
 
-/* grid (n_splits, Hk * B, n_cblk), FA_WARPS warps. KV is the K and V type when both are the
- * same float type known at compile time (F16, the default cache), -1 for any (read by type). */
-template <int EPL, int NCOL, int KV>
+/* The 8 consecutive K or V values of a row that one lane holds, loaded ahead and converted at use:
+ * any type (KV < 0) converted at load; F16 kept as 16 raw bytes. */
+template <int KV> struct fa_raw {
+    float f[8];
+    __device__ __forceinline__ void load(const char * row, int type, int e0, bool vec) { fa_load_row<8>(row, type, e0, vec, f); }
+    __device__ __forceinline__ void zero() {
+#pragma unroll
+        for (int i = 0; i < 8; i++) f[i] = 0.0f;
+    }
+    __device__ __forceinline__ void get(float * out) const {
+#pragma unroll
+        for (int i = 0; i < 8; i++) out[i] = f[i];
+    }
+};
+
+template <> struct fa_raw<LOOM_TYPE_F16> {
+    uint4 u;
+    __device__ __forceinline__ void load(const char * row, int type, int e0, bool vec) {
+        (void)type;
+        const char * p = row + (int64_t)e0 * 2;
+        if (vec) {
+            u = *(const uint4 *)p;
+        } else {
+            const __half * h = (const __half *)p;
+            __half2 x[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) x[i] = __halves2half2(h[2 * i], h[2 * i + 1]);
+            u = make_uint4(*(const uint32_t *)&x[0], *(const uint32_t *)&x[1], *(const uint32_t *)&x[2], *(const uint32_t *)&x[3]);
+        }
+    }
+    __device__ __forceinline__ void zero() { u = make_uint4(0, 0, 0, 0); }
+    __device__ __forceinline__ void get(float * out) const {
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float2 f = __half22float2(*(const __half2 *)&w[i]);
+            out[2 * i] = f.x;
+            out[2 * i + 1] = f.y;
+        }
+    }
+};
+
+/* Loads the K and V values and the mask values of this lane's U cells from 'cell' on, 'step' apart
+ * (cells at or past t1 read cell t1 - 1 and are masked). */
+template <int NCOL, int KV, int U>
+__device__ __forceinline__ void fa_fetch(const struct lc_fa_args & a, const char * kbase, const char * vbase, int ktype, int vtype,
+                                         bool kon, bool von, int e0, int64_t cell, int64_t step, int64_t t1,
+                                         const char * const (&mrow)[NCOL], fa_raw<KV> (&kr)[U], fa_raw<KV> (&vr)[U],
+                                         float (&mv)[NCOL][U]) {
+#pragma unroll
+    for (int j = 0; j < U; j++) {
+        const int64_t t = cell + (int64_t)j * step;
+        const bool in = t < t1;
+        const int64_t tc = in ? t : t1 - 1;
+        if (kon) kr[j].load(kbase + tc * a.k.nb[1], ktype, e0, a.vec_k);
+        else kr[j].zero();
+        if (von) vr[j].load(vbase + tc * a.v.nb[1], vtype, e0, a.vec_v);
+        else vr[j].zero();
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) mv[c][j] = in ? fa_mask(a, mrow[c], tc) : -INFINITY;
+    }
+}
+
+/* grid (n_splits, Hk * B, n_cblk), FA_WARPS warps. A K/V row is held by a group of a.lpr lanes
+ * (8 values each), so a warp reads 32 / lpr rows at once; each lane group keeps its own running
+ * maximum, sum and values, merged across the warp and then across the warps at the end. The next
+ * cells' rows are loaded while the current ones are used. KV: LOOM_TYPE_F16 when K and V are both
+ * F16 (the default cache), -1 for any types (read by type). */
+template <int NCOL, int KV>
 __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    constexpr int U = NCOL * EPL >= 32 ? 2 : 4; /* cells per warp in flight */
+    constexpr int E = 8;
+    constexpr int U = NCOL >= 8 && KV < 0 ? 1 : NCOL >= 4 || KV < 0 ? 2 : 4; /* cells per lane group in flight */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lpr = a.lpr, rpw = 32 / lpr, sub = lane % lpr, grp = lane / lpr;
     const int split = blockIdx.x, hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk, cblk = blockIdx.z;
     const int c0 = cblk * NCOL;
     const int nc = a.n_cols - c0 < NCOL ? a.n_cols - c0 : NCOL;
-    const int e0 = lane * EPL;
+    const int e0 = sub * E;
     const bool kon = e0 < a.D, von = e0 < a.Dv;
     const int ktype = KV >= 0 ? KV : a.k.type, vtype = KV >= 0 ? KV : a.v.type;
 
-    float qr[NCOL][EPL];
+    float qr[NCOL][E];
     const char * mrow[NCOL];
 #pragma unroll
     for (int c = 0; c < NCOL; c++) {
@@ -151,93 +221,122 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
         mrow[c] = fa_mask_row(a, iq, h, b);
         const char * qrow = a.q.data + (int64_t)iq * a.q.nb[1] + (int64_t)h * a.q.nb[2] + (int64_t)b * a.q.nb[3];
 #pragma unroll
-        for (int i = 0; i < EPL; i++) qr[c][i] = kon && c < nc ? *(const float *)(qrow + (int64_t)(e0 + i) * a.q.nb[0]) * a.scale : 0.0f;
+        for (int i = 0; i < E; i++) qr[c][i] = kon && c < nc ? *(const float *)(qrow + (int64_t)(e0 + i) * a.q.nb[0]) * a.scale : 0.0f;
     }
-    float mx[NCOL], sum[NCOL], acc[NCOL][EPL];
+    float mx[NCOL], sum[NCOL], acc[NCOL][E];
 #pragma unroll
     for (int c = 0; c < NCOL; c++) {
         mx[c] = -INFINITY;
         sum[c] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < EPL; i++) acc[c][i] = 0.0f;
+        for (int i = 0; i < E; i++) acc[c][i] = 0.0f;
     }
     const char * kbase = a.k.data + (int64_t)hk * a.k.nb[2] + (int64_t)b * a.k.nb[3];
     const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
     const int64_t t0 = (int64_t)split * a.span;
     const int64_t t1 = t0 + a.span < a.n_kv ? t0 + a.span : a.n_kv;
-    for (int64_t tb = t0 + warp; tb < t1; tb += FA_WARPS * U) {
-        float kf[U][EPL], vf[U][EPL];
-        bool in[U];
+    const int64_t step = (int64_t)FA_WARPS * rpw, round = step * U; /* between a group's cells; per pass */
+    fa_raw<KV> kn[U], vn[U];
+    float mn[NCOL][U];
+    /* the warp's first cell of the pass is wb; this group's are wb + grp + j * step */
+    const int64_t w0 = t0 + (int64_t)warp * rpw;
+    if (w0 < t1) fa_fetch<NCOL, KV, U>(a, kbase, vbase, ktype, vtype, kon, von, e0, w0 + grp, step, t1, mrow, kn, vn, mn);
+    for (int64_t wb = w0; wb < t1; wb += round) {
+        fa_raw<KV> kc[U], vc[U];
+        float mv[NCOL][U];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t t = tb + (int64_t)j * FA_WARPS;
-            in[j] = t < t1;
-            const int64_t tc = in[j] ? t : t1 - 1;
-            if (kon) fa_load_row<EPL>(kbase + tc * a.k.nb[1], ktype, e0, a.vec_k, kf[j]);
-            else {
+            kc[j] = kn[j];
+            vc[j] = vn[j];
 #pragma unroll
-                for (int i = 0; i < EPL; i++) kf[j][i] = 0.0f;
+            for (int c = 0; c < NCOL; c++) mv[c][j] = mn[c][j];
+        }
+        if (wb + round < t1) fa_fetch<NCOL, KV, U>(a, kbase, vbase, ktype, vtype, kon, von, e0, wb + round + grp, step, t1, mrow, kn, vn, mn);
+        float s[NCOL][U];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            float kf[E];
+            kc[j].get(kf);
+#pragma unroll
+            for (int c = 0; c < NCOL; c++) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int i = 0; i < E; i++) dot = fmaf(qr[c][i], kf[i], dot);
+                s[c][j] = dot;
             }
-            if (von) fa_load_row<EPL>(vbase + tc * a.v.nb[1], vtype, e0, a.vec_v, vf[j]);
-            else {
+        }
+        /* the group's dot products: a butterfly over its lanes (uniform across the warp) */
+        for (int o = lpr / 2; o > 0; o >>= 1) {
 #pragma unroll
-                for (int i = 0; i < EPL; i++) vf[j][i] = 0.0f;
+            for (int c = 0; c < NCOL; c++) {
+#pragma unroll
+                for (int j = 0; j < U; j++) s[c][j] += __shfl_xor_sync(0xffffffffu, s[c][j], o);
             }
         }
 #pragma unroll
         for (int c = 0; c < NCOL; c++) {
-            float s[U];
-#pragma unroll
-            for (int j = 0; j < U; j++) {
-                float dot = 0.0f;
-#pragma unroll
-                for (int i = 0; i < EPL; i++) dot = fmaf(qr[c][i], kf[j][i], dot);
-                s[j] = dot;
-            }
-#pragma unroll
-            for (int j = 0; j < U; j++) s[j] = lc_warp_sum(s[j]);
             float tmax = -INFINITY;
 #pragma unroll
             for (int j = 0; j < U; j++) {
-                const float mv = in[j] ? fa_mask(a, mrow[c], tb + (int64_t)j * FA_WARPS) : -INFINITY;
-                s[j] = mv == -INFINITY ? -INFINITY : s[j] + mv;
-                tmax = fmaxf(tmax, s[j]);
+                s[c][j] = mv[c][j] == -INFINITY ? -INFINITY : s[c][j] + mv[c][j];
+                tmax = fmaxf(tmax, s[c][j]);
             }
             const float mnew = fmaxf(mx[c], tmax);
-            if (mnew == -INFINITY) continue; /* every cell so far masked (uniform across the warp) */
-            const float alpha = __expf(mx[c] - mnew); /* 0 when mx was -inf */
-            mx[c] = mnew;
-            float p[U], ps = 0.0f;
-#pragma unroll
-            for (int j = 0; j < U; j++) {
-                p[j] = s[j] == -INFINITY ? 0.0f : __expf(s[j] - mnew);
-                ps += p[j];
-            }
-            sum[c] = sum[c] * alpha + ps;
-#pragma unroll
-            for (int i = 0; i < EPL; i++) {
-                float x = acc[c][i] * alpha;
+            if (mnew != -INFINITY) { /* else every cell so far is masked */
+                const float alpha = __expf(mx[c] - mnew); /* 0 when mx was -inf */
+                mx[c] = mnew;
+                float p[U], ps = 0.0f;
 #pragma unroll
                 for (int j = 0; j < U; j++) {
-                    const float pv = p[j] * vf[j][i];
-                    x += p[j] > 0.0f ? pv : 0.0f;
+                    p[j] = s[c][j] == -INFINITY ? 0.0f : __expf(s[c][j] - mnew);
+                    ps += p[j];
                 }
-                acc[c][i] = x;
+                sum[c] = sum[c] * alpha + ps;
+#pragma unroll
+                for (int i = 0; i < E; i++) acc[c][i] *= alpha;
+#pragma unroll
+                for (int j = 0; j < U; j++) {
+                    float vf[E];
+                    vc[j].get(vf);
+#pragma unroll
+                    for (int i = 0; i < E; i++) {
+                        const float pv = p[j] * vf[i];
+                        acc[c][i] += p[j] > 0.0f ? pv : 0.0f; /* 0 * garbage of a masked cell stays out */
+                    }
+                }
             }
+        }
+    }
+    /* merge the lane groups of the warp (group g with g ^ (o / lpr)) */
+    for (int o = lpr; o < 32; o <<= 1) {
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const float mo = __shfl_xor_sync(0xffffffffu, mx[c], o), so = __shfl_xor_sync(0xffffffffu, sum[c], o);
+            const float M = fmaxf(mx[c], mo);
+            const float f = mx[c] == -INFINITY ? 0.0f : __expf(mx[c] - M), g = mo == -INFINITY ? 0.0f : __expf(mo - M);
+            sum[c] = sum[c] * f + so * g;
+#pragma unroll
+            for (int i = 0; i < E; i++) {
+                const float ao = __shfl_xor_sync(0xffffffffu, acc[c][i], o);
+                acc[c][i] = acc[c][i] * f + ao * g;
+            }
+            mx[c] = M;
         }
     }
 
     /* merge the warps: shared [warp][col] maxima and sums, values [warp][col][Dv] */
     __shared__ float s_mx[FA_WARPS][NCOL], s_sum[FA_WARPS][NCOL];
-    __shared__ float s_acc[FA_WARPS][NCOL][32 * EPL];
+    __shared__ float s_acc[FA_WARPS][NCOL][FA_MAX_D];
+    if (lane < lpr) {
 #pragma unroll
-    for (int c = 0; c < NCOL; c++) {
-        if (lane == 0) {
-            s_mx[warp][c] = mx[c];
-            s_sum[warp][c] = sum[c];
+        for (int c = 0; c < NCOL; c++) {
+            if (lane == 0) {
+                s_mx[warp][c] = mx[c];
+                s_sum[warp][c] = sum[c];
+            }
+#pragma unroll
+            for (int i = 0; i < E; i++) s_acc[warp][c][e0 + i] = acc[c][i];
         }
-#pragma unroll
-        for (int i = 0; i < EPL; i++) s_acc[warp][c][e0 + i] = acc[c][i];
     }
     __syncthreads();
     const int nsplit = a.n_splits;
@@ -507,8 +606,7 @@ bool lc_flash_attn_supported(const struct loom_tensor * op) {
     if (!fa_kv_type_ok(k) || !fa_kv_type_ok(v) || !lc_strides_ok(q)) return false;
     if (k->ne[0] != q->ne[0] || v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || k->ne[3] != q->ne[3] || v->ne[3] != q->ne[3]) return false;
     if (k->ne[2] <= 0 || q->ne[2] % k->ne[2] != 0) return false;
-    if (q->ne[0] % 4 != 0 || q->ne[0] > FA_MAX_D || v->ne[0] % 4 != 0 || v->ne[0] > FA_MAX_D) return false;
-    if ((q->ne[0] > 128 && q->ne[0] % 8 != 0) || (v->ne[0] > 128 && v->ne[0] % 8 != 0)) return false; /* 8 values per lane */
+    if (q->ne[0] % 8 != 0 || q->ne[0] > FA_MAX_D || v->ne[0] % 8 != 0 || v->ne[0] > FA_MAX_D) return false; /* 8 values per lane */
     if (op->ne[0] != v->ne[0] || op->ne[1] != q->ne[2] || op->ne[2] != q->ne[1] || op->ne[3] != q->ne[3]) return false;
     if (m) {
         if (m->type != LOOM_TYPE_F32 && m->type != LOOM_TYPE_F16) return false;
@@ -522,7 +620,7 @@ bool lc_flash_attn_supported(const struct loom_tensor * op) {
 /* How a node is computed: the kernel, its column blocks and KV splits (shapes only, and the SM count). */
 struct fa_plan {
     bool mma;
-    int epl, ncol;       /* vector kernel: values per lane, columns per block */
+    int lpr, ncol;       /* vector kernel: lanes per K/V row, columns per block */
     int n_cols, n_cblk, n_splits;
     int64_t span;
 };
@@ -546,7 +644,9 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
         p.n_cblk = (p.n_cols + FA_TILE_Q - 1) / FA_TILE_Q;
         return p;
     }
-    p.epl = q->ne[0] > 128 || v->ne[0] > 128 ? 8 : 4;
+    const int64_t lanes = (q->ne[0] > v->ne[0] ? q->ne[0] : v->ne[0]) / 8;
+    p.lpr = 1;
+    while (p.lpr < lanes) p.lpr *= 2;
     p.ncol = p.n_cols <= 1 ? 1 : p.n_cols <= 2 ? 2 : p.n_cols <= 4 ? 4 : 8;
     p.n_cblk = (p.n_cols + p.ncol - 1) / p.ncol;
     /* split the cells until the grid holds ~4 blocks per SM, each span at least FA_MIN_SPAN cells */
@@ -582,16 +682,16 @@ static bool fa_rows_aligned(const struct lc_tensor * t, int64_t align) {
     return (uintptr_t)t->data % align == 0 && t->nb[1] % align == 0 && t->nb[2] % align == 0 && t->nb[3] % align == 0;
 }
 
-template <int EPL, int NCOL> static const void * fa_vec_kernel_for(bool f16) {
-    return f16 ? (const void *)lc_fa_vec_kernel<EPL, NCOL, LOOM_TYPE_F16> : (const void *)lc_fa_vec_kernel<EPL, NCOL, -1>;
+template <int NCOL> static const void * fa_vec_kernel_for(bool f16) {
+    return f16 ? (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_F16> : (const void *)lc_fa_vec_kernel<NCOL, -1>;
 }
 
-template <int EPL> static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
+static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
     switch (ncol) {
-    case 1: return fa_vec_kernel_for<EPL, 1>(f16);
-    case 2: return fa_vec_kernel_for<EPL, 2>(f16);
-    case 4: return fa_vec_kernel_for<EPL, 4>(f16);
-    default: return fa_vec_kernel_for<EPL, 8>(f16);
+    case 1: return fa_vec_kernel_for<1>(f16);
+    case 2: return fa_vec_kernel_for<2>(f16);
+    case 4: return fa_vec_kernel_for<4>(f16);
+    default: return fa_vec_kernel_for<8>(f16);
     }
 }
 
@@ -641,9 +741,9 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
         default: return fa_launch_mma<128>(be, &a, grid_bh);
         }
     }
-    /* vector loads: 16 bytes per 4 floats, 8 per 4 halves */
-    a.vec_k = lc_is_float_type(k->type) && fa_rows_aligned(&a.k, k->type == LOOM_TYPE_F32 ? 16 : 8);
-    a.vec_v = lc_is_float_type(v->type) && fa_rows_aligned(&a.v, v->type == LOOM_TYPE_F32 ? 16 : 8);
+    /* 16-byte loads (8 halves, or 4 floats twice) where every row allows them */
+    a.vec_k = lc_is_float_type(k->type) && fa_rows_aligned(&a.k, 16);
+    a.vec_v = lc_is_float_type(v->type) && fa_rows_aligned(&a.v, 16);
     const size_t need = fa_scratch_of(dst, &p);
     if (need > 0) {
         if (need > be->scratch_size) {
@@ -655,7 +755,8 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
         be->conv.src = NULL; /* a product's converted operand there is gone */
     }
     const bool f16 = k->type == LOOM_TYPE_F16 && v->type == LOOM_TYPE_F16;
-    const void * fn = p.epl == 8 ? fa_vec_kernel_ncol<8>(p.ncol, f16) : fa_vec_kernel_ncol<4>(p.ncol, f16);
+    const void * fn = fa_vec_kernel_ncol(p.ncol, f16);
+    a.lpr = p.lpr;
     void * args[] = {&a};
     lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(FA_WARPS * 32), args);
     st = LC_CHECK_LAUNCH("lc_fa_vec_kernel");

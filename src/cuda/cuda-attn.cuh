@@ -5,7 +5,7 @@
 #include "cuda-common.cuh"
 
 /* True for what the kernels compute: q F32 [D, n_q, H, B]; K and V F32, F16, BF16, Q8_0 or Q4_0,
- * rows dense (nb0 the element or block size), any row strides; D and Dv multiples of 4 and at
+ * rows dense (nb0 the element or block size), any row strides; D and Dv multiples of 8 and at
  * most 256; mask absent, F32 or F16; the result F32 and contiguous. */
 bool lc_flash_attn_supported(const struct loom_tensor * op);
 /* Bytes of backend scratch the op's partial results take (0 when the KV cells are not split). */

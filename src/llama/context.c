@@ -207,6 +207,23 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
     return loom_llama_context_create(model, params, false, out);
 }
 
+/* With layers on a GPU: one prompt batch and one generation step now, then the cache as new, so
+ * that the device's one-time work (library handles and their first products, kernel modules
+ * loaded on first launch, the generation graph's capture) is done here and not in the caller's
+ * first step. */
+static enum loom_status warm_up(struct loom_llama_context * lctx) {
+    const int64_t t0 = loom_time_us();
+    int32_t tokens[8] = {0};
+    int32_t n = lctx->params.n_batch < 8 ? lctx->params.n_batch : 8;
+    if (n > lctx->params.n_ctx - 1) n = lctx->params.n_ctx - 1;
+    enum loom_status st = n > 0 ? loom_llama_decode(lctx, tokens, n) : LOOM_OK;
+    if (st == LOOM_OK) st = loom_llama_decode(lctx, tokens, 1);
+    loom_llama_kv_clear(lctx);
+    lctx->n_logits = 0;
+    loom_log(LOOM_LOG_DEBUG, "context: device warm-up (%d + 1 tokens) in %.1f ms", n, (double)(loom_time_us() - t0) / 1000.0);
+    return st;
+}
+
 enum loom_status loom_llama_context_create(struct loom_model * model, struct loom_llama_context_params params, bool measure,
                                            struct loom_llama_context ** out) {
     *out = NULL;
@@ -258,6 +275,9 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     }
     if (st == LOOM_OK) st = init_backends(lctx);
     if (st == LOOM_OK) st = kv_cache_init(lctx, measure);
+    if (st == LOOM_OK && !measure && lctx->backend_dev && loom_backend_dev_type(model->dev_offload) == LOOM_BACKEND_DEV_TYPE_GPU) {
+        st = warm_up(lctx);
+    }
     if (st != LOOM_OK && st != LOOM_ERR_OOM) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));
     }
