@@ -240,7 +240,9 @@ struct loom_llama_context_params loom_llama_context_default_params(void);
 /* Creates the KV cache (per layer, on the device that runs the layer) and the scheduler.
  * The cache is K [n_embd_kv, n_ctx] per layer, and V the same with flash attention, else stored
  * transposed [n_ctx, n_embd_kv] (one row per channel, for the product with the softmax); the
- * sizes are logged at INFO with the bytes per token.
+ * sizes are logged at INFO with the bytes per token. With layers on a GPU, the context then
+ * decodes one batch of up to 8 tokens and one token and clears the cache again (a warm-up: the
+ * device's one-time work happens here, not in the caller's first step); an error there is returned.
  * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range, a flash_attn value not in the enum),
  * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16), LOOM_ERR_OOM. */
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
