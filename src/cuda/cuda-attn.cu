@@ -19,9 +19,11 @@
  *    are F32; each is split into an F16 high part and an F16 remainder and both are multiplied, so
  *    the products carry ~22 bits of the F32 operand (K and V are F16 already, exact).
  *
- * Masked cells (-inf in the mask) never reach a product: their scores are set to -inf and their
- * weights to 0 by selection, so K or V garbage in cells the mask hides cannot turn into NaN. A
- * column whose every cell is masked gets zeros. */
+ * The scores of masked cells (-inf in the mask) are set to -inf by selection, whatever K holds
+ * there. The decode kernel also leaves their V rows out by selection; the tensor-core kernel
+ * multiplies them by a weight of 0, so V must be finite in cells the mask hides (a llama KV cache
+ * is cleared at creation; cells past n_kv are zeros in the tile). A column whose every cell is
+ * masked gets zeros. */
 #include "cuda-attn.cuh"
 
 #include <mma.h>
@@ -656,7 +658,7 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
     if (splits > want) splits = want;
     if (splits > FA_MAX_SPLITS) splits = FA_MAX_SPLITS;
     if (splits > 1) {
-        const int64_t step = FA_WARPS * 4; /* whole rounds of the warps */
+        const int64_t step = 16; /* spans of whole 16-cell steps */
         int64_t span = (n_kv + splits - 1) / splits;
         span = (span + step - 1) / step * step;
         p.span = span;
