@@ -67,7 +67,7 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
     loom_build_forward_expand(g, k_store);
     loom_build_forward_expand(g, v_store);
     /* the stores must run where the cache lives */
-    loom_backend_t owner = L->offloaded ? lctx->backend_dev : lctx->backend_cpu;
+    loom_backend_t owner = loom_llama_layer_backend(lctx, il);
     loom_backend_sched_set_tensor_backend(lctx->sched, k_store, owner);
     loom_backend_sched_set_tensor_backend(lctx->sched, v_store, owner);
 
