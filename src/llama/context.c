@@ -270,7 +270,7 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     lctx->flash_attn = fused;
     lctx->model = model;
     lctx->params = params;
-    size_t max_nodes = loom_llama_graph_max_nodes(model);
+    size_t max_nodes = loom_llama_graph_nodes(lctx);
     lctx->graph_mem_size = max_nodes * 2 * loom_tensor_overhead() + loom_graph_overhead(max_nodes) + 4096;
     lctx->graph_mem = malloc(lctx->graph_mem_size);
     size_t n_out = params.logits_all ? (size_t)params.n_batch : 1;
@@ -282,7 +282,7 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     }
     if (st == LOOM_OK) st = init_backends(lctx);
     if (st == LOOM_OK) st = kv_cache_init(lctx, measure);
-    if (st != LOOM_OK && st != LOOM_ERR_OOM) {
+    if (st != LOOM_OK && st != LOOM_ERR_OOM && st != LOOM_ERR_UNSUPPORTED) { /* unsupported: the reason was the one line logged */
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));
     }
     if (st != LOOM_OK) { /* out of memory: the allocation that failed said where and how much */
@@ -363,7 +363,9 @@ static void drop_graph(struct loom_llama_context * lctx) {
  * reused), else a new one, planned and allocated by the scheduler. */
 static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) {
     const int64_t n_kv = loom_llama_kv_cells(lctx, n);
-    if (lctx->graph && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv) return LOOM_OK;
+    /* a pipelined prompt's micro-batches attend over cells that depend on the step's first position */
+    const bool by_past = n > 1 && lctx->model->split_mode == LOOM_SPLIT_MODE_LAYER;
+    if (lctx->graph && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv && (!by_past || lctx->graph_n_past == lctx->n_past)) return LOOM_OK;
     drop_graph(lctx);
     struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
     lctx->graph_ctx = loom_init(ip);
@@ -372,6 +374,7 @@ static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) 
     lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, &lctx->graph_in);
     lctx->graph_n_tokens = n;
     lctx->graph_n_kv = n_kv;
+    lctx->graph_n_past = lctx->n_past;
     enum loom_status st = loom_backend_sched_alloc_graph(lctx->sched, lctx->graph);
     if (st != LOOM_OK) drop_graph(lctx);
     return st;

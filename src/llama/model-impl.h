@@ -111,6 +111,7 @@ struct loom_llama_context {
     struct loom_graph_inputs graph_in;
     int32_t graph_n_tokens;
     int64_t graph_n_kv;
+    int32_t graph_n_past;            /* n_past when it was built (pipelined prompts depend on it) */
 
     float * logits;                  /* [n_vocab * n_outputs] */
     int32_t n_logits;                /* rows of logits held */
@@ -130,6 +131,8 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
 int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens);
 /* Nodes a graph may have at most (for sizing the scheduler and the metadata arena). */
 size_t loom_llama_graph_max_nodes(const struct loom_model * model);
+/* Nodes a graph of this context may have at most: with a pipelined prompt, per micro-batch. */
+size_t loom_llama_graph_nodes(const struct loom_llama_context * lctx);
 /* loom_llama_context_new; with 'measure' the KV cache is neither checked against free memory nor
  * cleared (its pages are never touched): a context for measuring compute buffers (fit.c). */
 enum loom_status loom_llama_context_create(struct loom_model * model, struct loom_llama_context_params params, bool measure,
