@@ -20,6 +20,7 @@ struct run {
     int n_ubatch;
     int main_gpu;
     int n_batch;                  /* 0: the default (512) */
+    int ngl;                      /* 0: every layer (99) */
 };
 
 struct result {
@@ -34,7 +35,7 @@ struct result {
 static bool run_model(const char * path, const struct run * r, struct result * out) {
     struct loom_model_params mp = loom_model_default_params();
     mp.device = r->device;
-    mp.n_gpu_layers = r->device ? 99 : 0;
+    mp.n_gpu_layers = r->device ? (r->ngl ? r->ngl : 99) : 0;
     mp.split_mode = r->mode;
     mp.main_gpu = r->main_gpu;
     for (int i = 0; i < 4; i++) mp.tensor_split[i] = r->ts[i];
@@ -193,28 +194,29 @@ int main(void) {
     fclose(f);
 
     struct result ref = {0}, one = {0};
-    const struct run r_cpu = {NULL, LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0};
-    const struct run r_one = {"sim0", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0};
+    const struct run r_cpu = {NULL, LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0, 0};
+    const struct run r_one = {"sim0", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0, 0};
     if (run_model(path, &r_cpu, &ref) && run_model(path, &r_one, &one)) {
         compare("one sim device", &ref, &one, true);
         /* with micro-batches of 'ub' tokens, the pipelined prompt equals one device decoding it in
          * batches of 'ub' bit for bit (each micro-batch computes what that batch would), and the
          * whole-batch run within F32 rounding */
         const struct run runs[] = {
-            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0},          /* micro-batches auto: 32 */
-            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 7, 0, 0},          /* micro-batches of 7 (the last one short) */
-            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 512, 0, 0},        /* one batch: no pipelining */
-            {"sima0,sima1,sima2", LOOM_SPLIT_MODE_LAYER, {1, 3, 1, 0}, 16, 0, 0},
-            {"sim0,sim1", LOOM_SPLIT_MODE_LAYER, {4, 1, 0, 0}, 0, 0, 0},
-            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_NONE, {0}, 0, 2, 0},           /* the main device alone */
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0, 0},          /* micro-batches auto: 32 */
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 7, 0, 0, 0},          /* micro-batches of 7 (the last one short) */
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 512, 0, 0, 0},        /* one batch: no pipelining */
+            {"sima0,sima1,sima2", LOOM_SPLIT_MODE_LAYER, {1, 3, 1, 0}, 16, 0, 0, 0},
+            {"sim0,sim1", LOOM_SPLIT_MODE_LAYER, {4, 1, 0, 0}, 0, 0, 0, 0},
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_LAYER, {0}, 8, 0, 0, 3},       /* a CPU stage first, then 3 devices */
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_NONE, {0}, 0, 2, 0, 0},           /* the main device alone */
         };
-        const int ub_of[] = {32, 7, 0, 16, 32, 0};
+        const int ub_of[] = {32, 7, 0, 16, 32, 8, 0};
         for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
             struct result got = {0}, chunked = {0};
             char what[128];
             snprintf(what, sizeof what, "-dev %s -sm %s -ts %g,%g,%g -ub %d", runs[i].device, loom_split_mode_name(runs[i].mode),
                      (double)runs[i].ts[0], (double)runs[i].ts[1], (double)runs[i].ts[2], runs[i].n_ubatch);
-            const struct run r_chunked = {"sim0", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, ub_of[i]};
+            const struct run r_chunked = {"sim0", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, ub_of[i], 0};
             if (run_model(path, &runs[i], &got) && (!ub_of[i] || run_model(path, &r_chunked, &chunked))) {
                 compare(what, ub_of[i] ? &chunked : &ref, &got, true);
                 if (ub_of[i]) compare(what, &ref, &got, false);
@@ -226,9 +228,10 @@ int main(void) {
         }
         /* the row split: partial sums added in another order, so equal within F32 rounding */
         const struct run rows[] = {
-            {"sim0,sim1", LOOM_SPLIT_MODE_ROW, {0}, 0, 0, 0},
-            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_ROW, {0}, 0, 0, 0},
-            {"sima0,sima1,sima2", LOOM_SPLIT_MODE_ROW, {1, 2, 1, 0}, 0, 2, 0}, /* uneven heads, the output on the third */
+            {"sim0,sim1", LOOM_SPLIT_MODE_ROW, {0}, 0, 0, 0, 0},
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_ROW, {0}, 0, 0, 0, 0},
+            {"sima0,sima1,sima2", LOOM_SPLIT_MODE_ROW, {1, 2, 1, 0}, 0, 2, 0, 0}, /* uneven heads, the output on the third */
+            {"sim0,sim1,sim2", LOOM_SPLIT_MODE_ROW, {0}, 0, 0, 0, 3},              /* two layers on the CPU first */
         };
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
             struct result got = {0};
@@ -241,6 +244,26 @@ int main(void) {
             }
             free(got.prompt_logits);
         }
+    }
+    /* quantized weights: a row split cuts them only at block boundaries */
+    const char * q8 = test_model_path("quant/stories260K-Q8_0.gguf");
+    f = fopen(q8, "rb");
+    if (f) {
+        fclose(f);
+        struct result qref = {0}, qrow = {0};
+        const struct run q_cpu = {NULL, LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0, 0};
+        const struct run q_row2 = {"sim0,sim1", LOOM_SPLIT_MODE_ROW, {0}, 0, 0, 0, 0};
+        if (run_model(q8, &q_cpu, &qref) && run_model(q8, &q_row2, &qrow)) compare("Q8_0 -sm row over 2", &qref, &qrow, false);
+        /* 3 devices would cut attn_output (64 columns of 8-wide heads) inside a 32-block */
+        struct loom_model_params mp = loom_model_default_params();
+        mp.device = "sim0,sim1,sim2";
+        mp.n_gpu_layers = 99;
+        mp.split_mode = LOOM_SPLIT_MODE_ROW;
+        struct loom_model * model = NULL;
+        CHECK(loom_model_load(q8, mp, &model) == LOOM_ERR_UNSUPPORTED && !model && strstr(test_last_error, "inside a block of 32"),
+              "Q8_0 -sm row over 3: %s", test_last_error);
+        free(qref.prompt_logits);
+        free(qrow.prompt_logits);
     }
     free(ref.prompt_logits);
     free(one.prompt_logits);
