@@ -278,8 +278,11 @@ struct loom_llama_context_params loom_llama_context_default_params(void);
  * The cache is K [n_embd_kv, n_ctx] per layer, and V the same with flash attention, else stored
  * transposed [n_ctx, n_embd_kv] (one row per channel, for the product with the softmax); the
  * sizes are logged at INFO with the bytes per token.
+ * With split mode ROW each device caches its KV heads of every split layer, and the context joins
+ * the devices' backends in a communicator for the all-reduces (loom_backend_comm_new).
  * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range, a flash_attn value not in the enum),
- * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16), LOOM_ERR_OOM. */
+ * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16; -sm row over CUDA devices
+ * without NCCL), LOOM_ERR_OOM. */
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out);
 void loom_llama_context_free(struct loom_llama_context * lctx);

@@ -265,15 +265,17 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
             inm[i].kq_mask = loom_view_2d(ctx, in->kq_mask, kv_i, n, in->kq_mask->nb[1], (size_t)first * in->kq_mask->nb[1]);
             xm[i] = NULL;
         }
+        /* the embeddings of every token first: the host's work is then done before the waves
+         * start, and never waits for a device in the middle of them */
+        struct loom_tensor * embd = loom_get_rows(ctx, m->tok_embd, in->tokens);
+        loom_set_name(embd, "inp_embd");
+        loom_build_forward_expand(g, embd);
         for (int t = 0; t < nm + n_stages - 1; t++) {
             for (int st = n_stages - 1; st >= 0; st--) {
                 const int i = t - st;
                 if (i < 0 || i >= nm) continue;
                 const int32_t n = (int32_t)inm[i].tokens->ne[0];
-                if (st == 0) {
-                    xm[i] = loom_get_rows(ctx, m->tok_embd, inm[i].tokens);
-                    loom_format_name(xm[i], "inp_embd-%d", i);
-                }
+                if (st == 0) xm[i] = loom_view_2d(ctx, embd, hp->n_embd, n, embd->nb[1], (size_t)(i * ub) * embd->nb[1]);
                 for (int il = stage_first[st]; il < stage_first[st + 1]; il++) xm[i] = layer_whole(lctx, ctx, g, il, xm[i], &inm[i], n);
                 loom_build_forward_expand(g, xm[i]);
             }
