@@ -294,6 +294,36 @@ size_t loom_backend_sched_get_buffer_size(loom_backend_sched_t sched, loom_backe
 /* Sum of all intermediate tensors' sizes on 'backend' without reuse (the naive plan), bytes. */
 size_t loom_backend_sched_get_naive_size(loom_backend_sched_t sched, loom_backend_t backend);
 
+/* ================================================================ collectives
+ * A communicator joins n backends (ranks 0..n-1) for an all-reduce: every rank holds an F32 tensor
+ * of the same shape and gets the element-wise sum of all of them. Two implementations:
+ *   NCCL     every backend a CUDA backend and the CUDA module built with NCCL (ncclAllReduce,
+ *            queued on each backend's stream inside one group; NVLink / PCIe peer paths are NCCL's);
+ *   host     any other backends (sim devices in tests): each rank's stream is synchronized, the
+ *            partial sums are copied to host memory, added in F32 in rank order, and copied back.
+ * CUDA backends without NCCL get no communicator: Loom has no collective of its own for GPUs.
+ * The scheduler runs LOOM_OP_ALL_REDUCE nodes through the communicator set on it. */
+typedef struct loom_backend_comm * loom_backend_comm_t;
+
+/* A communicator over backends[0..n) (2..16, each at most once). Returns NULL (logged) for CUDA
+ * backends when the CUDA module has no NCCL ("-sm row on CUDA devices needs NCCL"), for a mix of
+ * CUDA and other backends, a bad count, or when NCCL fails to set up. */
+loom_backend_comm_t loom_backend_comm_new(loom_backend_t * backends, int n);
+void loom_backend_comm_free(loom_backend_comm_t comm);   /* NULL is a no-op */
+/* "NCCL" or "host". */
+const char * loom_backend_comm_name(loom_backend_comm_t comm);
+int loom_backend_comm_n_ranks(loom_backend_comm_t comm);
+/* dst[r] = sum over ranks of src[r], for F32 tensors of equal shape, contiguous, src[r] and dst[r]
+ * in memory of rank r's device (src[r] == dst[r] is allowed: in place). NCCL queues the operation
+ * on the ranks' streams (it is complete after loom_backend_synchronize of each); the host one is
+ * complete on return. Errors (logged): LOOM_ERR_INVALID_ARG (types, shapes, strides), the copies' or
+ * NCCL's failures (LOOM_ERR_BACKEND). */
+enum loom_status loom_backend_comm_all_reduce(loom_backend_comm_t comm, struct loom_tensor * const * src, struct loom_tensor * const * dst);
+/* The scheduler runs each LOOM_OP_ALL_REDUCE node of rank r (loom_all_reduce) on backend r of
+ * 'comm', all ranks of one node group at once; 'comm' must outlive the scheduler's use of it.
+ * Its backends must be among the scheduler's. */
+void loom_backend_sched_set_comm(loom_backend_sched_t sched, loom_backend_comm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

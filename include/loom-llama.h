@@ -179,9 +179,34 @@ struct loom_hparams {
  * fails with LOOM_ERR_CANCELLED and frees everything). */
 typedef bool (*loom_progress_callback)(float progress, void * user_data);
 
+/* How the offloaded layers use several devices (the field's --split-mode). */
+enum loom_split_mode {
+    LOOM_SPLIT_MODE_NONE = 0,   /* "none": one device, devices[main_gpu] */
+    LOOM_SPLIT_MODE_LAYER,      /* "layer": each layer (weights and KV cache) on one device, the layers spread
+                                   over the devices in proportion to tensor_split; a prompt is pipelined
+                                   (micro-batches, see loom_llama_context_params.n_ubatch) */
+    LOOM_SPLIT_MODE_ROW,        /* "row": tensor parallelism (Shoeybi et al. 2019, Megatron-LM): every offloaded
+                                   layer's q/k/v and gate/up split by output rows, attention per group of KV
+                                   heads, the output and down products split by input columns, their partial
+                                   sums all-reduced; KV cache per device (its heads) */
+    LOOM_SPLIT_MODE_COUNT
+};
+/* "none", "layer", "row"; NULL outside the enum. */
+const char * loom_split_mode_name(enum loom_split_mode mode);
+
+/* Devices one model can be split over at most. */
+#define LOOM_MAX_DEVICES 16
+
 struct loom_model_params {
-    int n_gpu_layers;           /* the last N layers run on 'device' (with all layers, the output layer too) */
-    const char * device;        /* registry name of the offload device; NULL = the first non-CPU device */
+    int n_gpu_layers;           /* the last N layers run on the devices (with all layers, the output layer too) */
+    const char * device;        /* registry names of the offload devices, comma-separated ("CUDA0,CUDA1");
+                                   NULL = every non-CPU device of the registry, in its order */
+    enum loom_split_mode split_mode; /* default LAYER; with one device every mode is NONE */
+    float tensor_split[LOOM_MAX_DEVICES]; /* per device of the list, the share of the layers (layer) or of the
+                                   heads and feed-forward rows (row); all 0 (the default): in proportion to
+                                   each device's free memory */
+    int main_gpu;               /* index into the device list: the device of split mode NONE, and with ROW
+                                   the one that runs the output layer (default 0) */
     bool use_mmap;              /* map the file (default); false: read() into buffers */
     bool use_mlock;             /* lock host weight memory (a warning, not a failure, when the limit is too low) */
     bool no_host_copy;          /* weights not offloaded stay in host memory the offload device reads in place
@@ -192,28 +217,37 @@ struct loom_model_params {
 
 struct loom_model;
 
-/* Defaults: no offload, mmap on, mlock off. */
+/* Defaults: no offload, split mode LAYER over every non-CPU device by free memory, mmap on, mlock off. */
 struct loom_model_params loom_model_default_params(void);
 /* Loads a GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
  * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
  * key missing where required, out of range, or present with a value type other than an integer
  * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
  * LOOM_ERR_UNSUPPORTED (an architecture other than those of enum loom_arch -- the message lists them --,
- * a RoPE scaling type other than none, linear and yarn, a tensor type Loom cannot compute),
- * LOOM_ERR_OOM, LOOM_ERR_CANCELLED. */
+ * a RoPE scaling type other than none, linear and yarn, a tensor type Loom cannot compute; -sm row
+ * over devices that cannot all-reduce, or heads / feed-forward rows that do not split into whole
+ * quantized blocks), LOOM_ERR_INVALID_ARG (an unknown device name, the CPU or a device twice in
+ * 'device', main_gpu outside the list, a negative, NaN or all-zero-but-set tensor_split, a split
+ * mode outside the enum), LOOM_ERR_OOM, LOOM_ERR_CANCELLED. */
 enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out);
 void loom_model_free(struct loom_model * model);
 const struct loom_hparams * loom_model_hparams(const struct loom_model * model);
 const struct loom_vocab * loom_model_vocab(const struct loom_model * model);
 uint64_t loom_model_n_params(const struct loom_model * model);   /* elements of all weights */
 uint64_t loom_model_size(const struct loom_model * model);       /* bytes of all weights */
-/* "CPU", or the offload device's registry name ("CUDA0", "sim0") followed by "+CPU". */
+/* "CPU", or the offload devices' registry names ("CUDA0", "sim0+sim1") followed by "+CPU". */
 const char * loom_model_backend_name(const struct loom_model * model);
 /* The file's tokenizer.chat_template (a Jinja template text), or NULL when it has none (or one that
  * is not a string). Valid while the model lives. */
 const char * loom_model_chat_template(const struct loom_model * model);
 /* A short description, e.g. "llama 260K F32". */
 const char * loom_model_desc(const struct loom_model * model);
+/* The split mode the model was loaded with (NONE with fewer than two devices), and how many devices
+ * hold its offloaded layers (0: none). */
+enum loom_split_mode loom_model_split_mode(const struct loom_model * model);
+int loom_model_n_devices(const struct loom_model * model);
+/* The device that holds layer 'il' (NULL: the CPU; with ROW, the output device for the split layers). */
+loom_backend_dev_t loom_model_layer_device(const struct loom_model * model, int il);
 
 /* Whether a step's attention is the fused FLASH_ATTN_EXT op (the field's -fa). */
 enum loom_llama_flash_attn {
@@ -225,6 +259,9 @@ enum loom_llama_flash_attn {
 struct loom_llama_context_params {
     int32_t n_ctx;       /* KV cache size in tokens (0 = the model's training context) */
     int32_t n_batch;     /* largest number of tokens per decode call */
+    int32_t n_ubatch;    /* with split mode LAYER over several devices: tokens per micro-batch of a
+                            pipelined batch (the field's -ub); 0 (default): the batch cut into two
+                            micro-batches per device, at least 32 tokens each; >= n_batch: no pipelining */
     int32_t n_threads;   /* CPU threads (0 = all online processors) */
     bool logits_all;     /* keep logits of every position, not only the last */
     enum loom_type type_k;  /* KV cache K type: F32, F16 or BF16 (else LOOM_ERR_UNSUPPORTED) */
@@ -243,8 +280,11 @@ struct loom_llama_context_params loom_llama_context_default_params(void);
  * sizes are logged at INFO with the bytes per token. With layers on a GPU, the context then
  * decodes one batch of up to 8 tokens and one token and clears the cache again (a warm-up: the
  * device's one-time work happens here, not in the caller's first step); an error there is returned.
+ * With split mode ROW each device caches its KV heads of every split layer, and the context joins
+ * the devices' backends in a communicator for the all-reduces (loom_backend_comm_new).
  * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range, a flash_attn value not in the enum),
- * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16), LOOM_ERR_OOM. */
+ * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16; -sm row over CUDA devices
+ * without NCCL), LOOM_ERR_OOM. */
 enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out);
 void loom_llama_context_free(struct loom_llama_context * lctx);
@@ -268,7 +308,11 @@ const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, 
 /* What loom_model_fit measured and chose. Sizes in bytes, as the buffers would be allocated. */
 #define LOOM_FIT_MAX_LAYERS 4096
 struct loom_fit {
-    const char * device;          /* the offload device's registry name, NULL when there is none */
+    const char * device;          /* the offload devices' registry names ("sim0+sim1", in device_names),
+                                     NULL when there is none */
+    char device_names[LOOM_MAX_DEVICES * 24];
+    int n_devices;                /* the devices the layers are shared between (split mode and shares as in
+                                     loom_model_load); free, margin and compute bytes below are their sums */
     int n_layer;                  /* the model's layers */
     int n_gpu_layers;             /* the layers that fit (the last ones; with all, the output layer too) */
     uint64_t layer_bytes[LOOM_FIT_MAX_LAYERS]; /* [n_layer] each layer's weights on the device */
@@ -279,8 +323,9 @@ struct loom_fit {
     uint64_t margin_bytes;        /* kept free: the margin asked, or the context's reserve when larger */
     uint64_t need_bytes;          /* weights and KV cache of the layers chosen */
 };
-/* Chooses how many layers of the model at 'path' to offload ('mp.device', or the first non-CPU
- * device) so that free memory >= compute + margin + the chosen layers' weights and KV cache, from
+/* Chooses how many layers of the model at 'path' to offload (to the devices loom_model_load would use
+ * with 'mp') so that on each device free memory >= compute + margin + its share of the chosen layers'
+ * weights and KV cache (the same assignment as the load's), from
  * sizes measured by a dry run: the model mapped on the CPU (no copy), each weight's size in the
  * device's buffer type, the KV cache at 'cp' (n_ctx, cache_type), and the scheduler's plan of the
  * largest step (n_batch tokens attending over the full context) in a context whose KV memory is

@@ -180,6 +180,7 @@ enum loom_op {
     LOOM_OP_PERMUTE,
     LOOM_OP_TRANSPOSE,
     LOOM_OP_FLASH_ATTN_EXT,
+    LOOM_OP_ALL_REDUCE,
     LOOM_OP_COUNT
 };
 
@@ -405,6 +406,13 @@ struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_te
  * The field calls this op FLASH_ATTN_EXT. */
 struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_tensor * q, struct loom_tensor * k,
                                          struct loom_tensor * v, struct loom_tensor * mask, float scale);
+
+/* One rank's part of an all-reduce across devices: the sum over the 'n_ranks' nodes of group
+ * 'group' (ranks 0..n_ranks-1, one node each, of equal shape) of their sources. a F32 contiguous
+ * -> F32 of a's shape. No device computes it: the scheduler runs a group's nodes at once through
+ * its communicator (loom_backend_sched_set_comm), rank r on the communicator's backend r. Used by
+ * tensor-parallel layers (-sm row) after the products split by input columns. */
+struct loom_tensor * loom_all_reduce(struct loom_context * ctx, struct loom_tensor * a, int group, int rank, int n_ranks);
 
 /* x * sigmoid(x) (Hendrycks & Gimpel 2016 "SiLU"). a F32. */
 struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a);

@@ -1,6 +1,7 @@
 /* cmd-bench.c -- `loom bench`: prompt-processing and generation speed, in the spirit of the field's bench tool. */
 #include "cli-kv.h"
 #include "cli-util.h"
+#include "cli-split.h"
 #include "commands.h"
 #include "loom-llama.h"
 
@@ -24,7 +25,9 @@ struct bench_opts {
     int n_depths, n_fas;
     enum loom_type types_k[MAX_LIST], types_v[MAX_LIST];
     int n_types_k, n_types_v;
-    long long reps;
+    long long reps, n_ubatch;
+    const char * device;
+    struct cli_split split;
     enum { OUT_MD, OUT_JSON, OUT_CSV } output;
     bool progress;
 };
@@ -33,7 +36,7 @@ struct bench_result {
     const char * model_path;
     char desc[64];
     uint64_t size, n_params;
-    const char * backend;
+    char backend[LOOM_MAX_DEVICES * 24 + 16];
     long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen, n_depth;
     bool flash_attn;
     enum loom_type type_k, type_v;
@@ -56,6 +59,9 @@ static void usage(FILE * f) {
             "  -fa, --flash-attn 0|1[,...]  fused attention (default 0)\n"
             "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
             "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa 1)\n"
+            "  -dev, --device NAME[,NAME...]  offload devices (default: every GPU or sim device)\n"
+            CLI_SPLIT_HELP
+            "  -ub, --ubatch-size N      tokens per micro-batch of a pipelined prompt (-sm layer; default auto)\n"
             "  -o, --output md|json|csv  output format (default md)\n"
             "      --progress            progress lines on stderr (default: when stderr is a terminal)\n"
             "\n" CLI_LONG_OPTION_HELP);
@@ -72,6 +78,9 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         {"flash-attn", required_argument, 0, 'F'}, {"fa", required_argument, 0, 'F'},
         {"cache-type-k", required_argument, 0, 'K'}, {"ctk", required_argument, 0, 'K'},
         {"cache-type-v", required_argument, 0, 'V'}, {"ctv", required_argument, 0, 'V'},
+        {"device", required_argument, 0, 'D'},  {"dev", required_argument, 0, 'D'},
+        {"ubatch-size", required_argument, 0, 'U'}, {"ub", required_argument, 0, 'U'},
+        CLI_SPLIT_LONG_OPTS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {loom_n_cpus()},
@@ -79,6 +88,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
                              .output = OUT_MD, .progress = isatty(STDERR_FILENO), .depths = {0}, .n_depths = 1,
                              .fas = {0}, .n_fas = 1, .types_k = {LOOM_TYPE_F16}, .n_types_k = 1,
                              .types_v = {LOOM_TYPE_F16}, .n_types_v = 1};
+    cli_split_init(&o->split);
     opterr = 0;
     optind = 1;
     int c;
@@ -127,11 +137,17 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
             else return fprintf(stderr, "loom bench: invalid value '%s' for -o (md, json, csv)\n", optarg), false;
             break;
         case 'P': o->progress = true; break;
+        case 'D': o->device = optarg; break;
+        case 'U': if (!cli_parse_int("bench", "-ub", optarg, 1, 1 << 20, &o->n_ubatch)) return false; break;
+        case CLI_OPT_SPLIT_MODE:
+        case CLI_OPT_TENSOR_SPLIT:
+        case CLI_OPT_MAIN_GPU: if (!cli_split_option("bench", c, optarg, &o->split)) return false; break;
         case 'h': *help = true; return true;
         default: cli_option_error("bench", c); return false; /* ':' or '?' */
         }
     }
     if (!cli_no_more_args("bench", argc, argv)) return false;
+    if (o->device && !cli_check_devices("bench", o->device)) return false;
     /* thread counts above the CPUs are lowered now (a warning each); a count that then repeats an
      * earlier one is measured once */
     int nt = 0;
@@ -319,7 +335,9 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
                                      .n_depth = o->depths[di], .flash_attn = cp.flash_attn == LOOM_LLAMA_FLASH_ATTN_ON,
                                      .type_k = cp.type_k, .type_v = cp.type_v};
             snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
-            r.backend = loom_model_backend_name(model);
+            /* several devices: the split mode after the names ("CUDA0+CUDA1+CPU/row") */
+            snprintf(r.backend, sizeof r.backend, "%s%s%s", loom_model_backend_name(model), loom_model_n_devices(model) > 1 ? "/" : "",
+                     loom_model_n_devices(model) > 1 ? loom_split_mode_name(loom_model_split_mode(model)) : "");
             test_at(o, i, &r.n_prompt, &r.n_gen);
             if (r.n_prompt == 0 && r.n_gen == 0) continue;
             ok = bench_test(o, lctx, &r, toks, loom_model_hparams(model)->n_vocab);
@@ -346,6 +364,7 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
                     for (int vi = 0; vi < o->n_types_v; vi++) {
                         struct loom_llama_context_params cp = loom_llama_context_default_params();
                         cp.n_batch = (int32_t)o->batches[bi];
+                        cp.n_ubatch = (int32_t)o->n_ubatch;
                         cp.n_threads = (int32_t)o->threads[ti];
                         cp.flash_attn = o->fas[fi] ? LOOM_LLAMA_FLASH_ATTN_ON : LOOM_LLAMA_FLASH_ATTN_OFF;
                         cp.type_k = o->types_k[ki];
@@ -387,6 +406,8 @@ int loom_cmd_bench(int argc, char ** argv) {
         for (int gi = 0; gi < o.n_ngls; gi++) {
             struct loom_model_params mp = loom_model_default_params();
             mp.n_gpu_layers = (int)o.ngls[gi];
+            mp.device = o.device;
+            cli_split_apply(&o.split, &mp);
             struct loom_model * model = NULL;
             if (loom_model_load(o.models[mi], mp, &model) != LOOM_OK) {
                 fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot load the model"));

@@ -1,6 +1,7 @@
 /* cmd-chat.c -- `loom chat` (and `loom run -cnv`): a conversation with a model in its chat template,
  * user turns read from a terminal or a pipe, replies streamed, the KV cache kept across turns. */
 #include "cli-util.h"
+#include "cli-split.h"
 #include "commands.h"
 #include "loom-llama.h"
 
@@ -44,7 +45,7 @@ static void usage(FILE * f) {
             "      --keep N              tokens after BOS never dropped by a shift (default 0; -1: the whole first turn)\n"
             "  -b, --batch-size N        tokens per batch (default 512)\n"
             "  -t, --threads N           CPU threads (default: all cores)\n"
-            "  -ngl, --n-gpu-layers N    layers to offload (default 0); --device NAME picks the device\n"
+            "  -ngl, --n-gpu-layers N    layers to offload (default 0); --device NAME[,NAME] picks the devices\n"
             "      --temp T  --top-k N  --top-p P  --min-p P  --repeat-penalty X  --repeat-last-n N  -s, --seed N\n"
             "                            sampling, as for loom run\n"
             "      --no-mmap             read the model instead of mapping it\n"
@@ -120,10 +121,7 @@ static int parse(int argc, char ** argv, struct chat_opts * o) {
         return 1;
     }
     if (o->device && !strcasecmp(o->device, "none")) o->device = NULL, o->n_gpu_layers = 0;
-    if (o->device && !loom_backend_dev_by_name(o->device)) {
-        fprintf(stderr, "loom chat: no device named '%s' (available: %s)\n", o->device, cli_device_list());
-        return 1;
-    }
+    if (o->device && !cli_check_devices("chat", o->device)) return 1;
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* cmd-perplexity.c -- `loom perplexity`: a model's perplexity on a text, measured in chunks of the context as the field's tool does. */
 #include "cli-util.h"
+#include "cli-split.h"
 #include "commands.h"
 #include "loom-llama.h"
 
@@ -17,6 +18,7 @@ struct ppl_opts {
     const char * text_file;
     const char * device;
     long long n_ctx, n_batch, n_threads, n_gpu_layers;
+    struct cli_split split;
     bool no_mmap;
 };
 
@@ -34,7 +36,8 @@ static void usage(FILE * f) {
             "  -b, --batch-size N        tokens per decode call (default 2048, at most the chunk size)\n"
             "  -t, --threads N           CPU threads (default: all cores)\n"
             "  -ngl, --n-gpu-layers N    layers to offload (default 0)\n"
-            "  -dev, --device NAME       offload device (CUDA0, sim0, ...); none: no offload\n"
+            "  -dev, --device NAME[,NAME...]  offload devices (CUDA0, sim0, ...); none: no offload\n"
+            CLI_SPLIT_HELP
             "      --no-mmap             read the model instead of mapping it\n"
             "  -h, --help                this help\n"
             "\n" CLI_LONG_OPTION_HELP);
@@ -47,7 +50,7 @@ static const struct option long_opts[] = {
     {"ctx-size", required_argument, 0, 'c'},   {"batch-size", required_argument, 0, 'b'},
     {"threads", required_argument, 0, 't'},    {"ngl", required_argument, 0, OPT_NGL},
     {"n-gpu-layers", required_argument, 0, OPT_NGL}, {"no-mmap", no_argument, 0, OPT_NOMMAP},
-    {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE},
+    {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE}, CLI_SPLIT_LONG_OPTS,
     {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
 };
 
@@ -57,6 +60,7 @@ static const struct option long_opts[] = {
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct ppl_opts * o) {
     *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048};
+    cli_split_init(&o->split);
     opterr = 0;
     optind = 1;
     int c;
@@ -71,6 +75,9 @@ static int parse(int argc, char ** argv, struct ppl_opts * o) {
         case OPT_NGL: ok = cli_parse_int("perplexity", "-ngl", optarg, 0, 100000, &o->n_gpu_layers); break;
         case OPT_NOMMAP: o->no_mmap = true; break;
         case OPT_DEVICE: o->device = optarg; break;
+        case CLI_OPT_SPLIT_MODE:
+        case CLI_OPT_TENSOR_SPLIT:
+        case CLI_OPT_MAIN_GPU: ok = cli_split_option("perplexity", c, optarg, &o->split); break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("perplexity", c); return 1;
         }
@@ -88,8 +95,7 @@ static int parse(int argc, char ** argv, struct ppl_opts * o) {
     if (o->device && !strcasecmp(o->device, "none")) {
         o->device = NULL;
         o->n_gpu_layers = 0;
-    } else if (o->device && !loom_backend_dev_by_name(o->device)) {
-        fprintf(stderr, "loom perplexity: no device named '%s' (available: %s)\n", o->device, cli_device_list());
+    } else if (o->device && !cli_check_devices("perplexity", o->device)) {
         return 1;
     }
     if (o->n_batch > o->n_ctx) o->n_batch = o->n_ctx;
@@ -169,6 +175,7 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     struct loom_model_params mp = loom_model_default_params();
     mp.n_gpu_layers = (int)o.n_gpu_layers;
     mp.device = o.device;
+    cli_split_apply(&o.split, &mp);
     mp.use_mmap = !o.no_mmap;
     if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
     struct loom_llama_context_params cp = loom_llama_context_default_params();

@@ -2,6 +2,7 @@
 #include "cli-kv.h"
 #include "cli-util.h"
 #include "cli-devices.h"
+#include "cli-split.h"
 #include "commands.h"
 #include "gen-controls.h"
 #include "loom-llama.h"
@@ -21,7 +22,8 @@ struct run_opts {
     const char * prompt;
     const char * prompt_file;
     const char * device;
-    long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n, fit_margin;
+    long long n_predict, n_ctx, n_batch, n_ubatch, n_threads, n_gpu_layers, top_k, repeat_last_n, fit_margin;
+    struct cli_split split;
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
     bool no_mmap, mlock, verbose_prompt, verbose, no_host_copy, ignore_eos, escape, no_display_prompt, list_devices, json;
@@ -82,7 +84,7 @@ static void usage(FILE * f) {
 
 enum { OPT_NGL = 256, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_MINP, OPT_RPEN, OPT_RLAST, OPT_NOMMAP, OPT_MLOCK, OPT_VPROMPT,
        OPT_DEVICE, OPT_NOHOSTCOPY, OPT_CACHE, OPT_IGNORE_EOS, OPT_PRESENCE, OPT_FREQUENCY, OPT_BIAS, OPT_NO_DISPLAY, OPT_LIST_DEVICES, OPT_JSON, OPT_FIT_MARGIN, OPT_NO_ESCAPE,
-       OPT_CACHE_K, OPT_CACHE_V, OPT_FA };
+       OPT_CACHE_K, OPT_CACHE_V, OPT_FA, OPT_UBATCH };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"prompt", required_argument, 0, 'p'},
@@ -104,6 +106,8 @@ static const struct option long_opts[] = {
     {"cache-type-k", required_argument, 0, OPT_CACHE_K}, {"ctk", required_argument, 0, OPT_CACHE_K},
     {"cache-type-v", required_argument, 0, OPT_CACHE_V}, {"ctv", required_argument, 0, OPT_CACHE_V},
     {"flash-attn", required_argument, 0, OPT_FA}, {"fa", required_argument, 0, OPT_FA},
+    {"ubatch-size", required_argument, 0, OPT_UBATCH}, {"ub", required_argument, 0, OPT_UBATCH},
+    CLI_SPLIT_LONG_OPTS,
     {"verbose", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -121,6 +125,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
                            .seed = LOOM_DEFAULT_SEED, .type_k = LOOM_TYPE_F16, .type_v = LOOM_TYPE_F16,
                            .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO};
+    cli_split_init(&o->split);
     opterr = 0;
     optind = 1;
     int c;
@@ -185,6 +190,10 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         case OPT_CACHE_K: ok = cli_parse_cache_type("run", "--cache-type-k", optarg, &o->type_k); break;
         case OPT_CACHE_V: ok = cli_parse_cache_type("run", "--cache-type-v", optarg, &o->type_v); break;
         case OPT_FA: ok = cli_parse_flash_attn("run", "--flash-attn", optarg, &o->flash_attn); break;
+        case OPT_UBATCH: ok = cli_parse_int("run", "-ub", optarg, 1, 1 << 20, &o->n_ubatch); break;
+        case CLI_OPT_SPLIT_MODE:
+        case CLI_OPT_TENSOR_SPLIT:
+        case CLI_OPT_MAIN_GPU: ok = cli_split_option("run", c, optarg, &o->split); break;
         case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("run", c); return 1; /* ':' or '?' */
@@ -200,10 +209,6 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         cli_list_devices(o->json);
         return 2;
     }
-    if (o->device && strchr(o->device, ',')) { /* the field's -dev NAME,NAME: one offload device for now */
-        fprintf(stderr, "loom run: -dev '%s' lists several devices; Loom offloads to one (-dev NAME, or none)\n", o->device);
-        return 1;
-    }
     for (int i = 0; i < o->stops.n; i++) {
         /* argv's strings may be changed in place; an escape can only shorten them */
         if (o->escape) process_escapes((char *)o->stops.strs[i], strlen(o->stops.strs[i]));
@@ -215,14 +220,7 @@ static int parse(int argc, char ** argv, struct run_opts * o) {
         o->n_gpu_layers = 0;
     }
     if (o->n_gpu_layers == NGL_UNSET) o->n_gpu_layers = loom_backend_dev_by_type(LOOM_BACKEND_DEV_TYPE_GPU) ? NGL_AUTO : 0;
-    if (o->device && !loom_backend_dev_by_name(o->device)) {
-        fprintf(stderr, "loom run: no device named '%s' (available: %s)\n", o->device, cli_device_list());
-        return 1;
-    }
-    if (o->device && loom_backend_dev_type(loom_backend_dev_by_name(o->device)) == LOOM_BACKEND_DEV_TYPE_CPU) {
-        fprintf(stderr, "loom run: '%s' is the host CPU, not an offload device (use --device none for no offload)\n", o->device);
-        return 1;
-    }
+    if (o->device && !cli_check_devices("run", o->device)) return 1;
     if (!o->model) {
         fprintf(stderr, "loom run: no model given (-m MODEL.gguf)\n");
         return 1;
@@ -451,10 +449,12 @@ int loom_cmd_run(int argc, char ** argv) {
     mp.use_mmap = !o.no_mmap;
     mp.use_mlock = o.mlock;
     mp.no_host_copy = o.no_host_copy;
+    cli_split_apply(&o.split, &mp);
     if (isatty(STDERR_FILENO)) mp.progress = progress_bar;
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
+    cp.n_ubatch = (int32_t)o.n_ubatch;
     cp.n_threads = (int32_t)cli_cap_threads("run", o.n_threads);
     cp.type_k = o.type_k;
     cp.type_v = o.type_v;

@@ -70,7 +70,9 @@ struct loom_backend_i {
     enum loom_status (*set_tensor_async)(loom_backend_t backend, struct loom_tensor * tensor, const void * data, size_t offset, size_t size);
     enum loom_status (*get_tensor_async)(loom_backend_t backend, const struct loom_tensor * tensor, void * data, size_t offset, size_t size);
     /* (optional) returns false when it cannot do this pair; the wrapper then copies synchronously.
-     * Called on 'backend_dst' with flattened tensors; 'dst' lives on backend_dst's device. */
+     * Called on 'backend_dst' with flattened tensors; 'dst' lives on backend_dst's device. The copy
+     * must come after the work queued on 'backend_src' so far (the scheduler also waits for it) and
+     * before what is queued on 'backend_dst' after it. */
     bool (*cpy_tensor_async)(loom_backend_t backend_src, loom_backend_t backend_dst, const struct loom_tensor * src, struct loom_tensor * dst);
     /* (optional) defaults to a no-op */
     enum loom_status (*synchronize)(loom_backend_t backend);

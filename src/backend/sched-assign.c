@@ -55,6 +55,10 @@ _Static_assert(SCHED_MAX_BACKENDS <= 16, "supports() keeps one bit per backend i
 /* loom_backend_supports_op, asked once per node and backend in a plan (the passes ask often). */
 static bool supports(loom_backend_sched_t s, int b, const struct loom_tensor * node) {
     if (b < 0) return false;
+    if (node->op == LOOM_OP_ALL_REDUCE) { /* run by the communicator, on its rank's backend only */
+        const int rank = loom_get_op_param_i32(node, 1);
+        return s->comm && rank < loom_backend_comm_n_ranks(s->comm) && s->rank_backend[rank] == b;
+    }
     const size_t slot = sched_slot(s, node);
     if (slot == SIZE_MAX) return loom_backend_supports_op(s->backends[b], node);
     uint32_t * m = &s->sup[slot];
@@ -67,7 +71,7 @@ static bool supports(loom_backend_sched_t s, int b, const struct loom_tensor * n
 
 static void table_insert(loom_backend_sched_t s, struct loom_tensor * t) { s->hs.keys[sched_probe(s, t)] = t; }
 
-static bool is_weight(const struct loom_tensor * t) {
+bool sched_is_weight(const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);
     if ((t->flags | b->flags) & LOOM_TENSOR_FLAG_WEIGHT) return true;
     return b->buffer && loom_backend_buffer_get_usage(b->buffer) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS;
@@ -108,7 +112,7 @@ static int from_sources(loom_backend_sched_t s, const struct loom_tensor * node,
     int best = -1;
     for (int k = 0; k < LOOM_MAX_SRC; k++) {
         const struct loom_tensor * src = node->src[k];
-        if (!src || !sched_is_external(s, src) || (weights && !is_weight(src))) continue;
+        if (!src || !sched_is_external(s, src) || (weights && !sched_is_weight(src))) continue;
         int b = sched_backend_of_buffer(s, sched_base(src)->buffer);
         if (b >= 0 && (best < 0 || b < best) && supports(s, b, node)) best = b;
     }
@@ -146,7 +150,7 @@ static bool supports_with_copies(loom_backend_sched_t s, int b, const struct loo
 static int offload_large_batch(loom_backend_sched_t s, const struct loom_tensor * n, int b) {
     if (n->op != LOOM_OP_MUL_MAT || b != s->n_backends - 1 || s->offload_min_batch <= 0) return b;
     if (n->src[1]->ne[1] * n->src[1]->ne[2] * n->src[1]->ne[3] < s->offload_min_batch) return b;
-    if (!is_weight(n->src[0])) return b;
+    if (!sched_is_weight(n->src[0])) return b;
     for (int k = 0; k < s->n_backends - 1; k++) {
         if (loom_backend_dev_type(loom_backend_get_device(s->backends[k])) != LOOM_BACKEND_DEV_TYPE_GPU) continue;
         if (supports_with_copies(s, k, n)) return k;

@@ -23,6 +23,9 @@ struct sched_input {
 
 struct sched_split {
     int backend;
+    bool collective;           /* one LOOM_OP_ALL_REDUCE node, run through the communicator */
+    uint32_t deps;             /* bit b: reads memory of backend b in place (weights aside) */
+    uint32_t copy_from;        /* bit b: copies an input from backend b's memory */
     int first_node, n_nodes;   /* into sched->split_nodes: the compute nodes (view ops skipped) */
     int first_input, n_inputs; /* into sched->inputs */
     struct loom_cgraph graph;  /* over its nodes */
@@ -47,6 +50,9 @@ struct loom_backend_sched {
     loom_backend_t backends[SCHED_MAX_BACKENDS];
     loom_backend_buffer_type_t bufts[SCHED_MAX_BACKENDS];
     loom_backend_event_t events[SCHED_MAX_BACKENDS]; /* NULL where the device has none */
+    loom_backend_event_t copy_events[SCHED_MAX_BACKENDS]; /* recorded after a split's input copies */
+    loom_backend_comm_t comm;                        /* runs the ALL_REDUCE nodes; NULL: none */
+    int rank_backend[SCHED_MAX_BACKENDS];            /* the backend index of each rank of 'comm' */
     loom_gallocr_t galloc;                           /* buffer id i = backend i */
     bool debug;                                      /* LOOM_SCHED_DEBUG=1 */
     int64_t offload_min_batch;                       /* see pass_anchors; 0 = off (LOOM_SCHED_OFFLOAD_BATCH) */
@@ -126,6 +132,9 @@ static inline int * sched_tb(loom_backend_sched_t s, const struct loom_tensor * 
     size_t slot = sched_slot(s, t);
     return slot == SIZE_MAX ? NULL : &s->tb[slot];
 }
+
+/* True for a model weight (its flag, or a weights buffer): read-only during a compute. */
+bool sched_is_weight(const struct loom_tensor * t);
 
 /* sched-split.c */
 enum loom_status sched_split_graph(loom_backend_sched_t s, struct loom_cgraph * graph);

@@ -58,8 +58,10 @@ static enum loom_status form_splits(loom_backend_sched_t s, struct loom_cgraph *
                      loom_backend_name(s->backends[b]));
             return LOOM_ERR_UNSUPPORTED;
         }
-        if (s->n_splits == 0 || s->splits[s->n_splits - 1].backend != b) {
-            s->splits[s->n_splits++] = (struct sched_split){.backend = b, .first_node = n};
+        /* an ALL_REDUCE node is a split of its own: the communicator runs it, not the backend */
+        const bool coll = node->op == LOOM_OP_ALL_REDUCE;
+        if (s->n_splits == 0 || s->splits[s->n_splits - 1].backend != b || coll || s->splits[s->n_splits - 1].collective) {
+            s->splits[s->n_splits++] = (struct sched_split){.backend = b, .first_node = n, .collective = coll};
         }
         s->split_nodes[n++] = node;
         s->splits[s->n_splits - 1].n_nodes++;
@@ -92,7 +94,13 @@ static enum loom_status collect_inputs(loom_backend_sched_t s) {
             struct loom_tensor * node = s->split_nodes[sp->first_node + i];
             for (int slot = 0; slot < LOOM_MAX_SRC; slot++) {
                 struct loom_tensor * src = node->src[slot];
-                if (!src || can_access(s, sp->backend, src)) continue;
+                if (!src) continue;
+                const int sb = sched_storage_backend(s, src);
+                if (can_access(s, sp->backend, src)) { /* read in place: wait for its backend (weights never change) */
+                    if (sb >= 0 && sb != sp->backend && !sched_is_weight(src)) sp->deps |= 1u << sb;
+                    continue;
+                }
+                if (sb >= 0 && sb != sp->backend) sp->copy_from |= 1u << sb;
                 int in = find_or_add_input(s, sp->first_input, src, &st);
                 SCHED_GROW(s->rewires, s->cap_rewires, s->n_rewires + 1, st);
                 if (st != LOOM_OK) return st;

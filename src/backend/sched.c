@@ -2,6 +2,7 @@
  * the LOOM_SCHED_DEBUG log. The passes live in sched-assign.c, sched-split.c and sched-compute.c. */
 #include "hash.h"
 #include "sched-impl.h"
+#include "comm-impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,10 @@ loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_back
         free(s);
         return NULL;
     }
-    for (int i = 0; i < n_backends; i++) s->events[i] = loom_backend_event_new(loom_backend_get_device(backends[i]));
+    for (int i = 0; i < n_backends; i++) {
+        s->events[i] = loom_backend_event_new(loom_backend_get_device(backends[i]));
+        s->copy_events[i] = s->events[i] ? loom_backend_event_new(loom_backend_get_device(backends[i])) : NULL;
+    }
     s->debug = loom_env_flag("LOOM_SCHED_DEBUG", false);
     unsigned long long batch = 32;
     (void)loom_env_uint("LOOM_SCHED_OFFLOAD_BATCH", 0, 1 << 30, &batch);
@@ -48,7 +52,10 @@ loom_backend_sched_t loom_backend_sched_new(loom_backend_t * backends, loom_back
 
 void loom_backend_sched_free(loom_backend_sched_t s) {
     if (!s) return;
-    for (int i = 0; i < s->n_backends; i++) loom_backend_event_free(s->events[i]);
+    for (int i = 0; i < s->n_backends; i++) {
+        loom_backend_event_free(s->events[i]);
+        loom_backend_event_free(s->copy_events[i]);
+    }
     loom_gallocr_free(s->galloc);
     loom_free(s->ctx);
     free(s->pins);
@@ -164,6 +171,23 @@ void loom_backend_sched_reset(loom_backend_sched_t s) {
     s->allocated = false;
     s->n_pins = 0;
     s->pins_version++;
+}
+
+void loom_backend_sched_set_comm(loom_backend_sched_t s, loom_backend_comm_t comm) {
+    s->comm = NULL;
+    for (int r = 0; comm && r < loom_backend_comm_n_ranks(comm); r++) {
+        s->rank_backend[r] = -1;
+        for (int i = 0; i < s->n_backends; i++) {
+            if (s->backends[i] == comm->backends[r]) s->rank_backend[r] = i;
+        }
+        if (s->rank_backend[r] < 0) {
+            loom_log(LOOM_LOG_ERROR, "scheduler: the communicator's rank %d (%s) is not one of its backends", r,
+                     loom_backend_name(comm->backends[r]));
+            return;
+        }
+    }
+    s->comm = comm;
+    s->pins_version++; /* ALL_REDUCE support changed: plan again */
 }
 
 /* ---------------------------------------------------------------- pins */

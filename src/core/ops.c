@@ -158,6 +158,16 @@ struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_
     return r;
 }
 
+struct loom_tensor * loom_all_reduce(struct loom_context * ctx, struct loom_tensor * a, int group, int rank, int n_ranks) {
+    LOOM_ASSERT(a->type == LOOM_TYPE_F32 && loom_is_contiguous(a));
+    LOOM_ASSERT(n_ranks >= 1 && rank >= 0 && rank < n_ranks && group >= 0);
+    struct loom_tensor * r = new_node(ctx, LOOM_OP_ALL_REDUCE, LOOM_TYPE_F32, a->ne, a, NULL);
+    loom_set_op_param_i32(r, 0, group);
+    loom_set_op_param_i32(r, 1, rank);
+    loom_set_op_param_i32(r, 2, n_ranks);
+    return r;
+}
+
 struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a) { return unary(ctx, LOOM_OP_SILU, a); }
 struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a) { return unary(ctx, LOOM_OP_GELU, a); }
 
@@ -232,7 +242,7 @@ static const char * const op_names[LOOM_OP_COUNT] = {
     [LOOM_OP_GET_ROWS] = "GET_ROWS", [LOOM_OP_ROPE] = "ROPE",       [LOOM_OP_SOFT_MAX] = "SOFT_MAX",
     [LOOM_OP_SILU] = "SILU",         [LOOM_OP_GELU] = "GELU",       [LOOM_OP_ARGMAX] = "ARGMAX",     [LOOM_OP_SET_ROWS] = "SET_ROWS",
     [LOOM_OP_VIEW] = "VIEW",         [LOOM_OP_RESHAPE] = "RESHAPE", [LOOM_OP_PERMUTE] = "PERMUTE",
-    [LOOM_OP_TRANSPOSE] = "TRANSPOSE", [LOOM_OP_FLASH_ATTN_EXT] = "FLASH_ATTN_EXT",
+    [LOOM_OP_TRANSPOSE] = "TRANSPOSE", [LOOM_OP_FLASH_ATTN_EXT] = "FLASH_ATTN_EXT", [LOOM_OP_ALL_REDUCE] = "ALL_REDUCE",
 };
 static_assert(sizeof op_names / sizeof op_names[0] == LOOM_OP_COUNT, "one name per op");
 

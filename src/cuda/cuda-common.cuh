@@ -157,6 +157,9 @@ loom_backend_buffer_t lc_buffer_from_host_ptr(loom_backend_dev_t dev, void * ptr
 
 /* The device's answer to supports_op (cuda-device.cu). */
 bool lc_supports_op(loom_backend_dev_t dev, const struct loom_tensor * op);
+struct loom_backend_comm;
+/* The module's comm_init (cuda-module.h): NCCL where the build has it (cuda-nccl.cu). */
+enum loom_status lc_comm_init(struct loom_backend_comm * comm);
 /* Queues every node of 'g' on the backend's stream (cuda-exec.cu); nothing waits for the device. */
 enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g);
 /* Destroys the backend's executable CUDA graphs. */

@@ -72,6 +72,22 @@ static enum loom_status be_get_async(loom_backend_t backend, const struct loom_t
     return LC_CHECK(cudaMemcpyAsync(data, p + offset, size, cudaMemcpyDefault, be->stream));
 }
 
+/* Lets device 'dst' read the memory of device 'src' directly (cudaDeviceEnablePeerAccess) when
+ * cudaDeviceCanAccessPeer says the pair can, once per pair; peer copies between other pairs are
+ * staged by the driver. Called with 'dst' current; leaves it current. */
+static void lc_enable_peer(int dst, int src) {
+    static signed char state[LC_MAX_DEVICES][LC_MAX_DEVICES]; /* 0 not asked, 1 enabled, -1 not possible */
+    if (dst < 0 || src < 0 || dst >= LC_MAX_DEVICES || src >= LC_MAX_DEVICES || state[dst][src]) return;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, dst, src) == cudaSuccess && can) {
+        const cudaError_t e = cudaDeviceEnablePeerAccess(src, 0);
+        can = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+    }
+    (void)cudaGetLastError();
+    state[dst][src] = can ? 1 : -1;
+    loom_log(LOOM_LOG_DEBUG, "CUDA: device %d %s read device %d's memory directly", dst, can ? "can" : "cannot", src);
+}
+
 /* Queued on the destination stream after the source stream's queued work (an event between
  * them); both tensors must live in CUDA buffers and both backends be CUDA backends. */
 static bool be_cpy_async(loom_backend_t backend_src, loom_backend_t backend_dst, const struct loom_tensor * src, struct loom_tensor * dst) {
@@ -91,6 +107,14 @@ static bool be_cpy_async(loom_backend_t backend_src, loom_backend_t backend_dst,
         if (!ok) return false;
     }
     if (LC_CHECK(cudaSetDevice(bd->dev->id)) != LOOM_OK) return false;
+    size_t so = 0, dof = 0;
+    struct lc_buffer * sbuf = lc_buffer_of(loom_tensor_storage(src, &so)->buffer);
+    struct lc_buffer * dbuf = lc_buffer_of(loom_tensor_storage(dst, &dof)->buffer);
+    if (sbuf->kind == LC_BUFFER_DEVICE && dbuf->kind == LC_BUFFER_DEVICE && sbuf->dev != dbuf->dev) {
+        /* GPU to GPU: over NVLink / PCIe peer-to-peer where the pair allows it, else the driver stages it */
+        lc_enable_peer(dbuf->dev->id, sbuf->dev->id);
+        return LC_CHECK(cudaMemcpyPeerAsync(d, dbuf->dev->id, s, sbuf->dev->id, loom_nbytes(src), bd->stream)) == LOOM_OK;
+    }
     return LC_CHECK(cudaMemcpyAsync(d, s, loom_nbytes(src), cudaMemcpyDefault, bd->stream)) == LOOM_OK;
 }
 
@@ -409,6 +433,6 @@ static enum loom_status set_max_buffer_size(loom_backend_dev_t dev, size_t bytes
 }
 
 extern "C" __attribute__((visibility("default"))) const struct lc_module_api * lc_module_api(int version) {
-    static const struct lc_module_api api = {LC_MODULE_API, register_devices, dev_is_cuda, is_cuda_backend, set_max_buffer_size};
+    static const struct lc_module_api api = {LC_MODULE_API, register_devices, dev_is_cuda, is_cuda_backend, set_max_buffer_size, lc_comm_init};
     return version == LC_MODULE_API ? &api : NULL;
 }

@@ -3,6 +3,7 @@
  * through it. Without a driver, or without the module, there are no CUDA devices. */
 #define _GNU_SOURCE /* dladdr */
 #include "backend/backend-impl.h"
+#include "backend/comm-impl.h"
 #include "cuda/cuda-module.h"
 #include "loom-cuda.h"
 
@@ -103,4 +104,17 @@ enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t by
         return LOOM_ERR_INVALID_ARG;
     }
     return g_api->set_max_buffer_size(dev, bytes);
+}
+
+loom_backend_comm_t loom_cuda_comm_new(loom_backend_t * backends, int n) {
+    if (!g_api) return NULL; /* no CUDA backend can exist without the module */
+    loom_backend_comm_t c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->n = n;
+    memcpy(c->backends, backends, (size_t)n * sizeof *backends);
+    if (g_api->comm_init(c) != LOOM_OK) {
+        free(c);
+        return NULL;
+    }
+    return c;
 }

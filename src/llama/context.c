@@ -10,6 +10,7 @@ struct loom_llama_context_params loom_llama_context_default_params(void) {
     return (struct loom_llama_context_params){
         .n_ctx = 0,
         .n_batch = 512,
+        .n_ubatch = 0,
         .n_threads = 0,
         .logits_all = false,
         .type_k = LOOM_TYPE_F16,
@@ -86,15 +87,23 @@ static enum loom_status flash_attn_plan(const struct loom_model * m, const struc
         }
     }
     const enum loom_llama_flash_attn mode = cp->flash_attn;
-    loom_backend_dev_t devs[2] = {loom_backend_dev_by_name("CPU"), m->dev_offload};
-    bool sup[2] = {true, false};
-    for (int d = 0; d < 2; d++) sup[d] = devs[d] && mode != LOOM_LLAMA_FLASH_ATTN_OFF && dev_supports_flash_attn(m, cp, devs[d]);
+    /* [0] the CPU, [1 + d] device d; with ROW a layer is fused where every device has the op */
+    bool sup[1 + LOOM_MAX_DEVICES] = {false};
+    for (int d = 0; d <= m->n_devs; d++) {
+        loom_backend_dev_t dev = d ? m->devs[d - 1] : loom_backend_dev_by_name("CPU");
+        sup[d] = dev && mode != LOOM_LLAMA_FLASH_ATTN_OFF && dev_supports_flash_attn(m, cp, dev);
+    }
+    bool all_devs = m->n_devs > 0;
+    for (int d = 1; d <= m->n_devs; d++) all_devs = all_devs && sup[d];
     int n_fused = 0, n_moved = 0;
+    const char * moved_from = NULL;
     for (int il = 0; il < n_layer; il++) {
-        const int d = m->layers[il].offloaded ? 1 : 0;
-        fused[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && sup[d]);
+        const int d = m->layers[il].dev + 1;
+        const bool has = m->parts && d > 0 ? all_devs : sup[d];
+        fused[il] = mode == LOOM_LLAMA_FLASH_ATTN_ON || (mode == LOOM_LLAMA_FLASH_ATTN_AUTO && has);
         n_fused += fused[il];
-        n_moved += fused[il] && !sup[d];
+        n_moved += fused[il] && !has;
+        if (fused[il] && !has && !moved_from) moved_from = loom_backend_dev_name(m->devs[d - 1]);
     }
     /* the unfused path stores V transposed, one position per element: a block of a quantized type
      * would straddle positions (the field refuses it too) */
@@ -104,51 +113,59 @@ static enum loom_status flash_attn_plan(const struct loom_model * m, const struc
         return LOOM_ERR_UNSUPPORTED;
     }
     if (n_moved > 0) {
-        loom_log(LOOM_LOG_WARN, "flash attention: %s cannot run FLASH_ATTN_EXT; the attention of its %d layers runs on the CPU",
-                 loom_backend_dev_name(m->dev_offload), n_moved);
+        loom_log(LOOM_LOG_WARN, "flash attention: %s cannot run FLASH_ATTN_EXT; the attention of %d layers runs on the CPU",
+                 moved_from, n_moved);
     }
     loom_log(LOOM_LOG_INFO, "flash attention: %s (%d of %d layers)", n_fused == 0 ? "off" : n_fused == n_layer ? "on" : "partly on",
              n_fused, n_layer);
     return LOOM_OK;
 }
 
-/* K and V of every layer, each layer's pair in the buffer type of the device that runs it; V one
- * row per position where the layer's attention is fused, else transposed. */
+/* K and V of every layer, each layer's pair in the buffer type of the device that runs it (with ROW,
+ * one pair per device over its KV heads); V one row per position where the layer's attention is
+ * fused, else transposed. */
 static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool measure) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
-    const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
+    const int64_t head_dim = (int64_t)hp->n_embd / hp->n_head;
+    const int64_t n_embd_kv = head_dim * hp->n_head_kv;
     const int64_t n_ctx = lctx->params.n_ctx;
     const enum loom_type tk = lctx->params.type_k, tv = lctx->params.type_v;
-    lctx->k_cache = calloc((size_t)hp->n_layer, sizeof *lctx->k_cache);
-    lctx->v_cache = calloc((size_t)hp->n_layer, sizeof *lctx->v_cache);
+    const int parts = lctx->kv_parts = m->parts ? m->n_devs : 1;
+    lctx->k_cache = calloc((size_t)hp->n_layer * parts, sizeof *lctx->k_cache);
+    lctx->v_cache = calloc((size_t)hp->n_layer * parts, sizeof *lctx->v_cache);
     if (!lctx->k_cache || !lctx->v_cache) return LOOM_ERR_OOM;
 
     /* one metadata context per device so that each is placed with one call */
     struct loom_init_params ip = {.mem_size = (size_t)(2 * hp->n_layer + 2) * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d <= m->n_devs; d++) {
         lctx->ctx_kv[d] = loom_init(ip);
         if (!lctx->ctx_kv[d]) return LOOM_ERR_OOM;
     }
     for (int il = 0; il < hp->n_layer; il++) {
-        struct loom_context * c = lctx->ctx_kv[m->layers[il].offloaded ? 1 : 0];
-        lctx->k_cache[il] = loom_new_tensor_2d(c, tk, n_embd_kv, n_ctx);
-        lctx->v_cache[il] = lctx->flash_attn[il] ? loom_new_tensor_2d(c, tv, n_embd_kv, n_ctx) : loom_new_tensor_2d(c, tv, n_ctx, n_embd_kv);
-        loom_format_name(lctx->k_cache[il], "cache_k_l%d", il);
-        loom_format_name(lctx->v_cache[il], "cache_v_l%d", il);
+        const struct loom_layer * L = &m->layers[il];
+        const bool split = m->parts && L->offloaded;
+        for (int p = 0; p < (split ? parts : 1); p++) {
+            struct loom_context * c = lctx->ctx_kv[split ? 1 + p : L->dev + 1];
+            const int64_t n = split ? m->parts[(size_t)il * parts + p].n_head_kv * head_dim : n_embd_kv;
+            struct loom_tensor ** k = &lctx->k_cache[(size_t)il * parts + p], ** v = &lctx->v_cache[(size_t)il * parts + p];
+            *k = loom_new_tensor_2d(c, tk, n, n_ctx);
+            *v = lctx->flash_attn[il] ? loom_new_tensor_2d(c, tv, n, n_ctx) : loom_new_tensor_2d(c, tv, n_ctx, n);
+            loom_format_name(*k, split ? "cache_k_l%d@%d" : "cache_k_l%d", il, p);
+            loom_format_name(*v, split ? "cache_v_l%d@%d" : "cache_v_l%d", il, p);
+        }
     }
     const double per_token = (double)hp->n_layer * (double)(loom_row_size(tk, n_embd_kv) + loom_row_size(tv, n_embd_kv));
-    loom_backend_t backends[2] = {lctx->backend_cpu, lctx->backend_dev};
-    for (int d = 0; d < 2; d++) {
-        if (!backends[d]) continue;
-        enum loom_status st = measure ? LOOM_OK : check_fits(lctx->ctx_kv[d], backends[d], tk, n_ctx);
+    for (int d = 0; d <= m->n_devs; d++) {
+        loom_backend_t backend = d ? lctx->backend_devs[d - 1] : lctx->backend_cpu;
+        enum loom_status st = measure ? LOOM_OK : check_fits(lctx->ctx_kv[d], backend, tk, n_ctx);
         if (st != LOOM_OK) return st;
-        lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backends[d], &st);
+        lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backend, &st);
         if (st != LOOM_OK) return st;
         if (lctx->kv_buffers[d] && !measure) {
             loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
             loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (K %s, V %s, %d cells)",
-                     loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backends[d]),
+                     loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backend),
                      loom_type_name(tk), loom_type_name(tv), (int)n_ctx);
         }
     }
@@ -167,11 +184,12 @@ void loom_llama_context_free(struct loom_llama_context * lctx) {
     }
     loom_free(lctx->graph_ctx);
     loom_backend_sched_free(lctx->sched);
-    for (int d = 0; d < 2; d++) {
+    loom_backend_comm_free(lctx->comm);
+    for (int d = 0; d <= LOOM_MAX_DEVICES; d++) {
         loom_backend_buffer_free(lctx->kv_buffers[d]);
         loom_free(lctx->ctx_kv[d]);
     }
-    loom_backend_free(lctx->backend_dev);
+    for (int d = 0; d < LOOM_MAX_DEVICES; d++) loom_backend_free(lctx->backend_devs[d]);
     loom_backend_free(lctx->backend_cpu);
     free(lctx->k_cache);
     free(lctx->v_cache);
@@ -186,19 +204,25 @@ static enum loom_status init_backends(struct loom_llama_context * lctx) {
     if (!lctx->backend_cpu) return LOOM_ERR_OOM;
     loom_backend_cpu_set_n_threads(lctx->backend_cpu, lctx->params.n_threads > 0 ? lctx->params.n_threads
                                                                                  : loom_backend_cpu_get_n_threads(lctx->backend_cpu));
-    if (lctx->model->dev_offload) {
-        lctx->backend_dev = loom_backend_dev_init(lctx->model->dev_offload, NULL);
-        if (!lctx->backend_dev) return LOOM_ERR_BACKEND;
-    }
-    loom_backend_t list[2];
-    loom_backend_buffer_type_t bufts[2] = {NULL, NULL};
+    const struct loom_model * m = lctx->model;
+    loom_backend_t list[1 + LOOM_MAX_DEVICES];
+    loom_backend_buffer_type_t bufts[1 + LOOM_MAX_DEVICES] = {NULL};
     int n = 0;
-    if (lctx->backend_dev) list[n++] = lctx->backend_dev;
+    for (int d = 0; d < m->n_devs; d++) {
+        lctx->backend_devs[d] = loom_backend_dev_init(m->devs[d], NULL);
+        if (!lctx->backend_devs[d]) return LOOM_ERR_BACKEND;
+        list[n++] = lctx->backend_devs[d];
+    }
+    if (m->parts) {
+        lctx->comm = loom_backend_comm_new(lctx->backend_devs, m->n_devs);
+        if (!lctx->comm) return LOOM_ERR_UNSUPPORTED;
+    }
     /* with a device, the CPU's compute memory (the step's inputs, what crosses to the device) is
      * the device's pinned host memory where it has one: copies from it run asynchronously */
     if (lctx->model->dev_offload) bufts[n] = loom_backend_dev_host_buffer_type(lctx->model->dev_offload);
     list[n++] = lctx->backend_cpu;
     lctx->sched = loom_backend_sched_new(list, bufts, n, loom_llama_graph_max_nodes(lctx->model));
+    if (lctx->sched && lctx->comm) loom_backend_sched_set_comm(lctx->sched, lctx->comm);
     return lctx->sched ? LOOM_OK : LOOM_ERR_OOM;
 }
 
@@ -263,7 +287,7 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     lctx->flash_attn = fused;
     lctx->model = model;
     lctx->params = params;
-    size_t max_nodes = loom_llama_graph_max_nodes(model);
+    size_t max_nodes = loom_llama_graph_nodes(lctx);
     lctx->graph_mem_size = max_nodes * 2 * loom_tensor_overhead() + loom_graph_overhead(max_nodes) + 4096;
     lctx->graph_mem = malloc(lctx->graph_mem_size);
     size_t n_out = params.logits_all ? (size_t)params.n_batch : 1;
@@ -275,10 +299,10 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     }
     if (st == LOOM_OK) st = init_backends(lctx);
     if (st == LOOM_OK) st = kv_cache_init(lctx, measure);
-    if (st == LOOM_OK && !measure && lctx->backend_dev && loom_backend_dev_type(model->dev_offload) == LOOM_BACKEND_DEV_TYPE_GPU) {
+    if (st == LOOM_OK && !measure && lctx->backend_devs[0] && loom_backend_dev_type(model->dev_offload) == LOOM_BACKEND_DEV_TYPE_GPU) {
         st = warm_up(lctx);
     }
-    if (st != LOOM_OK && st != LOOM_ERR_OOM) {
+    if (st != LOOM_OK && st != LOOM_ERR_OOM && st != LOOM_ERR_UNSUPPORTED) { /* unsupported: the reason was the one line logged */
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: %s", loom_status_str(st));
     }
     if (st != LOOM_OK) { /* out of memory: the allocation that failed said where and how much */
@@ -293,9 +317,14 @@ int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx) { return lctx->
 int32_t loom_llama_n_past(const struct loom_llama_context * lctx) { return lctx->n_past; }
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx) { return lctx->sched; }
 
+loom_backend_t loom_llama_layer_backend(const struct loom_llama_context * lctx, int il) {
+    const int d = lctx->model->layers[il].dev;
+    return d >= 0 ? lctx->backend_devs[d] : lctx->backend_cpu;
+}
+
 void loom_llama_kv_clear(struct loom_llama_context * lctx) {
     lctx->n_past = 0;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d <= LOOM_MAX_DEVICES; d++) {
         if (lctx->kv_buffers[d]) loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
     }
 }
@@ -354,7 +383,9 @@ static void drop_graph(struct loom_llama_context * lctx) {
  * reused), else a new one, planned and allocated by the scheduler. */
 static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) {
     const int64_t n_kv = loom_llama_kv_cells(lctx, n);
-    if (lctx->graph && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv) return LOOM_OK;
+    /* a pipelined prompt's micro-batches attend over cells that depend on the step's first position */
+    const bool by_past = n > 1 && lctx->model->split_mode == LOOM_SPLIT_MODE_LAYER;
+    if (lctx->graph && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv && (!by_past || lctx->graph_n_past == lctx->n_past)) return LOOM_OK;
     drop_graph(lctx);
     struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
     lctx->graph_ctx = loom_init(ip);
@@ -363,6 +394,7 @@ static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) 
     lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, &lctx->graph_in);
     lctx->graph_n_tokens = n;
     lctx->graph_n_kv = n_kv;
+    lctx->graph_n_past = lctx->n_past;
     enum loom_status st = loom_backend_sched_alloc_graph(lctx->sched, lctx->graph);
     if (st != LOOM_OK) drop_graph(lctx);
     return st;

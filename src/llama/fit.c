@@ -36,19 +36,26 @@ static enum loom_status measure_compute(struct loom_model * m, struct loom_llama
     return st;
 }
 
+static int il_last(const struct loom_hparams * hp) { return hp->n_layer - 1; }
+
 enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
                                 struct loom_fit * out) {
     memset(out, 0, sizeof *out);
-    loom_backend_dev_t dev = NULL;
-    if (mp.device) {
-        dev = loom_backend_dev_by_name(mp.device);
-    } else {
-        for (size_t i = 0; i < loom_backend_dev_count() && !dev; i++) {
-            if (loom_backend_dev_type(loom_backend_dev_get(i)) != LOOM_BACKEND_DEV_TYPE_CPU) dev = loom_backend_dev_get(i);
-        }
+    struct loom_model probe; /* only the device choice of a load that offloads */
+    memset(&probe, 0, sizeof probe);
+    struct loom_model_params pp = mp;
+    pp.n_gpu_layers = 1;
+    enum loom_status pst = loom_model_pick_devices(&probe, &pp);
+    if (pst != LOOM_OK) return pst;
+    if (probe.n_devs == 0) return LOOM_OK; /* nothing to offload to: 0 layers */
+    const int D = probe.n_devs;
+    loom_backend_dev_t dev = probe.devs[0];
+    out->n_devices = D;
+    size_t used = 0;
+    for (int d = 0; d < D && used < sizeof out->device_names; d++) {
+        used += (size_t)snprintf(out->device_names + used, sizeof out->device_names - used, "%s%s", d ? "+" : "", loom_backend_dev_name(probe.devs[d]));
     }
-    if (!dev || loom_backend_dev_type(dev) == LOOM_BACKEND_DEV_TYPE_CPU) return LOOM_OK; /* nothing to offload to: 0 layers */
-    out->device = loom_backend_dev_name(dev);
+    out->device = out->device_names;
     /* the dry run: the weights mapped in place on the CPU (no copy), a context that touches no KV memory */
     mp.n_gpu_layers = 0;
     mp.use_mmap = true;
@@ -86,20 +93,42 @@ enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, 
     loom_model_free(m);
     if (st != LOOM_OK) return st;
 
-    size_t free_mem = 0, total = 0;
-    loom_backend_dev_memory(dev, &free_mem, &total);
-    out->free_bytes = free_mem;
-    /* the context's own reserve (see kv_cache_init's check) when it is larger than the margin asked */
-    const uint64_t reserve = total / 16 < ((uint64_t)1 << 30) ? total / 16 : (uint64_t)1 << 30;
-    out->margin_bytes = margin > reserve ? margin : reserve;
-    const uint64_t budget = free_mem > out->margin_bytes + out->compute_bytes ? free_mem - out->margin_bytes - out->compute_bytes : 0;
-    uint64_t need = 0;
+    /* per device: its free memory less the context's reserve (or the margin asked) and the compute
+     * buffers (the whole step's, measured on the CPU: an upper bound for each device's part) */
+    uint64_t budget[LOOM_MAX_DEVICES];
+    for (int d = 0; d < D; d++) {
+        size_t free_mem = 0, total = 0;
+        loom_backend_dev_memory(probe.devs[d], &free_mem, &total);
+        const uint64_t reserve = total / 16 < ((uint64_t)1 << 30) ? total / 16 : (uint64_t)1 << 30;
+        const uint64_t keep = margin > reserve ? margin : reserve;
+        out->free_bytes += free_mem;
+        out->margin_bytes += keep;
+        budget[d] = free_mem > keep + out->compute_bytes ? free_mem - keep - out->compute_bytes : 0;
+    }
+    if (D > 1) out->compute_bytes *= (uint64_t)D;
+    const bool row = probe.split_mode == LOOM_SPLIT_MODE_ROW;
+    int dev_of[LOOM_FIT_MAX_LAYERS];
     for (int n = 1; n <= hp->n_layer; n++) { /* the last n layers, and with all of them the output layer */
-        const int il = hp->n_layer - n;
-        need += out->layer_bytes[il] + out->kv_layer_bytes;
-        if (need + (n == hp->n_layer ? out->output_bytes : 0) > budget) break;
+        uint64_t need[LOOM_MAX_DEVICES] = {0};
+        if (probe.split_mode == LOOM_SPLIT_MODE_LAYER) loom_split_layers(hp->n_layer, n, D, probe.split, dev_of);
+        for (int il = hp->n_layer - n; il < hp->n_layer; il++) {
+            const uint64_t bytes = out->layer_bytes[il] + out->kv_layer_bytes;
+            if (row) {
+                for (int d = 0; d < D; d++) need[d] += (uint64_t)((double)bytes * probe.split[d]) + 1;
+            } else {
+                need[probe.split_mode == LOOM_SPLIT_MODE_LAYER ? dev_of[il] : 0] += bytes;
+            }
+        }
+        if (n == hp->n_layer) need[row ? probe.output_dev : probe.split_mode == LOOM_SPLIT_MODE_LAYER ? dev_of[il_last(hp)] : 0] += out->output_bytes;
+        bool fits = true;
+        uint64_t total_need = 0;
+        for (int d = 0; d < D; d++) {
+            fits = fits && need[d] <= budget[d];
+            total_need += need[d];
+        }
+        if (!fits) break;
         out->n_gpu_layers = n;
-        out->need_bytes = need + (n == hp->n_layer ? out->output_bytes : 0);
+        out->need_bytes = total_need;
     }
     return LOOM_OK;
 }

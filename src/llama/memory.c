@@ -18,7 +18,7 @@ void loom_llama_memory_breakdown(const struct loom_model * model, const struct l
         if (buffer_on(model->buffers[i], dev)) out->model += loom_backend_buffer_get_size(model->buffers[i]);
     }
     if (!lctx) return;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d <= LOOM_MAX_DEVICES; d++) {
         if (buffer_on(lctx->kv_buffers[d], dev)) out->context += loom_backend_buffer_get_size(lctx->kv_buffers[d]);
     }
     for (int i = 0; lctx->sched && i < loom_backend_sched_get_n_backends(lctx->sched); i++) {

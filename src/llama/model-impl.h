@@ -18,10 +18,27 @@ struct loom_layer {
     struct loom_tensor * ffn_gate;   /* [n_embd, n_ff] */
     struct loom_tensor * ffn_up;     /* [n_embd, n_ff] */
     struct loom_tensor * ffn_down;   /* [n_ff, n_embd] */
-    bool offloaded;                  /* runs on the offload device */
+    bool offloaded;                  /* runs on an offload device */
+    int dev;                         /* index into loom_model.devs of the device that runs it; -1: the CPU.
+                                        With split mode ROW the layer's weights are in 'parts' instead */
 };
 
-#define LOOM_MODEL_MAX_BUFFERS 16
+/* With split mode ROW: the slice of one layer that one device holds (split.c, model-split.c).
+ * Heads [head0, head0 + n_head) of q and the KV heads [head_kv0, head_kv0 + n_head_kv) they read,
+ * feed-forward rows [ff0, ff0 + n_ff). */
+struct loom_layer_part {
+    struct loom_tensor * attn_norm, * ffn_norm;      /* [n_embd] (copies) */
+    struct loom_tensor * wq;         /* [n_embd, n_head * head_dim] rows of attn_q */
+    struct loom_tensor * wk, * wv;   /* [n_embd, n_head_kv * head_dim] */
+    struct loom_tensor * wo;         /* [n_head * head_dim, n_embd] columns of attn_output */
+    struct loom_tensor * bq, * bk, * bv;             /* qwen2: slices of the biases, else NULL */
+    struct loom_tensor * ffn_gate, * ffn_up;         /* [n_embd, n_ff] rows */
+    struct loom_tensor * ffn_down;   /* [n_ff, n_embd] columns */
+    int32_t head0, n_head, head_kv0, n_head_kv;
+    int64_t ff0, n_ff;
+};
+
+#define LOOM_MODEL_MAX_BUFFERS 64
 
 struct loom_model {
     struct loom_hparams hp;
@@ -35,9 +52,17 @@ struct loom_model {
     struct loom_layer * layers;      /* [n_layer] */
     bool output_offloaded;
 
-    loom_backend_dev_t dev_offload;  /* NULL when nothing is offloaded */
+    loom_backend_dev_t dev_offload;  /* devs[0]; NULL when nothing is offloaded */
+    enum loom_split_mode split_mode; /* NONE with fewer than two devices */
+    loom_backend_dev_t devs[LOOM_MAX_DEVICES]; /* the devices holding offloaded layers */
+    float split[LOOM_MAX_DEVICES];   /* their shares (sum 1) */
+    int n_devs;
+    int output_dev;                  /* index into devs of the output layer's device (when offloaded) */
+    struct loom_layer_part * parts;  /* ROW: [n_layer * n_devs], NULL for the layers on the CPU */
     struct loom_context * ctx_host;  /* metadata of host-resident weights */
-    struct loom_context * ctx_dev;   /* metadata of offloaded weights */
+    struct loom_context * ctx_devs[LOOM_MAX_DEVICES]; /* metadata of each device's weights */
+    struct loom_context * ctx_parts[LOOM_MAX_DEVICES]; /* ROW: metadata of each device's slices */
+    struct loom_context * ctx_whole; /* ROW: the offloaded layers' whole weights (metadata only, never placed) */
     loom_backend_buffer_t buffers[LOOM_MODEL_MAX_BUFFERS];
     int n_buffers;
 
@@ -63,16 +88,19 @@ struct loom_llama_context {
     struct loom_llama_context_params params;
 
     loom_backend_t backend_cpu;
-    loom_backend_t backend_dev;      /* NULL without offload */
+    loom_backend_t backend_devs[LOOM_MAX_DEVICES]; /* one per model->devs */
     loom_backend_sched_t sched;
+    struct loom_backend_comm * comm; /* ROW: the all-reduce over backend_devs */
 
     /* KV cache: per layer K [n_embd_kv, n_ctx]; V [n_embd_kv, n_ctx] where the layer's attention is
-     * fused, else stored transposed [n_ctx, n_embd_kv] */
+     * fused, else stored transposed [n_ctx, n_embd_kv]. With split mode ROW an offloaded layer has
+     * one pair per device, over its KV heads: k_cache[il * kv_parts + d] */
     bool * flash_attn;                  /* [n_layer]: the layer's attention is FLASH_ATTN_EXT */
-    struct loom_context * ctx_kv[2];    /* [0] host layers, [1] offloaded layers */
+    int kv_parts;                       /* 1, or model->n_devs with ROW */
+    struct loom_context * ctx_kv[1 + LOOM_MAX_DEVICES];   /* [0] host layers, [1 + d] device d's */
     struct loom_tensor ** k_cache;
     struct loom_tensor ** v_cache;
-    loom_backend_buffer_t kv_buffers[2];
+    loom_backend_buffer_t kv_buffers[1 + LOOM_MAX_DEVICES];
     int32_t n_past;
 
     /* the step's graph, kept for the next step of the same shape (n_tokens, KV cells) */
@@ -83,6 +111,7 @@ struct loom_llama_context {
     struct loom_graph_inputs graph_in;
     int32_t graph_n_tokens;
     int64_t graph_n_kv;
+    int32_t graph_n_past;            /* n_past when it was built (pipelined prompts depend on it) */
 
     float * logits;                  /* [n_vocab * n_outputs] */
     int32_t n_logits;                /* rows of logits held */
@@ -102,9 +131,35 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
 int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens);
 /* Nodes a graph may have at most (for sizing the scheduler and the metadata arena). */
 size_t loom_llama_graph_max_nodes(const struct loom_model * model);
+/* Nodes a graph of this context may have at most: with a pipelined prompt, per micro-batch. */
+size_t loom_llama_graph_nodes(const struct loom_llama_context * lctx);
 /* loom_llama_context_new; with 'measure' the KV cache is neither checked against free memory nor
  * cleared (its pages are never touched): a context for measuring compute buffers (fit.c). */
 enum loom_status loom_llama_context_create(struct loom_model * model, struct loom_llama_context_params params, bool measure,
                                            struct loom_llama_context ** out);
+
+/* The backend that runs layer 'il' (its KV stores): its device's, or the CPU's. */
+loom_backend_t loom_llama_layer_backend(const struct loom_llama_context * lctx, int il);
+
+/* split.c: the devices a load uses. Resolves p->device (or every non-CPU device), applies the split
+ * mode and main_gpu, and the shares (tensor_split, else free memory) into m->devs, m->split,
+ * m->n_devs, m->split_mode. With n_gpu_layers <= 0 no device. Errors logged: LOOM_ERR_INVALID_ARG. */
+enum loom_status loom_model_pick_devices(struct loom_model * m, const struct loom_model_params * p);
+/* Layer assignment: the last 'n_off' of 'n_layer' layers go to the 'n_dev' devices in order, each a
+ * contiguous run of about split[d] * n_off layers (cumulative shares rounded); dev[il] = -1 for
+ * the layers left on the CPU. */
+void loom_split_layers(int n_layer, int n_off, int n_dev, const float * split, int * dev);
+/* Cuts 'n' units into 'n_dev' contiguous ranges in proportion to 'split', each a multiple of
+ * 'align' (n must be one): first[d], count[d]. */
+void loom_split_range(int64_t n, int64_t align, int n_dev, const float * split, int64_t * first, int64_t * count);
+
+/* model-split.c (ROW): makes the per-device slices of the offloaded layers in m->ctx_devs from the
+ * whole weights in m->ctx_whole (shapes, types and names), and fills m->parts. Errors logged:
+ * LOOM_ERR_UNSUPPORTED (a slice not of whole quantized blocks), LOOM_ERR_OOM. */
+enum loom_status loom_model_make_parts(struct loom_model * m);
+/* Allocates each device's slices and copies their bytes from the file ('map' the whole-file mapping,
+ * or NULL: read from 'fd'); the buffers join m->buffers. Errors logged: LOOM_ERR_IO, LOOM_ERR_OOM. */
+struct loom_gguf;
+enum loom_status loom_model_load_parts(struct loom_model * m, const struct loom_gguf * g, const uint8_t * map, int fd);
 
 #endif

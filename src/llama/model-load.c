@@ -11,6 +11,9 @@ struct loom_model_params loom_model_default_params(void) {
     return (struct loom_model_params){
         .n_gpu_layers = 0,
         .device = NULL,
+        .split_mode = LOOM_SPLIT_MODE_LAYER,
+        .tensor_split = {0},
+        .main_gpu = 0,
         .use_mmap = true,
         .use_mlock = false,
         .no_host_copy = false,
@@ -69,21 +72,6 @@ static struct loom_tensor * weight(struct loom_model * m, const struct loom_gguf
     return t;
 }
 
-static loom_backend_dev_t pick_offload_device(const struct loom_model_params * p) {
-    if (p->n_gpu_layers <= 0) return NULL;
-    if (p->device) {
-        loom_backend_dev_t d = loom_backend_dev_by_name(p->device);
-        if (!d) loom_log(LOOM_LOG_ERROR, "no device named '%s'", p->device);
-        return d;
-    }
-    for (size_t i = 0; i < loom_backend_dev_count(); i++) {
-        loom_backend_dev_t d = loom_backend_dev_get(i);
-        if (loom_backend_dev_type(d) != LOOM_BACKEND_DEV_TYPE_CPU) return d;
-    }
-    loom_log(LOOM_LOG_WARN, "-ngl %d asked, but there is no device to offload to: running on the CPU", p->n_gpu_layers);
-    return NULL;
-}
-
 /* True when 'name' is one of the tensors a model of architecture 'arch' with 'n_layer' blocks uses. */
 static bool is_model_tensor(const char * name, enum loom_arch arch, int n_layer) {
     static const char * const blk[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
@@ -122,18 +110,35 @@ static enum loom_status check_no_extra_tensors(const struct loom_gguf * g, enum 
     return LOOM_OK;
 }
 
+/* Logs which layers each device holds (-sm layer). */
+static void log_layer_split(const struct loom_model * m) {
+    for (int d = 0; d < m->n_devs; d++) {
+        int first = -1, last = -1;
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            if (m->layers[il].dev != d) continue;
+            if (first < 0) first = il;
+            last = il;
+        }
+        if (first < 0) loom_log(LOOM_LOG_INFO, "split layer: %s (share %.3f) holds no layer", loom_backend_dev_name(m->devs[d]), m->split[d]);
+        else loom_log(LOOM_LOG_INFO, "split layer: %s (share %.3f) holds layers %d..%d", loom_backend_dev_name(m->devs[d]), m->split[d], first, last);
+    }
+}
+
 static enum loom_status create_weights(struct loom_model * m, const struct loom_gguf * g) {
     const struct loom_hparams * hp = &m->hp;
     const int64_t n_embd_kv = (int64_t)hp->n_embd / hp->n_head * hp->n_head_kv;
     size_t n_max = 8 + (size_t)hp->n_layer * 13;
     struct loom_init_params ip = {.mem_size = n_max * loom_tensor_overhead(), .mem_buffer = NULL, .no_alloc = true};
     m->ctx_host = loom_init(ip);
-    m->ctx_dev = loom_init(ip);
-    if (!m->ctx_host || !m->ctx_dev) return LOOM_ERR_OOM;
+    if (!m->ctx_host) return LOOM_ERR_OOM;
+    for (int d = 0; d < m->n_devs; d++) {
+        if (!(m->ctx_devs[d] = loom_init(ip))) return LOOM_ERR_OOM;
+    }
+    if (m->split_mode == LOOM_SPLIT_MODE_ROW && !(m->ctx_whole = loom_init(ip))) return LOOM_ERR_OOM;
 
     enum loom_status st = LOOM_OK;
     m->tok_embd = weight(m, g, m->ctx_host, "token_embd.weight", hp->n_embd, hp->n_vocab, &st);
-    struct loom_context * out_ctx = m->output_offloaded ? m->ctx_dev : m->ctx_host;
+    struct loom_context * out_ctx = m->output_offloaded ? m->ctx_devs[m->output_dev] : m->ctx_host;
     m->output_norm = weight(m, g, out_ctx, "output_norm.weight", hp->n_embd, 0, &st);
     if (loom_gguf_find_tensor(g, "output.weight") >= 0) {
         m->output = weight(m, g, out_ctx, "output.weight", hp->n_embd, hp->n_vocab, &st);
@@ -150,7 +155,8 @@ static enum loom_status create_weights(struct loom_model * m, const struct loom_
     }
     for (int il = 0; il < hp->n_layer && st == LOOM_OK; il++) {
         struct loom_layer * L = &m->layers[il];
-        struct loom_context * c = L->offloaded ? m->ctx_dev : m->ctx_host;
+        /* with ROW an offloaded layer's whole weights are only described: each device gets slices */
+        struct loom_context * c = !L->offloaded ? m->ctx_host : m->ctx_whole ? m->ctx_whole : m->ctx_devs[L->dev];
         char name[LOOM_MAX_NAME];
 #define W(field, suffix, ne0, ne1)                                          \
         snprintf(name, sizeof name, "blk.%d." suffix ".weight", il);        \
@@ -177,6 +183,7 @@ static enum loom_status create_weights(struct loom_model * m, const struct loom_
     }
     if (st == LOOM_OK) st = check_no_extra_tensors(g, hp->arch, hp->n_layer);
     if (st == LOOM_OK) m->wtype = m->layers[0].wq->type;
+    if (st == LOOM_OK && m->ctx_whole) st = loom_model_make_parts(m);
     return st;
 }
 
@@ -185,7 +192,9 @@ void loom_model_free(struct loom_model * m) {
     for (int i = 0; i < m->n_buffers; i++) loom_backend_buffer_free(m->buffers[i]);
     if (m->mapping) loom_model_unmap(m);
     loom_free(m->ctx_host);
-    loom_free(m->ctx_dev);
+    for (int d = 0; d < m->n_devs; d++) loom_free(m->ctx_devs[d]), loom_free(m->ctx_parts[d]);
+    loom_free(m->ctx_whole);
+    free(m->parts);
     loom_vocab_free(m->vocab);
     free(m->chat_template);
     free(m->layers);
@@ -225,15 +234,27 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
     }
     if (st == LOOM_OK) {
         m->hp.n_vocab = loom_vocab_n_tokens(m->vocab);
-        m->dev_offload = pick_offload_device(&params);
-        if (params.n_gpu_layers > 0 && params.device && !m->dev_offload) st = LOOM_ERR_INVALID_ARG;
+        st = loom_model_pick_devices(m, &params);
     }
     if (st == LOOM_OK) {
-        int ngl = m->dev_offload ? params.n_gpu_layers : 0;
+        int ngl = m->n_devs ? params.n_gpu_layers : 0;
+        if (ngl > m->hp.n_layer) ngl = m->hp.n_layer;
         m->output_offloaded = ngl >= m->hp.n_layer;
         m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
-        if (!m->layers) st = LOOM_ERR_OOM;
-        for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) m->layers[il].offloaded = il >= m->hp.n_layer - ngl;
+        int * dev = calloc((size_t)m->hp.n_layer, sizeof *dev);
+        if (!m->layers || !dev) st = LOOM_ERR_OOM;
+        if (st == LOOM_OK) {
+            if (m->split_mode == LOOM_SPLIT_MODE_LAYER) loom_split_layers(m->hp.n_layer, ngl, m->n_devs, m->split, dev);
+            else for (int il = 0; il < m->hp.n_layer; il++) dev[il] = il >= m->hp.n_layer - ngl ? (m->split_mode == LOOM_SPLIT_MODE_ROW ? m->output_dev : 0) : -1;
+            for (int il = 0; il < m->hp.n_layer; il++) {
+                m->layers[il].dev = dev[il];
+                m->layers[il].offloaded = dev[il] >= 0;
+            }
+            /* the output layer goes with the last layer (LAYER), or to the main device (ROW) */
+            if (m->output_offloaded && m->split_mode != LOOM_SPLIT_MODE_ROW) m->output_dev = dev[m->hp.n_layer - 1];
+            if (m->split_mode == LOOM_SPLIT_MODE_LAYER) log_layer_split(m);
+        }
+        free(dev);
         if (st == LOOM_OK) st = create_weights(m, g);
     }
     if (st == LOOM_OK) st = loom_model_place_weights(m, g, path, &params);
@@ -262,7 +283,10 @@ const char * loom_model_chat_template(const struct loom_model * m) { return m->c
 
 const char * loom_model_backend_name(const struct loom_model * m) {
     if (!m->dev_offload) return "CPU";
-    static __thread char buf[80];
-    snprintf(buf, sizeof buf, "%s+CPU", loom_backend_dev_name(m->dev_offload));
+    static __thread char buf[LOOM_MAX_DEVICES * 24 + 8];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int d = 0; d < m->n_devs && n < sizeof buf; d++) n += (size_t)snprintf(buf + n, sizeof buf - n, "%s+", loom_backend_dev_name(m->devs[d]));
+    if (n < sizeof buf) snprintf(buf + n, sizeof buf - n, "CPU");
     return buf;
 }

@@ -13,7 +13,7 @@ struct loom_gguf;
 enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom_hparams * hp);
 /* Builds the vocabulary from the tokenizer.ggml.* keys. */
 enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_vocab ** out);
-/* Places every weight tensor (already created in model->ctx_host / ctx_dev with names matching
+/* Places every weight tensor (already created in model->ctx_host / ctx_devs[] with names matching
  * the file) in buffers and fills it from the file at 'path'. */
 enum loom_status loom_model_place_weights(struct loom_model * model, const struct loom_gguf * g, const char * path,
                                           const struct loom_model_params * params);

@@ -334,7 +334,12 @@ enum loom_status loom_model_place_weights(struct loom_model * m, const struct lo
     }
     loom_backend_dev_t cpu = loom_backend_dev_by_name("CPU");
     enum loom_status st = place_group(&s, m->ctx_host, cpu, true);
-    if (st == LOOM_OK && m->dev_offload) st = place_group(&s, m->ctx_dev, m->dev_offload, params->no_host_copy);
+    for (int d = 0; d < m->n_devs && st == LOOM_OK; d++) st = place_group(&s, m->ctx_devs[d], m->devs[d], params->no_host_copy);
+    if (st == LOOM_OK && m->parts) {
+        st = loom_model_load_parts(m, g, s.map, s.fd);
+        /* the whole weights the slices come from were counted in bytes_total: the load is done */
+        if (st == LOOM_OK) st = progress(&s, s.bytes_total > s.bytes_done ? s.bytes_total - s.bytes_done : 0);
+    }
     if (st == LOOM_OK && s.map) release_unused(&s);
     if (st == LOOM_OK && params->use_mlock) lock_memory(&s);
     close(s.fd);

@@ -35,7 +35,7 @@ expect_error() {
 }
 
 # 2. the field's multi-letter options are whole options, never clusters of one-letter ones
-for opt in -mg -sm -ts -np -ub -sys -n5; do
+for opt in -np -sys -n5; do
   expect_fail "$opt" "unknown option '$opt'" "$bin" run -m "$model" "$opt" -n 5 -p hi
 done
 # the ones Loom has are whole options with their value (not -f a, -c tk)
@@ -167,7 +167,16 @@ echo "$out" | grep -q "^  sim0: .*(GPU, 64 MiB, 64 MiB free)$" && echo "$out" | 
 out=$(LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=64 "$bin" run --list-devices --json)
 echo "$out" | grep -q '^  {"name": "sim0", "type": "GPU", "description": "[^"]*", "memory_free": 67108864, "memory_total": 67108864},$' &&
   [ "$(echo "$out" | head -1)" = "[" ] && [ "$(echo "$out" | tail -1)" = "]" ] && echo "ok: run --list-devices --json" || fail "--json: $out"
-expect_fail "-dev with two devices" "lists several devices" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -dev sim0,sim1 -ngl 9 -p hi
+expect_fail "-dev naming a device twice" "listed twice" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -dev sim0,sim0 -ngl 9 -p hi
+expect_fail "-dev list with an unknown device" "no device named 'sim7'" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -dev sim0,sim7 -ngl 9 -p hi
+expect_fail "-dev list with the CPU" "is the host CPU" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -dev sim0,CPU -ngl 9 -p hi
+expect_fail "-sm bad" "invalid value 'rows' for -sm" "$bin" run -m "$model" -sm rows -p hi
+expect_fail "-ts negative" "invalid value '1,-1' for -ts" "$bin" run -m "$model" -ts 1,-1 -p hi
+expect_fail "-ts all zero" "invalid value '0,0' for -ts" "$bin" run -m "$model" -ts 0,0 -p hi
+expect_fail "-ts trailing comma" "invalid value '1,' for -ts" "$bin" run -m "$model" -ts 1, -p hi
+expect_fail "-mg out of range" "invalid value '99' for -mg" "$bin" run -m "$model" -mg 99 -p hi
+expect_error "-mg beyond the devices" "main GPU 2 outside the 2 devices" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -mg 2 -ngl 9 -p hi -n 1
+expect_error "-ts share for a device that is not there" "tensor split gives a share to device 2" env LOOM_SIM_DEVICES=2 "$bin" run -m "$model" -ts 1,1,1 -ngl 9 -p hi -n 1
 expect_fail "--json alone" "--json goes with --list-devices" "$bin" run -m "$model" --json
 
 # generation controls: -r, --no-display-prompt, -e, --logit-bias, the penalties

@@ -2,6 +2,7 @@
  * and the loom-cuda.h functions report that there is none. */
 #include "backend/backend-impl.h"
 #include "loom-cuda.h"
+#include "backend/comm-impl.h"
 
 size_t loom_cuda_register_devices(loom_backend_dev_t * devs, size_t max) {
     (void)devs;
@@ -18,4 +19,11 @@ enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t by
     (void)bytes;
     loom_log(LOOM_LOG_ERROR, "loom_cuda_set_max_buffer_size: Loom was built without CUDA");
     return LOOM_ERR_UNSUPPORTED;
+}
+
+loom_backend_comm_t loom_cuda_comm_new(loom_backend_t * backends, int n) {
+    (void)backends;
+    (void)n;
+    loom_log(LOOM_LOG_ERROR, "all-reduce over CUDA devices: Loom was built without CUDA");
+    return NULL;
 }
