@@ -8,12 +8,6 @@ size_t loom_llama_graph_max_nodes(const struct loom_model * model) {
     return 64 + (size_t)model->hp.n_layer * 52;
 }
 
-int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens) {
-    const int64_t used = (int64_t)lctx->n_past + n_tokens;
-    const int64_t cells = (used + LOOM_LLAMA_KV_PAD - 1) / LOOM_LLAMA_KV_PAD * LOOM_LLAMA_KV_PAD;
-    return cells < lctx->params.n_ctx ? cells : lctx->params.n_ctx;
-}
-
 /* The fused attention of one layer (FLASH_ATTN_EXT): Q [head_dim, n_tokens, n_head] over the first
  * n_kv cells of the caches kc and vc (both one row of n_embd_kv per position) -> [n_embd, n_tokens]. */
 static struct loom_tensor * attention_fused(struct loom_context * ctx, struct loom_tensor * Q, struct loom_tensor * kc,
@@ -26,9 +20,9 @@ static struct loom_tensor * attention_fused(struct loom_context * ctx, struct lo
     return loom_reshape_2d(ctx, o, o->ne[0] * o->ne[1], o->ne[2]);
 }
 
-/* Writes the step's K and V into the cache (at the positions in->pos) and returns the attention
- * output [n_embd, n_tokens], attending over the first n_kv cells (in->kq_mask masks the cells
- * beyond each token's position). */
+/* Writes the step's K and V into the cache (at the cells in->kv_idx) and returns the attention
+ * output [n_embd, n_tokens], attending over the first n_kv cells (in->kq_mask masks the cells of
+ * other sequences and of later positions). */
 static struct loom_tensor * attention(struct loom_llama_context * lctx, struct loom_context * ctx, struct loom_cgraph * g,
                                       int il, struct loom_tensor * cur, const struct loom_graph_inputs * in, int32_t n_tokens) {
     const struct loom_hparams * hp = &lctx->model->hp;
@@ -58,12 +52,12 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
      * memory of 'cur' (a device then rotates q in the product's own kernel) */
     loom_build_forward_expand(g, q);
 
-    /* store at the positions (an input, so that the graph serves the next tokens too): K one row
-     * per position, V transposed (one row per channel, positions contiguous) unless the layer's
-     * attention is fused */
+    /* store at the cells (an input, so that the graph serves the next tokens too): K one row per
+     * cell, V transposed (one row per channel, cells contiguous) unless the layer's attention is
+     * fused */
     const bool fused = lctx->flash_attn[il];
-    struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->pos);
-    struct loom_tensor * v_store = loom_set_rows(ctx, fused ? vc : loom_transpose(ctx, vc), v, in->pos);
+    struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->kv_idx);
+    struct loom_tensor * v_store = loom_set_rows(ctx, fused ? vc : loom_transpose(ctx, vc), v, in->kv_idx);
     loom_build_forward_expand(g, k_store);
     loom_build_forward_expand(g, v_store);
     /* the stores must run where the cache lives */
@@ -97,34 +91,45 @@ static struct loom_tensor * feed_forward(struct loom_context * ctx, const struct
 }
 
 struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
-                                            struct loom_graph_inputs * in) {
+                                            int64_t n_kv, int32_t n_outputs, struct loom_graph_inputs * in) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
-    const int64_t n_kv = loom_llama_kv_cells(lctx, n_tokens);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, loom_llama_graph_max_nodes(m));
 
+    in->logits = NULL;
     in->tokens = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
     in->pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
+    in->kv_idx = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
     in->kq_mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, n_tokens);
+    in->out_ids = n_outputs > 0 && n_outputs < n_tokens ? loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_outputs) : NULL;
     loom_set_name(in->tokens, "inp_tokens");
     loom_set_name(in->pos, "inp_pos");
+    loom_set_name(in->kv_idx, "inp_kv_idx");
     loom_set_name(in->kq_mask, "kq_mask");
     loom_set_input(in->tokens);
     loom_set_input(in->pos);
+    loom_set_input(in->kv_idx);
     loom_set_input(in->kq_mask);
+    if (in->out_ids) {
+        loom_set_name(in->out_ids, "inp_out_ids");
+        loom_set_input(in->out_ids);
+    }
 
     struct loom_tensor * x = loom_get_rows(ctx, m->tok_embd, in->tokens);
     loom_set_name(x, "inp_embd");
     for (int il = 0; il < hp->n_layer; il++) {
         const struct loom_layer * L = &m->layers[il];
         struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), L->attn_norm);
-        x = loom_add(ctx, x, attention(lctx, ctx, g, il, cur, in, n_tokens));
+        cur = attention(lctx, ctx, g, il, cur, in, n_tokens);
+        if (n_outputs == 0 && il == hp->n_layer - 1) return g; /* no logits: the last layer only stores its K and V */
+        if (in->out_ids && il == hp->n_layer - 1) { /* the rest of the last layer only for the rows asked for */
+            cur = loom_get_rows(ctx, cur, in->out_ids);
+            x = loom_get_rows(ctx, x, in->out_ids);
+        }
+        x = loom_add(ctx, x, cur);
         cur = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), L->ffn_norm);
         x = loom_add(ctx, x, feed_forward(ctx, L, cur));
         loom_format_name(x, "l_out-%d", il);
-    }
-    if (!lctx->params.logits_all && n_tokens > 1) {
-        x = loom_view_2d(ctx, x, hp->n_embd, 1, x->nb[1], (size_t)(n_tokens - 1) * x->nb[1]);
     }
     x = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), m->output_norm);
     in->logits = loom_mul_mat(ctx, m->output, x);
