@@ -15,6 +15,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #else
 
 #include "loom-llama.h"
+#include "serve-accept.h"
 #include "serve-gen.h"
 
 #include <arpa/inet.h>
@@ -126,6 +127,8 @@ static enum MHD_Result send_text(struct MHD_Connection * conn, unsigned status, 
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    /* one request per connection: each request head is then read ahead by serve-accept.c */
+    MHD_add_response_header(r, "Connection", "close");
     const enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -593,6 +596,7 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Connection", "close");
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     const enum MHD_Result ret = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
@@ -780,6 +784,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
         MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
         MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Connection", "close");
         const enum MHD_Result ret = MHD_queue_response(conn, 204, r);
         MHD_destroy_response(r);
         return ret;
@@ -855,34 +860,47 @@ int loom_cmd_serve(int argc, char ** argv) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    struct MHD_Daemon * d = MHD_start_daemon(flags, (uint16_t)O.port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+    /* the socket is ours (serve-accept.c reads each request head ahead), the connections libmicrohttpd's */
+    unsigned bound = 0;
+    const int lfd = serve_listen(ai, &bound);
     freeaddrinfo(ai);
-    if (!d) {
-        fprintf(stderr, "loom serve: cannot listen on %s port %lld (in use, or not an address of this machine)\n", O.host, O.port);
+    if (lfd < 0) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
         return 1;
     }
-    const union MHD_DaemonInfo * info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, info ? (unsigned)info->port : (unsigned)O.port);
+    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                           MHD_USE_NO_LISTEN_SOCKET;
+    struct MHD_Daemon * d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+                                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+    char * bad_cl = d ? cJSON_PrintUnformatted(error_json(400, "the Content-Length header is not one decimal number")) : NULL;
+    if (!d || !bad_cl || !serve_accept_start(lfd, d, bad_cl)) {
+        fprintf(stderr, "loom serve: cannot start the HTTP server\n");
+        if (d) MHD_stop_daemon(d);
+        cJSON_free(bad_cl);
+        close(lfd);
+        return 1;
+    }
+    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, bound);
     const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
                                         .n_gpu_layers = (int32_t)O.n_gpu_layers,
                                         .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
     if (!serve_gen_start(&gp)) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
+        serve_accept_stop();
         MHD_stop_daemon(d);
+        cJSON_free(bad_cl);
         return 1;
     }
     int sig = 0;
     sigwait(&sigs, &sig);
     const bool failed = serve_gen_ready() == -1;
     if (!failed) fprintf(stderr, "loom serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    MHD_quiesce_daemon(d); /* no new connections */
+    serve_accept_stop();   /* no new connections */
     serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
     MHD_stop_daemon(d);
     serve_gen_free();
+    cJSON_free(bad_cl);
     return failed ? 1 : 0;
 }
 
