@@ -74,6 +74,15 @@ async function main() {
   check(d > 0 && t / d > 1.01, `no batch held more than one token: ${t} tokens in ${d} batches`);
   const h = await (await fetch(base + '/health')).json();
   check(h.status === 'ok' && h.slots_idle === 4 && h.slots_processing === 0, 'health: ' + JSON.stringify(h));
+  // the prompt cache per slot: a follow-up that extends an earlier request's text takes the slot
+  // holding it and evaluates only what is new, while the other slots hold other texts
+  const native = async (body) => (await fetch(base + '/completion', {method: 'POST', headers: {Authorization: 'Bearer ' + key},
+                                                                  body: JSON.stringify(body)})).json();
+  const a = await native({prompt: prompts[2], n_predict: 20, temperature: 0, cache_prompt: true});
+  await native({prompt: prompts[1], n_predict: 20, temperature: 0, cache_prompt: true});
+  const b = await native({prompt: prompts[2] + a.content + ' The end.', n_predict: 8, temperature: 0, cache_prompt: true});
+  check(b.id_slot === a.id_slot && b.timings.cache_n >= a.tokens_evaluated - 1 && b.timings.prompt_n + b.timings.cache_n === b.tokens_evaluated,
+        `cache_prompt over 4 slots: first in slot ${a.id_slot} (${a.tokens_evaluated} tokens), follow-up in slot ${b.id_slot}: ` + JSON.stringify(b.timings));
   // and the server still answers as before
   const after = await client.completions.create({model: 'stories', prompt: prompts[0], max_tokens: N, temperature: 0});
   check(after.choices[0].text === alone[0], 'after the cancel: ' + JSON.stringify(after.choices[0].text));
