@@ -873,7 +873,9 @@ int loom_cmd_serve(int argc, char ** argv) {
     struct MHD_Daemon * d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
-    char * bad_cl = d ? cJSON_PrintUnformatted(error_json(400, "the Content-Length header is not one decimal number")) : NULL;
+    cJSON * bad_cl_json = d ? error_json(400, "the Content-Length header is not one decimal number") : NULL;
+    char * bad_cl = bad_cl_json ? cJSON_PrintUnformatted(bad_cl_json) : NULL;
+    cJSON_Delete(bad_cl_json);
     if (!d || !bad_cl || !serve_accept_start(lfd, d, bad_cl)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
