@@ -289,21 +289,57 @@ enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_l
                                         struct loom_llama_context ** out);
 void loom_llama_context_free(struct loom_llama_context * lctx);
 int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx);
-/* Positions of the KV cache in use (tokens decoded so far). */
+
+/* The KV cache holds n_ctx cells shared by every sequence (the field's unified cache): each cell
+ * is tagged with the sequence id and the position of the token whose K and V it holds, and a token
+ * attends to the cells of its own sequence at positions <= its own. The calls without a sequence
+ * id (loom_llama_decode, _n_past, _kv_truncate) work on sequence 0. */
+
+/* Positions of sequence 0 in the KV cache (1 + its highest position; 0 when it has none). */
 int32_t loom_llama_n_past(const struct loom_llama_context * lctx);
-/* Empties the KV cache. */
+/* Empties the KV cache (every sequence). */
 void loom_llama_kv_clear(struct loom_llama_context * lctx);
-/* Keeps the first 'n_keep' positions of the KV cache and drops the rest: the next decode runs at
- * position n_keep (a prompt that extends the cached tokens evaluates only what is new). An 'n_keep'
- * outside [0, n_past] is clamped to it. */
+/* Keeps the positions [0, n_keep) of sequence 0 and drops the rest (loom_llama_kv_seq_rm(lctx, 0,
+ * n_keep, -1)): the next decode runs at position n_keep (a prompt that extends the cached tokens
+ * evaluates only what is new). A negative 'n_keep' drops everything. */
 void loom_llama_kv_truncate(struct loom_llama_context * lctx, int32_t n_keep);
-/* Runs 'n_tokens' tokens at the next positions, in batches of at most n_batch. Errors:
- * LOOM_ERR_TOO_LARGE when n_past + n_tokens > n_ctx (nothing is run), LOOM_ERR_INVALID_ARG for a
- * token id outside the vocabulary, the backend's status on failure. */
+/* Frees the cells of sequence 'seq_id' (< 0: of every sequence) at positions [p0, p1) (p0 < 0:
+ * from 0; p1 < 0: to the end). Returns the number of cells freed. The other sequences' cells are
+ * untouched; the freed ones are reused by later tokens. */
+int32_t loom_llama_kv_seq_rm(struct loom_llama_context * lctx, int32_t seq_id, int32_t p0, int32_t p1);
+/* The highest position sequence 'seq_id' holds in the KV cache, -1 when it holds none. */
+int32_t loom_llama_kv_seq_pos_max(const struct loom_llama_context * lctx, int32_t seq_id);
+/* Cells in use, of n_ctx. */
+int32_t loom_llama_kv_used_cells(const struct loom_llama_context * lctx);
+
+/* Tokens of one decode call, any mix of sequences (the arrays are the caller's, [n_tokens] each). */
+struct loom_llama_batch {
+    int32_t n_tokens;
+    const int32_t * token;   /* token ids */
+    const int32_t * pos;     /* each token's position in its sequence (>= 0; its RoPE position) */
+    const int32_t * seq_id;  /* each token's sequence (>= 0) */
+    const int8_t * logits;   /* non-zero: compute the token's logits; NULL: only those of the last token */
+};
+/* Runs the batch: each token's K and V go to a free cell tagged (seq_id, pos), and the tokens are
+ * computed together in steps of at most n_batch (a sequence's tokens come in position order: a
+ * token sees the cells of its sequence written by earlier tokens of the batch and before). Only
+ * the rows asked for go through the output layer. Errors (logged; nothing is run): LOOM_ERR_INVALID_ARG
+ * for n_tokens <= 0, a NULL array other than 'logits', a token id outside the vocabulary, a negative
+ * position or sequence id; LOOM_ERR_TOO_LARGE when fewer than n_tokens cells are free ("the KV cache
+ * is full"); LOOM_ERR_OOM. A backend failure returns its status with the failing step's cells
+ * freed (the steps before it stay in the cache), and no logits. */
+enum loom_status loom_llama_decode_batch(struct loom_llama_context * lctx, const struct loom_llama_batch * batch);
+/* Runs 'n_tokens' tokens of sequence 0 at its next positions, in steps of at most n_batch, with the
+ * logits of the last one (of every one with logits_all). Errors: LOOM_ERR_TOO_LARGE when n_past +
+ * n_tokens > n_ctx or fewer cells are free (nothing is run), LOOM_ERR_INVALID_ARG for a token id
+ * outside the vocabulary, the backend's status on failure. */
 enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens);
-/* Logits [n_vocab] of the last decoded position (or of position i of the last batch with logits_all);
- * NULL before the first decode (and for i outside the last batch). */
+/* Logits [n_vocab] of the last token of the last decode call whose logits were computed; NULL
+ * before the first decode. */
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
+/* Logits [n_vocab] of token 'i' of the last decode call (batch index; negative counts from the
+ * end: -1 is the last token); NULL for an index outside the call or a token whose logits were not
+ * asked for. Valid until the next decode. */
 const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
 /* What loom_model_fit measured and chose. Sizes in bytes, as the buffers would be allocated. */
 #define LOOM_FIT_MAX_LAYERS 4096

@@ -1,5 +1,5 @@
 /* cmd-serve.c -- `loom serve`: an HTTP server speaking OpenAI's API and the field's native endpoints
- * (libmicrohttpd for HTTP, cJSON for JSON); generation runs in serve-gen.c's one slot. */
+ * (libmicrohttpd for HTTP, cJSON for JSON); generation runs in serve-gen.c's -np slots. */
 #include "cli-util.h"
 #include "commands.h"
 
@@ -15,6 +15,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #else
 
 #include "loom-llama.h"
+#include "serve-accept.h"
 #include "serve-gen.h"
 
 #include <arpa/inet.h>
@@ -28,6 +29,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,14 +55,15 @@ static void usage(FILE * f) {
             "  -m, --model FILE        GGUF model (required)\n"
             "      --host ADDR         address to listen on (default 127.0.0.1)\n"
             "      --port N            port (default 8080; 0: a free one, printed on stderr)\n"
-            "  -c, --ctx-size N        context size in tokens (default: the training context, at most 4096)\n"
-            "  -np, --parallel N       slots (only 1 so far)\n"
+            "  -c, --ctx-size N        context size in tokens, of all slots together (default: the training\n"
+            "                          context, at most 4096); each slot holds N / np\n"
+            "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
             "  -ngl, --n-gpu-layers N  layers to offload (default 0)\n"
             "  -t, --threads N         CPU threads (default: all cores)\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (not on /health and /)\n"
             "      --metrics           serve /metrics (Prometheus text)\n"
             "      --alias NAME        the model's name in the API (default: the file name)\n"
-            "      --queue-max N       requests that may wait for the slot; more get 503 (default 64)\n"
+            "      --queue-max N       requests that may wait while every slot is busy; more get 503 (default 64)\n"
             "  -h, --help              this help\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
@@ -106,10 +109,6 @@ static int parse(int argc, char ** argv) {
         fprintf(stderr, "loom serve: no model given (-m MODEL.gguf)\n");
         return 1;
     }
-    if (O.n_parallel > 1) {
-        fprintf(stderr, "loom serve: -np %lld: only one slot is supported so far (-np 1)\n", O.n_parallel);
-        return 1;
-    }
     if (O.api_key && !*O.api_key) {
         fprintf(stderr, "loom serve: --api-key must not be empty\n");
         return 1;
@@ -128,6 +127,8 @@ static enum MHD_Result send_text(struct MHD_Connection * conn, unsigned status, 
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    /* one request per connection: each request head is then read ahead by serve-accept.c */
+    MHD_add_response_header(r, "Connection", "close");
     const enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -300,7 +301,7 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     }
     if (n >= n_ctx) {
         free(toks);
-        return snprintf(err, en, "the prompt has %d tokens; the context holds %d (one more is needed to generate)", n, n_ctx), 400;
+        return snprintf(err, en, "the prompt has %d tokens; a slot's context holds %d (one more is needed to generate)", n, n_ctx), 400;
     }
     struct serve_job * j = serve_job_new(toks, n);
     free(toks);
@@ -395,6 +396,7 @@ static cJSON * final_json(const struct gen_req * g) {
         cJSON_AddStringToObject(r, "model", O.alias);
         cJSON_AddNumberToObject(r, "tokens_predicted", j->n_gen);
         cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
+        cJSON_AddNumberToObject(r, "id_slot", j->slot);
         cJSON_AddBoolToObject(r, "stop", true);
         cJSON_AddStringToObject(r, "stop_type", j->finish == SERVE_EOS ? "eos" : j->finish == SERVE_WORD ? "word" : "limit");
         cJSON_AddItemToObject(r, "timings", timings_json(j));
@@ -594,6 +596,7 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Connection", "close");
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     const enum MHD_Result ret = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
@@ -680,15 +683,24 @@ static enum MHD_Result do_metrics(struct MHD_Connection * conn) {
     if (!O.metrics) return send_error(conn, 501, "this server does not serve /metrics (start it with --metrics)");
     struct serve_stats s;
     serve_gen_stats(&s);
-    char b[2048];
+    char b[4096];
     const int n = snprintf(b, sizeof b,
                            "# HELP loom:prompt_tokens_total Prompt tokens evaluated.\n# TYPE loom:prompt_tokens_total counter\nloom:prompt_tokens_total %llu\n"
                            "# HELP loom:prompt_seconds_total Seconds spent evaluating prompts.\n# TYPE loom:prompt_seconds_total counter\nloom:prompt_seconds_total %.6f\n"
                            "# HELP loom:tokens_predicted_total Tokens generated.\n# TYPE loom:tokens_predicted_total counter\nloom:tokens_predicted_total %llu\n"
                            "# HELP loom:tokens_predicted_seconds_total Seconds spent generating.\n# TYPE loom:tokens_predicted_seconds_total counter\nloom:tokens_predicted_seconds_total %.6f\n"
                            "# HELP loom:requests_processing Requests being generated.\n# TYPE loom:requests_processing gauge\nloom:requests_processing %d\n"
-                           "# HELP loom:requests_deferred Requests waiting for a slot.\n# TYPE loom:requests_deferred gauge\nloom:requests_deferred %d\n",
-                           (unsigned long long)s.n_prompt_tokens, s.t_prompt_s, (unsigned long long)s.n_gen_tokens, s.t_gen_s, s.processing, s.deferred);
+                           "# HELP loom:requests_deferred Requests waiting for a slot.\n# TYPE loom:requests_deferred gauge\nloom:requests_deferred %d\n"
+                           "# HELP loom:slots Slots (-np).\n# TYPE loom:slots gauge\nloom:slots %d\n"
+                           "# HELP loom:slots_idle Slots without a request.\n# TYPE loom:slots_idle gauge\nloom:slots_idle %d\n"
+                           "# HELP loom:n_decode_total Batches decoded (one step of every busy slot).\n# TYPE loom:n_decode_total counter\nloom:n_decode_total %llu\n"
+                           "# HELP loom:n_tokens_per_decode Tokens per decoded batch, on average.\n# TYPE loom:n_tokens_per_decode gauge\nloom:n_tokens_per_decode %.3f\n"
+                           "# HELP loom:kv_cache_tokens KV cache cells in use (the slots' cached tokens).\n# TYPE loom:kv_cache_tokens gauge\nloom:kv_cache_tokens %d\n"
+                           "# HELP loom:kv_cache_usage_ratio KV cache cells in use, of all.\n# TYPE loom:kv_cache_usage_ratio gauge\nloom:kv_cache_usage_ratio %.6f\n",
+                           (unsigned long long)s.n_prompt_tokens, s.t_prompt_s, (unsigned long long)s.n_gen_tokens, s.t_gen_s, s.processing, s.deferred,
+                           s.n_slots, s.n_slots - s.processing, (unsigned long long)s.n_decode_calls,
+                           s.n_decode_calls ? (double)s.n_decode_tokens / (double)s.n_decode_calls : 0.0, s.kv_used,
+                           s.kv_size > 0 ? (double)s.kv_used / s.kv_size : 0.0);
     return send_text(conn, 200, "text/plain; version=0.0.4", b, (size_t)n);
 }
 
@@ -700,11 +712,37 @@ struct conn_ctx {
     bool too_large;
 };
 
+/* 'Authorization: Bearer KEY': the scheme's name is case-insensitive (RFC 9110 11.1), one or more
+ * spaces after it; the key is compared exactly. */
 static bool authorized(struct MHD_Connection * conn) {
     if (!O.api_key) return true;
     const char * h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
-    return !strcmp(h + 7, O.api_key);
+    if (!h || strncasecmp(h, "Bearer", 6) || (h[6] != ' ' && h[6] != '\t')) return false;
+    h += 6;
+    while (*h == ' ' || *h == '\t') h++;
+    return !strcmp(h, O.api_key);
+}
+
+/* True when a JSON text holds the escape \u0000 in a string: cJSON's strings end at a NUL, so the
+ * rest of the string would be lost without a word. Such a body is refused (400), not truncated. */
+static bool json_has_nul(const char * s, size_t n) {
+    if (memchr(s, 0, n)) return true;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return true;
+        i++; /* the escaped character (a backslash too) */
+    }
+    return false;
+}
+
+/* The Content-Length the client announced, or -1 when it sent none (or one MHD will refuse). */
+static long long content_length(struct MHD_Connection * conn) {
+    const char * h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!h) return -1;
+    char * end = NULL;
+    errno = 0;
+    const long long v = strtoll(h, &end, 10);
+    return errno || end == h || v < 0 ? -1 : v;
 }
 
 static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, const char * url, const char * method, const char * version,
@@ -715,6 +753,12 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         c = calloc(1, sizeof *c);
         if (!c) return MHD_NO;
         *con_cls = c;
+        /* a body announced past the limit is refused at once, before the client sends it */
+        if (content_length(conn) > (long long)SERVE_BODY_MAX) {
+            c->too_large = true;
+            if (!authorized(conn)) return send_error(conn, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')");
+            return send_error(conn, 413, "the request body is larger than %u bytes", SERVE_BODY_MAX);
+        }
         return MHD_YES;
     }
     if (*upload_size) { /* a piece of the body */
@@ -740,13 +784,21 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
         MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
         MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(r, "Connection", "close");
         const enum MHD_Result ret = MHD_queue_response(conn, 204, r);
         MHD_destroy_response(r);
         return ret;
     }
     if (get && (!strcmp(url, "/health") || !strcmp(url, "/v1/health"))) {
         const int rd = serve_gen_ready();
-        if (rd == 1) return send_text(conn, 200, "application/json", "{\"status\":\"ok\"}", 15);
+        if (rd == 1) {
+            struct serve_stats st;
+            serve_gen_stats(&st);
+            char b[128];
+            const int n = snprintf(b, sizeof b, "{\"status\":\"ok\",\"slots_idle\":%d,\"slots_processing\":%d,\"requests_deferred\":%d}",
+                                   st.n_slots - st.processing, st.processing, st.deferred);
+            return send_text(conn, 200, "application/json", b, (size_t)n);
+        }
         return send_error(conn, 503, rd == 0 ? "Loading model" : "the model failed to load");
     }
     if (get && (!strcmp(url, "/") || !strcmp(url, "/index.html"))) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
@@ -763,6 +815,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = API_NATIVE, gen = false;
     else return send_error(conn, 404, "no endpoint %s %s", method, url);
     if (!post) return send_error(conn, 404, "no endpoint %s %s (use POST)", method, url);
+    if (c->body && json_has_nul(c->body, c->len)) return send_error(conn, 400, "the body holds a NUL character (\\u0000), which is refused");
     cJSON * root = c->body ? cJSON_ParseWithLength(c->body, c->len) : NULL;
     if (!root) return send_error(conn, 400, "the body is not valid JSON");
     enum MHD_Result r;
@@ -807,33 +860,49 @@ int loom_cmd_serve(int argc, char ** argv) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    struct MHD_Daemon * d = MHD_start_daemon(flags, (uint16_t)O.port, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+    /* the socket is ours (serve-accept.c reads each request head ahead), the connections libmicrohttpd's */
+    unsigned bound = 0;
+    const int lfd = serve_listen(ai, &bound);
     freeaddrinfo(ai);
-    if (!d) {
-        fprintf(stderr, "loom serve: cannot listen on %s port %lld (in use, or not an address of this machine)\n", O.host, O.port);
+    if (lfd < 0) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
         return 1;
     }
-    const union MHD_DaemonInfo * info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, info ? (unsigned)info->port : (unsigned)O.port);
-    const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_gpu_layers = (int32_t)O.n_gpu_layers,
+    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                           MHD_USE_NO_LISTEN_SOCKET;
+    struct MHD_Daemon * d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+                                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+    cJSON * bad_cl_json = d ? error_json(400, "the Content-Length header is not one decimal number") : NULL;
+    char * bad_cl = bad_cl_json ? cJSON_PrintUnformatted(bad_cl_json) : NULL;
+    cJSON_Delete(bad_cl_json);
+    if (!d || !bad_cl || !serve_accept_start(lfd, d, bad_cl)) {
+        fprintf(stderr, "loom serve: cannot start the HTTP server\n");
+        if (d) MHD_stop_daemon(d);
+        cJSON_free(bad_cl);
+        close(lfd);
+        return 1;
+    }
+    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, bound);
+    const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
+                                        .n_gpu_layers = (int32_t)O.n_gpu_layers,
                                         .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
     if (!serve_gen_start(&gp)) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
+        serve_accept_stop();
         MHD_stop_daemon(d);
+        cJSON_free(bad_cl);
         return 1;
     }
     int sig = 0;
     sigwait(&sigs, &sig);
     const bool failed = serve_gen_ready() == -1;
     if (!failed) fprintf(stderr, "loom serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    MHD_quiesce_daemon(d); /* no new connections */
+    serve_accept_stop();   /* no new connections */
     serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
     MHD_stop_daemon(d);
     serve_gen_free();
+    cJSON_free(bad_cl);
     return failed ? 1 : 0;
 }
 

@@ -1,4 +1,5 @@
-/* serve-gen.c -- `loom serve`'s worker: loads the model, then runs queued jobs one at a time in one slot. */
+/* serve-gen.c -- `loom serve`'s worker: loads the model, then runs the queued jobs in -np slots, each
+ * slot a sequence of the one KV cache, every slot's next tokens decoded together in one batch per step. */
 #include "serve-gen.h"
 
 #include "cli-util.h"
@@ -10,23 +11,41 @@
 #include <string.h>
 #include <unistd.h>
 
+/* One slot: a sequence (id = its index) of the KV cache, the tokens it holds, and the job it runs. */
+struct slot {
+    struct serve_job * job;     /* NULL when free */
+    struct loom_sampler * smp;
+    struct loom_detok * detok;
+    int32_t * cached;           /* [n_ctx_slot] the tokens the slot's sequence holds, in order */
+    int32_t n_cached;
+    int32_t n_done;             /* prompt tokens in the cache (the job's prompt is done when n_prompt) */
+    int32_t pending;            /* the sampled token to decode next, or -1 */
+    int32_t batch_i;            /* its token with logits in this step's batch, or -1 */
+    int64_t t_start, t_first;   /* when the job took the slot, when its prompt was done (us) */
+    uint64_t last_used;         /* for picking the least recently used free slot */
+};
+
 static struct {
     struct serve_gen_params p;
     pthread_t thread;
     bool started;
     atomic_int ready;     /* 0 loading, 1 ready, -1 failed */
     atomic_bool stopping;
-    pthread_mutex_t mu;   /* guards the queue, 'current' and the stats */
+    pthread_mutex_t mu;   /* guards the queue and the stats */
     pthread_cond_t cv;
     struct serve_job * head, * tail;
-    struct serve_job * current;
     struct serve_stats stats;
     struct loom_model * model;
     struct loom_llama_context * lctx;
-    struct loom_detok * detok;
-    int32_t n_ctx;
-    int32_t * cached;     /* [n_ctx] the tokens the KV cache holds, in order */
-    int32_t n_cached;
+    int32_t n_ctx;        /* of one slot */
+    int32_t n_batch;      /* tokens per decode call */
+    struct slot * slots;  /* [n_parallel] */
+    int n_slots;
+    uint64_t use_clock;
+    /* the step's batch */
+    int32_t * b_tok, * b_pos, * b_seq;
+    int8_t * b_logits;
+    bool load_reported;   /* load() printed why it failed */
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 struct serve_job * serve_job_new(const int32_t * prompt, int32_t n_prompt) {
@@ -42,6 +61,7 @@ struct serve_job * serve_job_new(const int32_t * prompt, int32_t n_prompt) {
     j->n_prompt = n_prompt;
     j->n_predict = -1;
     j->eot_id = -1;
+    j->slot = -1;
     j->sp = loom_sampler_default_params();
     j->text[0] = 0;
     j->cap = 64;
@@ -122,76 +142,182 @@ static bool job_cancelled(struct serve_job * j) {
     return c || atomic_load(&G.stopping);
 }
 
-/* Runs one job in the slot: the prompt, then tokens until an end (greedy output is `loom run`'s). */
-static enum serve_finish run_job(struct serve_job * j) {
-    const struct loom_vocab * vocab = loom_model_vocab(G.model);
-    const int n_vocab = loom_model_hparams(G.model)->n_vocab;
-    struct loom_sampler * smp = NULL;
-    if (loom_sampler_new(&j->sp, &smp) != LOOM_OK) return SERVE_FAILED;
-    int32_t keep = 0; /* the prompt's prefix already in the cache, less one token (its logits are needed) */
-    if (j->cache_prompt) {
-        while (keep < G.n_cached && keep < j->n_prompt - 1 && G.cached[keep] == j->prompt[keep]) keep++;
+/* Ends the slot's job: stats, its outcome to the client, the slot free (its cache kept for a
+ * follow-up's cache_prompt). */
+static void slot_end(struct slot * sl, enum serve_finish f) {
+    struct serve_job * j = sl->job;
+    const char * piece;
+    size_t plen;
+    bool oom = false;
+    if (f != SERVE_WORD && f != SERVE_FAILED && sl->n_done == j->n_prompt && loom_detok_flush(sl->detok, &piece, &plen) == LOOM_OK &&
+        plen && job_append(j, piece, plen, &oom)) {
+        f = oom ? SERVE_FAILED : SERVE_WORD;
     }
-    if (keep > 0) loom_llama_kv_truncate(G.lctx, keep);
-    else loom_llama_kv_clear(G.lctx);
-    G.n_cached = keep;
+    const int64_t now = loom_time_us();
+    if (!sl->t_first) sl->t_first = now;
+    j->t_prompt_ms = (sl->t_first - sl->t_start) / 1000.0;
+    j->t_gen_ms = (now - sl->t_first) / 1000.0;
+    loom_sampler_free(sl->smp);
+    sl->smp = NULL;
+    sl->job = NULL;
+    sl->pending = -1;
+    sl->last_used = ++G.use_clock;
+    pthread_mutex_lock(&G.mu);
+    G.stats.processing--;
+    G.stats.n_prompt_tokens += (uint64_t)(sl->n_done - j->n_cached);
+    G.stats.n_gen_tokens += (uint64_t)j->n_gen;
+    G.stats.t_prompt_s += j->t_prompt_ms / 1000.0;
+    G.stats.t_gen_s += j->t_gen_ms / 1000.0;
+    G.stats.kv_used = loom_llama_kv_used_cells(G.lctx);
+    pthread_mutex_unlock(&G.mu);
+    job_end(j, f);
+    serve_job_unref(j);
+}
+
+/* Puts job 'j' in the free slot 'sl': the prompt's prefix the slot's cache holds is kept with
+ * cache_prompt (less one token: its logits are needed), the rest of the sequence dropped. */
+static bool slot_start(struct slot * sl, struct serve_job * j) {
+    const int seq = (int)(sl - G.slots);
+    int32_t keep = 0;
+    if (j->cache_prompt) {
+        while (keep < sl->n_cached && keep < j->n_prompt - 1 && sl->cached[keep] == j->prompt[keep]) keep++;
+    }
+    loom_llama_kv_seq_rm(G.lctx, seq, keep, -1);
+    sl->n_cached = keep;
+    sl->n_done = keep;
+    sl->pending = -1;
+    sl->t_start = loom_time_us();
+    sl->t_first = 0;
+    sl->job = j;
+    j->slot = seq;
     j->n_cached = keep;
-    loom_detok_reset(G.detok);
+    if (loom_sampler_new(&j->sp, &sl->smp) != LOOM_OK) return false;
+    loom_detok_reset(sl->detok);
     const char * piece;
     size_t plen;
     for (int32_t i = 0; i < j->n_prompt; i++) { /* the detokenizer needs the start (a leading space is dropped only there) */
-        loom_sampler_accept(smp, j->prompt[i]);
-        loom_detok_push(G.detok, j->prompt[i], &piece, &plen);
+        loom_sampler_accept(sl->smp, j->prompt[i]);
+        loom_detok_push(sl->detok, j->prompt[i], &piece, &plen);
     }
-    enum serve_finish f = SERVE_LENGTH;
+    return true;
+}
+
+/* The free slot for 'j': with cache_prompt the one whose cache shares the longest prefix with the
+ * prompt, else (or when none shares any) the least recently used; NULL when all are busy. */
+static struct slot * pick_slot(const struct serve_job * j) {
+    struct slot * best = NULL;
+    int32_t best_len = 0;
+    for (int i = 0; i < G.n_slots; i++) {
+        struct slot * sl = &G.slots[i];
+        if (sl->job) continue;
+        int32_t k = 0;
+        if (j->cache_prompt) {
+            while (k < sl->n_cached && k < j->n_prompt && sl->cached[k] == j->prompt[k]) k++;
+        }
+        if (!best || k > best_len || (k == best_len && sl->last_used < best->last_used)) best = sl, best_len = k;
+    }
+    return best;
+}
+
+/* After a step: the slot's logits give its next token (or its end). Greedy output is `loom run`'s. */
+static void slot_sample(struct slot * sl) {
+    struct serve_job * j = sl->job;
+    const struct loom_vocab * vocab = loom_model_vocab(G.model);
+    const int n_vocab = loom_model_hparams(G.model)->n_vocab;
+    if (!sl->t_first) sl->t_first = loom_time_us();
+    if (j->n_predict >= 0 && j->n_gen >= j->n_predict) return slot_end(sl, SERVE_LENGTH);
+    int32_t tok;
+    const float * logits = loom_llama_get_logits_ith(G.lctx, sl->batch_i);
+    if (!logits || loom_sampler_sample(sl->smp, logits, n_vocab, &tok) != LOOM_OK) return slot_end(sl, SERVE_FAILED);
+    if ((loom_vocab_is_eog(vocab, tok) || tok == j->eot_id) && !j->ignore_eos) return slot_end(sl, SERVE_EOS);
+    loom_sampler_accept(sl->smp, tok);
+    pthread_mutex_lock(&j->mu);
+    j->n_gen++;
+    pthread_mutex_unlock(&j->mu);
+    const char * piece;
+    size_t plen;
     bool oom = false;
-    int64_t t0 = loom_time_us();
-    if (loom_llama_decode(G.lctx, j->prompt + keep, j->n_prompt - keep) != LOOM_OK) {
-        loom_sampler_free(smp);
-        G.n_cached = 0;
-        return SERVE_FAILED;
+    if (loom_detok_push(sl->detok, tok, &piece, &plen) == LOOM_OK && plen && job_append(j, piece, plen, &oom)) {
+        return slot_end(sl, oom ? SERVE_FAILED : SERVE_WORD);
     }
-    memcpy(G.cached + keep, j->prompt + keep, (size_t)(j->n_prompt - keep) * sizeof *G.cached);
-    G.n_cached = j->n_prompt;
-    j->t_prompt_ms = (loom_time_us() - t0) / 1000.0;
-    t0 = loom_time_us();
+    if (j->n_predict >= 0 && j->n_gen >= j->n_predict) return slot_end(sl, SERVE_LENGTH);
+    if (sl->n_cached >= G.n_ctx) return slot_end(sl, SERVE_LENGTH); /* the slot's context is full: "length" */
+    sl->pending = tok;
+}
+
+/* Moves waiting jobs into free slots. */
+static void assign_jobs(void) {
     for (;;) {
-        if (j->n_predict >= 0 && j->n_gen >= j->n_predict) break;
-        if (job_cancelled(j)) {
-            f = SERVE_CANCELLED;
-            break;
+        pthread_mutex_lock(&G.mu);
+        struct serve_job * j = G.head;
+        struct slot * sl = j ? pick_slot(j) : NULL;
+        if (!sl) {
+            pthread_mutex_unlock(&G.mu);
+            return;
         }
-        int32_t tok;
-        if (loom_sampler_sample(smp, loom_llama_get_logits(G.lctx), n_vocab, &tok) != LOOM_OK) {
-            f = SERVE_FAILED;
-            break;
-        }
-        if ((loom_vocab_is_eog(vocab, tok) || tok == j->eot_id) && !j->ignore_eos) {
-            f = SERVE_EOS;
-            break;
-        }
-        loom_sampler_accept(smp, tok);
-        pthread_mutex_lock(&j->mu);
-        j->n_gen++;
-        pthread_mutex_unlock(&j->mu);
-        if (loom_detok_push(G.detok, tok, &piece, &plen) == LOOM_OK && plen && job_append(j, piece, plen, &oom)) {
-            f = oom ? SERVE_FAILED : SERVE_WORD;
-            break;
-        }
-        if (j->n_predict >= 0 && j->n_gen >= j->n_predict) break;
-        if (loom_llama_n_past(G.lctx) >= G.n_ctx) break; /* the context is full: "length" */
-        if (loom_llama_decode(G.lctx, &tok, 1) != LOOM_OK) {
-            f = SERVE_FAILED;
-            break;
-        }
-        G.cached[G.n_cached++] = tok;
+        G.head = j->next;
+        if (!G.head) G.tail = NULL;
+        G.stats.deferred--;
+        G.stats.processing++;
+        pthread_mutex_unlock(&G.mu);
+        if (!slot_start(sl, j)) slot_end(sl, SERVE_FAILED);
     }
-    if (f != SERVE_WORD && f != SERVE_FAILED && loom_detok_flush(G.detok, &piece, &plen) == LOOM_OK && plen && job_append(j, piece, plen, &oom)) {
-        f = oom ? SERVE_FAILED : SERVE_WORD;
+}
+
+/* One step: each generating slot's pending token first, then prompt tokens up to n_batch in all;
+ * one decode; then every slot whose logits came back samples. Returns false when no slot is busy. */
+static bool step(void) {
+    int32_t n = 0;
+    bool busy = false;
+    for (int i = 0; i < G.n_slots; i++) {
+        struct slot * sl = &G.slots[i];
+        sl->batch_i = -1;
+        if (!sl->job) continue;
+        if (job_cancelled(sl->job)) {
+            slot_end(sl, SERVE_CANCELLED);
+            continue;
+        }
+        busy = true;
+        if (sl->pending < 0) continue;
+        G.b_tok[n] = sl->pending, G.b_pos[n] = sl->n_cached, G.b_seq[n] = i, G.b_logits[n] = 1;
+        sl->cached[sl->n_cached++] = sl->pending;
+        sl->pending = -1;
+        sl->batch_i = n++;
     }
-    j->t_gen_ms = (loom_time_us() - t0) / 1000.0;
-    loom_sampler_free(smp);
-    return f;
+    for (int i = 0; i < G.n_slots && n < G.n_batch; i++) {
+        struct slot * sl = &G.slots[i];
+        if (!sl->job || sl->n_done == sl->job->n_prompt) continue;
+        const struct serve_job * j = sl->job;
+        while (sl->n_done < j->n_prompt && n < G.n_batch) {
+            G.b_tok[n] = j->prompt[sl->n_done], G.b_pos[n] = sl->n_done, G.b_seq[n] = i, G.b_logits[n] = 0;
+            sl->cached[sl->n_cached++] = j->prompt[sl->n_done++];
+            n++;
+        }
+        if (sl->n_done == j->n_prompt) G.b_logits[n - 1] = 1, sl->batch_i = n - 1;
+    }
+    if (!busy) return false;
+    if (n == 0) return true;
+    const struct loom_llama_batch b = {.n_tokens = n, .token = G.b_tok, .pos = G.b_pos, .seq_id = G.b_seq, .logits = G.b_logits};
+    const enum loom_status st = loom_llama_decode_batch(G.lctx, &b);
+    pthread_mutex_lock(&G.mu);
+    G.stats.n_decode_calls++;
+    G.stats.n_decode_tokens += (uint64_t)n;
+    G.stats.kv_used = loom_llama_kv_used_cells(G.lctx);
+    pthread_mutex_unlock(&G.mu);
+    for (int i = 0; i < G.n_slots; i++) {
+        struct slot * sl = &G.slots[i];
+        if (!sl->job) continue;
+        bool in_batch = sl->batch_i >= 0;
+        for (int32_t k = 0; k < n && !in_batch; k++) in_batch = G.b_seq[k] == i;
+        if (st != LOOM_OK && in_batch) { /* what the slot holds is no longer known: start it afresh */
+            loom_llama_kv_seq_rm(G.lctx, i, -1, -1);
+            sl->n_cached = 0;
+            slot_end(sl, SERVE_FAILED);
+        } else if (sl->batch_i >= 0) {
+            slot_sample(sl);
+        }
+    }
+    return true;
 }
 
 static bool on_progress(float progress, void * user) {
@@ -205,56 +331,58 @@ static bool load(void) {
     mp.progress = on_progress;
     if (loom_model_load(G.p.model_path, mp, &G.model) != LOOM_OK) return false;
     const int32_t n_train = loom_model_hparams(G.model)->n_ctx_train;
-    G.n_ctx = G.p.n_ctx > 0 ? G.p.n_ctx : (n_train > 4096 ? 4096 : n_train);
+    const int32_t n_total = G.p.n_ctx > 0 ? G.p.n_ctx : (n_train > 4096 ? 4096 : n_train);
+    G.n_slots = G.p.n_parallel > 0 ? G.p.n_parallel : 1;
+    G.n_ctx = n_total / G.n_slots; /* the field's split: each slot gets its share */
+    if (G.n_ctx < 2) {
+        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d tokens per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx);
+        G.load_reported = true;
+        return false;
+    }
     struct loom_llama_context_params cp = loom_llama_context_default_params();
-    cp.n_ctx = G.n_ctx;
+    cp.n_ctx = G.n_ctx * G.n_slots;
     cp.n_threads = G.p.n_threads;
     if (loom_llama_context_new(G.model, cp, &G.lctx) != LOOM_OK) return false;
-    G.cached = malloc((size_t)G.n_ctx * sizeof *G.cached);
-    if (!G.cached) return false;
-    return loom_detok_new(loom_model_vocab(G.model), 0, &G.detok) == LOOM_OK;
+    G.n_batch = cp.n_batch < cp.n_ctx ? cp.n_batch : cp.n_ctx;
+    if (G.n_batch < G.n_slots) G.n_batch = G.n_slots;
+    G.slots = calloc((size_t)G.n_slots, sizeof *G.slots);
+    G.b_tok = malloc((size_t)G.n_batch * 3 * sizeof *G.b_tok);
+    G.b_logits = malloc((size_t)G.n_batch);
+    if (!G.slots || !G.b_tok || !G.b_logits) return false;
+    G.b_pos = G.b_tok + G.n_batch;
+    G.b_seq = G.b_pos + G.n_batch;
+    for (int i = 0; i < G.n_slots; i++) {
+        G.slots[i].pending = -1;
+        G.slots[i].cached = malloc((size_t)G.n_ctx * sizeof *G.slots[i].cached);
+        if (!G.slots[i].cached || loom_detok_new(loom_model_vocab(G.model), 0, &G.slots[i].detok) != LOOM_OK) return false;
+    }
+    G.stats.n_slots = G.n_slots;
+    G.stats.kv_size = cp.n_ctx;
+    return true;
 }
 
 static void * worker(void * arg) {
     (void)arg;
     if (!load()) {
         if (!atomic_load(&G.stopping)) {
-            fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
+            if (!G.load_reported) fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
             atomic_store(&G.ready, -1);
             kill(getpid(), SIGTERM); /* the main thread waits for it, and exits with 1 */
         }
         return NULL;
     }
     atomic_store(&G.ready, 1);
-    fprintf(stderr, "loom serve: model loaded (%s, context %d)\n", loom_model_desc(G.model), G.n_ctx);
+    fprintf(stderr, "loom serve: model loaded (%s, %d slots of %d tokens)\n", loom_model_desc(G.model), G.n_slots, G.n_ctx);
     for (;;) {
-        pthread_mutex_lock(&G.mu);
+        assign_jobs();
+        if (step()) continue;
+        pthread_mutex_lock(&G.mu); /* every slot idle: wait for a job */
         while (!G.head && !atomic_load(&G.stopping)) pthread_cond_wait(&G.cv, &G.mu);
-        if (atomic_load(&G.stopping)) {
-            pthread_mutex_unlock(&G.mu);
-            break;
-        }
-        struct serve_job * j = G.head;
-        G.head = j->next;
-        if (!G.head) G.tail = NULL;
-        G.stats.deferred--;
-        G.stats.processing++;
-        G.current = j;
+        const bool stop = atomic_load(&G.stopping);
         pthread_mutex_unlock(&G.mu);
-
-        const enum serve_finish f = run_job(j);
-        pthread_mutex_lock(&G.mu);
-        G.stats.processing--;
-        G.current = NULL;
-        G.stats.n_prompt_tokens += (uint64_t)(j->n_prompt - j->n_cached);
-        G.stats.n_gen_tokens += (uint64_t)j->n_gen;
-        G.stats.t_prompt_s += j->t_prompt_ms / 1000.0;
-        G.stats.t_gen_s += j->t_gen_ms / 1000.0;
-        pthread_mutex_unlock(&G.mu);
-        job_end(j, f);
-        serve_job_unref(j);
+        if (stop) break;
     }
-    /* the jobs still waiting end cancelled */
+    /* the jobs still waiting end cancelled (step() ended the running ones) */
     pthread_mutex_lock(&G.mu);
     struct serve_job * j = G.head;
     G.head = G.tail = NULL;
@@ -281,7 +409,7 @@ int32_t serve_gen_n_ctx(void) { return G.n_ctx; }
 
 bool serve_gen_submit(struct serve_job * j) {
     pthread_mutex_lock(&G.mu);
-    const bool busy = G.current || G.head;
+    const bool busy = G.stats.processing + G.stats.deferred >= G.n_slots;
     if (atomic_load(&G.stopping) || (busy && G.stats.deferred >= G.p.queue_max)) {
         pthread_mutex_unlock(&G.mu);
         return false;
@@ -319,10 +447,16 @@ void serve_gen_stop(void) {
 }
 
 void serve_gen_free(void) {
-    loom_detok_free(G.detok);
+    for (int i = 0; G.slots && i < G.n_slots; i++) {
+        loom_detok_free(G.slots[i].detok);
+        loom_sampler_free(G.slots[i].smp);
+        free(G.slots[i].cached);
+    }
+    free(G.slots);
+    free(G.b_tok);
+    free(G.b_logits);
     loom_llama_context_free(G.lctx);
     loom_model_free(G.model);
-    free(G.cached);
-    G.cached = NULL;
-    G.detok = NULL, G.lctx = NULL, G.model = NULL;
+    G.slots = NULL, G.b_tok = NULL, G.b_logits = NULL;
+    G.lctx = NULL, G.model = NULL;
 }

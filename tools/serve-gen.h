@@ -1,4 +1,4 @@
-/* serve-gen.h -- `loom serve`'s generation side: one slot, a queue of jobs, one worker thread that owns the model. */
+/* serve-gen.h -- `loom serve`'s generation side: -np slots sharing one KV cache, a queue of jobs, one worker thread that owns the model and decodes every slot's tokens in one batch per step. */
 #ifndef LOOM_TOOLS_SERVE_GEN_H
 #define LOOM_TOOLS_SERVE_GEN_H
 
@@ -35,6 +35,7 @@ struct serve_job {
     size_t len, cap;
     int32_t n_gen;
     int32_t n_cached;                 /* prompt tokens taken from the slot's cache (not evaluated) */
+    int slot;                         /* the slot that ran it (-1 until one takes it) */
     enum serve_finish finish;         /* SERVE_RUNNING until the worker is done with the job */
     double t_prompt_ms, t_gen_ms;
     bool cancel;                      /* set by the client side (a disconnect): the worker stops */
@@ -44,16 +45,21 @@ struct serve_job {
 
 struct serve_gen_params {
     const char * model_path;
-    int32_t n_ctx;                    /* <= 0: the training context, at most 4096 */
+    int32_t n_ctx;                    /* all slots together; <= 0: the training context, at most 4096 */
+    int32_t n_parallel;               /* slots (>= 1); each holds n_ctx / n_parallel tokens */
     int32_t n_gpu_layers, n_threads;
-    int queue_max;                    /* jobs that may wait behind the running one */
+    int queue_max;                    /* jobs that may wait while every slot is busy */
 };
 
 /* Totals for /metrics. */
 struct serve_stats {
     uint64_t n_prompt_tokens, n_gen_tokens;
     double t_prompt_s, t_gen_s;
-    int processing, deferred;
+    int processing, deferred;         /* jobs in a slot, jobs waiting for one */
+    int n_slots;
+    int32_t kv_used, kv_size;         /* KV cache cells in use (every slot's cached tokens), of n_ctx */
+    uint64_t n_decode_calls;          /* batches decoded */
+    uint64_t n_decode_tokens;         /* tokens in them */
 };
 
 /* Allocates a job holding a copy of 'prompt' (NULL on OOM); refs = 1. */
@@ -68,11 +74,12 @@ void serve_job_unref(struct serve_job * j);
 bool serve_gen_start(const struct serve_gen_params * p);
 /* 1 when the model is loaded, 0 while loading, -1 when loading failed. */
 int serve_gen_ready(void);
-/* The loaded model (valid once ready) and its context size. */
+/* The loaded model (valid once ready) and the context size of one slot. */
 const struct loom_model * serve_gen_model(void);
 int32_t serve_gen_n_ctx(void);
-/* Queues 'j' (taking a reference for the worker). Returns false when the queue is full or the
- * server is stopping (the job is untouched then). */
+/* Queues 'j' (taking a reference for the worker); it runs as soon as a slot is free. Returns false
+ * when every slot is busy and queue_max jobs wait already, or the server is stopping (the job is
+ * untouched then). */
 bool serve_gen_submit(struct serve_job * j);
 /* Waits until the job ends. */
 void serve_gen_wait(struct serve_job * j);

@@ -196,6 +196,8 @@ void loom_llama_context_free(struct loom_llama_context * lctx) {
     free(lctx->flash_attn);
     free(lctx->graph_mem);
     free(lctx->logits);
+    free(lctx->out_row);
+    loom_kv_cells_free(&lctx->cells);
     free(lctx);
 }
 
@@ -292,7 +294,9 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     lctx->graph_mem = malloc(lctx->graph_mem_size);
     size_t n_out = params.logits_all ? (size_t)params.n_batch : 1;
     lctx->logits = malloc(n_out * (size_t)hp->n_vocab * sizeof(float));
+    lctx->logits_cap = (int32_t)n_out;
     enum loom_status st = lctx->graph_mem && lctx->logits ? LOOM_OK : LOOM_ERR_OOM;
+    if (st == LOOM_OK) st = loom_kv_cells_init(&lctx->cells, params.n_ctx);
     if (st != LOOM_OK) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: out of host memory for the logits (%.2f MiB) and graph",
                  (double)n_out * hp->n_vocab * sizeof(float) / 1048576.0);
@@ -314,7 +318,6 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
 }
 
 int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx) { return lctx->params.n_ctx; }
-int32_t loom_llama_n_past(const struct loom_llama_context * lctx) { return lctx->n_past; }
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx) { return lctx->sched; }
 
 loom_backend_t loom_llama_layer_backend(const struct loom_llama_context * lctx, int il) {
@@ -322,38 +325,30 @@ loom_backend_t loom_llama_layer_backend(const struct loom_llama_context * lctx, 
     return d >= 0 ? lctx->backend_devs[d] : lctx->backend_cpu;
 }
 
-void loom_llama_kv_clear(struct loom_llama_context * lctx) {
-    lctx->n_past = 0;
-    for (int d = 0; d <= LOOM_MAX_DEVICES; d++) {
-        if (lctx->kv_buffers[d]) loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
-    }
-}
+/* One step's tokens (at most n_batch), each with its position, sequence, cache cell and whether its
+ * logits are wanted. */
+struct ubatch {
+    const int32_t * token, * pos, * seq;
+    const int8_t * logits;
+    int32_t n;
+    int32_t * cells;    /* [n] */
+    int32_t * out_ids;  /* [n_out] indices of the tokens with logits */
+    int32_t n_out;
+};
 
-void loom_llama_kv_truncate(struct loom_llama_context * lctx, int32_t n_keep) {
-    /* the dropped cells keep finite values from earlier steps; the causal mask hides them until
-     * the next tokens' K and V overwrite them */
-    if (n_keep < 0) n_keep = 0;
-    if (n_keep < lctx->n_past) lctx->n_past = n_keep;
-}
-
-/* Fills the step's inputs: token ids, positions, and the causal mask (0 where a query may attend,
- * -inf for later positions). */
-static enum loom_status set_inputs(struct loom_llama_context * lctx, const struct loom_graph_inputs * in,
-                                   const int32_t * tokens, int32_t n) {
+/* Fills the step's inputs: token ids, positions, cells, the mask from the cells' tags, and the
+ * indices of the outputs. */
+static enum loom_status set_inputs(struct loom_llama_context * lctx, const struct loom_graph_inputs * in, const struct ubatch * ub) {
     const int64_t n_kv = in->kq_mask->ne[0];
-    int32_t * pos = malloc((size_t)n * sizeof *pos);
+    const int32_t n = ub->n;
     float * mask = malloc((size_t)n * (size_t)n_kv * sizeof *mask);
-    enum loom_status st = pos && mask ? LOOM_OK : LOOM_ERR_OOM;
-    if (st == LOOM_OK) {
-        for (int32_t i = 0; i < n; i++) {
-            pos[i] = lctx->n_past + i;
-            for (int64_t j = 0; j < n_kv; j++) mask[(size_t)i * n_kv + j] = j <= pos[i] ? 0.0f : -INFINITY;
-        }
-        st = loom_backend_tensor_set(in->tokens, tokens, 0, (size_t)n * sizeof *tokens);
-    }
-    if (st == LOOM_OK) st = loom_backend_tensor_set(in->pos, pos, 0, (size_t)n * sizeof *pos);
+    if (!mask) return LOOM_ERR_OOM;
+    loom_kv_cells_mask(&lctx->cells, n_kv, ub->pos, ub->seq, n, mask);
+    enum loom_status st = loom_backend_tensor_set(in->tokens, ub->token, 0, (size_t)n * sizeof *ub->token);
+    if (st == LOOM_OK) st = loom_backend_tensor_set(in->pos, ub->pos, 0, (size_t)n * sizeof *ub->pos);
+    if (st == LOOM_OK) st = loom_backend_tensor_set(in->kv_idx, ub->cells, 0, (size_t)n * sizeof *ub->cells);
     if (st == LOOM_OK) st = loom_backend_tensor_set(in->kq_mask, mask, 0, (size_t)n * n_kv * sizeof *mask);
-    free(pos);
+    if (st == LOOM_OK && in->out_ids) st = loom_backend_tensor_set(in->out_ids, ub->out_ids, 0, (size_t)ub->n_out * sizeof *ub->out_ids);
     free(mask);
     return st;
 }
@@ -364,8 +359,8 @@ static void log_compute_memory(struct loom_llama_context * lctx, int32_t n_token
     lctx->max_batch_logged = n_tokens;
     for (int i = 0; i < loom_backend_sched_get_n_backends(lctx->sched); i++) {
         loom_backend_t b = loom_backend_sched_get_backend(lctx->sched, i);
-        loom_log(LOOM_LOG_DEBUG, "compute buffer (%d tokens, %d in context): %8.2f MiB planned on %s, naive %8.2f MiB; %d splits, %d copies",
-                 n_tokens, lctx->n_past, loom_backend_sched_get_buffer_size(lctx->sched, b) / 1048576.0, loom_backend_name(b),
+        loom_log(LOOM_LOG_DEBUG, "compute buffer (%d tokens, %d cells in use): %8.2f MiB planned on %s, naive %8.2f MiB; %d splits, %d copies",
+                 n_tokens, lctx->cells.used, loom_backend_sched_get_buffer_size(lctx->sched, b) / 1048576.0, loom_backend_name(b),
                  loom_backend_sched_get_naive_size(lctx->sched, b) / 1048576.0, loom_backend_sched_get_n_splits(lctx->sched),
                  loom_backend_sched_get_n_copies(lctx->sched));
     }
@@ -378,41 +373,54 @@ static void drop_graph(struct loom_llama_context * lctx) {
     lctx->graph = NULL;
 }
 
-/* The graph for a step of 'n' tokens: the kept one when its shape matches (token generation:
- * the same graph for LOOM_LLAMA_KV_PAD positions, its plan and the device's captured work
- * reused), else a new one, planned and allocated by the scheduler. */
-static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n) {
-    const int64_t n_kv = loom_llama_kv_cells(lctx, n);
-    /* a pipelined prompt's micro-batches attend over cells that depend on the step's first position */
-    const bool by_past = n > 1 && lctx->model->split_mode == LOOM_SPLIT_MODE_LAYER;
-    if (lctx->graph && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv && (!by_past || lctx->graph_n_past == lctx->n_past)) return LOOM_OK;
+/* The graph for a step of 'n' tokens with 'n_out' outputs: the kept one when its shape matches
+ * (token generation: the same graph for LOOM_LLAMA_KV_PAD positions, its plan and the device's
+ * captured work reused), else a new one, planned and allocated by the scheduler. */
+static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n, int32_t n_out) {
+    const int64_t n_kv = loom_llama_kv_cells(lctx);
+    /* a pipelined prompt's micro-batches attend over cells that depend on the step's cells: rebuilt */
+    const bool pipelined = n > 1 && lctx->model->split_mode == LOOM_SPLIT_MODE_LAYER;
+    if (lctx->graph && !pipelined && lctx->graph_n_tokens == n && lctx->graph_n_kv == n_kv && lctx->graph_n_outputs == n_out) {
+        return LOOM_OK;
+    }
     drop_graph(lctx);
     struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
     lctx->graph_ctx = loom_init(ip);
     if (!lctx->graph_ctx) return LOOM_ERR_OOM;
     loom_backend_sched_reset(lctx->sched);
-    lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, &lctx->graph_in);
+    lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, n_kv, n_out, &lctx->graph_in);
     lctx->graph_n_tokens = n;
     lctx->graph_n_kv = n_kv;
-    lctx->graph_n_past = lctx->n_past;
+    lctx->graph_n_outputs = n_out;
     enum loom_status st = loom_backend_sched_alloc_graph(lctx->sched, lctx->graph);
     if (st != LOOM_OK) drop_graph(lctx);
     return st;
 }
 
-static enum loom_status decode_batch(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n) {
+/* Runs one step: takes the cells, computes, and copies its logits to rows row0.. of lctx->logits.
+ * On failure the step's cells are freed again. */
+static enum loom_status decode_ubatch(struct loom_llama_context * lctx, struct ubatch * ub, int32_t row0) {
+    const int32_t n = ub->n;
+    if (!loom_kv_cells_find(&lctx->cells, n, ub->cells)) return LOOM_ERR_TOO_LARGE; /* checked by the caller */
+    lctx->step_hi_before = lctx->cells.n_hi;
+    lctx->step_cells = ub->cells;
+    for (int32_t i = 0; i < n; i++) loom_kv_cells_set(&lctx->cells, ub->cells[i], ub->seq[i], ub->pos[i]);
+    ub->n_out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (ub->logits[i]) ub->out_ids[ub->n_out++] = i;
+    }
+    lctx->step_last_only = ub->n_out == 0 || (ub->n_out == 1 && ub->out_ids[0] == n - 1);
     int64_t t[5];
     t[0] = loom_time_us();
-    enum loom_status st = step_graph(lctx, n);
+    enum loom_status st = step_graph(lctx, n, ub->n_out);
     const struct loom_graph_inputs * in = &lctx->graph_in;
     t[1] = loom_time_us();
-    if (st == LOOM_OK) st = set_inputs(lctx, in, tokens, n);
+    if (st == LOOM_OK) st = set_inputs(lctx, in, ub);
     t[2] = loom_time_us();
     if (st == LOOM_OK) st = loom_backend_sched_graph_compute(lctx->sched, lctx->graph);
     t[3] = loom_time_us();
-    if (st == LOOM_OK) {
-        lctx->n_logits = (int32_t)in->logits->ne[1];
-        st = loom_backend_tensor_get(in->logits, lctx->logits, 0, loom_nbytes(in->logits));
+    if (st == LOOM_OK && in->logits) {
+        st = loom_backend_tensor_get(in->logits, lctx->logits + (size_t)row0 * lctx->model->hp.n_vocab, 0, loom_nbytes(in->logits));
     }
     t[4] = loom_time_us();
     if (n == 1) {
@@ -420,33 +428,117 @@ static enum loom_status decode_batch(struct loom_llama_context * lctx, const int
         lctx->host_steps++;
     }
     if (st == LOOM_OK) {
-        lctx->n_past += n;
         if (n > lctx->max_batch_logged) log_compute_memory(lctx, n);
     } else {
+        for (int32_t i = 0; i < n; i++) loom_kv_cells_release(&lctx->cells, ub->cells[i]);
         drop_graph(lctx);
     }
     return st;
 }
 
-enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens) {
-    if (n_tokens <= 0) return LOOM_ERR_INVALID_ARG;
-    if (n_tokens > lctx->params.n_ctx - lctx->n_past) {
-        loom_log(LOOM_LOG_ERROR, "%d tokens do not fit in the context: %d of %d positions used", n_tokens, lctx->n_past,
-                 lctx->params.n_ctx);
-        return LOOM_ERR_TOO_LARGE;
-    }
-    for (int32_t i = 0; i < n_tokens; i++) {
-        if (tokens[i] < 0 || tokens[i] >= lctx->model->hp.n_vocab) {
-            loom_log(LOOM_LOG_ERROR, "token id %d outside the vocabulary (0..%d)", tokens[i], lctx->model->hp.n_vocab - 1);
-            return LOOM_ERR_INVALID_ARG;
+/* Makes room for 'n_out' rows of logits and 'n' tokens' row map. */
+static enum loom_status reserve_outputs(struct loom_llama_context * lctx, int32_t n, int32_t n_out) {
+    const size_t n_vocab = (size_t)lctx->model->hp.n_vocab;
+    if (n_out > lctx->logits_cap) {
+        float * l = realloc(lctx->logits, (size_t)n_out * n_vocab * sizeof *l);
+        if (!l) {
+            loom_log(LOOM_LOG_ERROR, "out of host memory for the logits of %d tokens (%.2f MiB)", n_out,
+                     (double)n_out * n_vocab * sizeof *l / 1048576.0);
+            return LOOM_ERR_OOM;
         }
+        lctx->logits = l;
+        lctx->logits_cap = n_out;
     }
-    for (int32_t i = 0; i < n_tokens; i += lctx->params.n_batch) {
-        int32_t n = n_tokens - i < lctx->params.n_batch ? n_tokens - i : lctx->params.n_batch;
-        enum loom_status st = decode_batch(lctx, tokens + i, n);
-        if (st != LOOM_OK) return st;
+    if (n > lctx->out_row_cap) {
+        int32_t * r = realloc(lctx->out_row, (size_t)n * sizeof *r);
+        if (!r) return LOOM_ERR_OOM;
+        lctx->out_row = r;
+        lctx->out_row_cap = n;
     }
     return LOOM_OK;
+}
+
+enum loom_status loom_llama_decode_batch(struct loom_llama_context * lctx, const struct loom_llama_batch * batch) {
+    if (!lctx || !batch || batch->n_tokens <= 0 || !batch->token || !batch->pos || !batch->seq_id) {
+        loom_log(LOOM_LOG_ERROR, "decode: an empty batch or a NULL array");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    const int32_t n_tokens = batch->n_tokens, n_vocab = lctx->model->hp.n_vocab;
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        if (batch->token[i] < 0 || batch->token[i] >= n_vocab) {
+            loom_log(LOOM_LOG_ERROR, "token id %d (batch index %d) outside the vocabulary (0..%d)", batch->token[i], i, n_vocab - 1);
+            return LOOM_ERR_INVALID_ARG;
+        }
+        if (batch->pos[i] < 0 || batch->seq_id[i] < 0) {
+            loom_log(LOOM_LOG_ERROR, "batch index %d: position %d and sequence id %d must not be negative", i, batch->pos[i],
+                     batch->seq_id[i]);
+            return LOOM_ERR_INVALID_ARG;
+        }
+        n_out += batch->logits ? batch->logits[i] != 0 : i == n_tokens - 1;
+    }
+    const int32_t n_free = lctx->cells.size - lctx->cells.used;
+    if (n_tokens > n_free) {
+        loom_log(LOOM_LOG_ERROR, "the KV cache is full: %d tokens need cells, %d of its %d cells are free", n_tokens, n_free,
+                 lctx->cells.size);
+        return LOOM_ERR_TOO_LARGE;
+    }
+    enum loom_status st = reserve_outputs(lctx, n_tokens, n_out);
+    if (st != LOOM_OK) return st;
+    const int32_t n_batch = lctx->params.n_batch;
+    int32_t * scratch = malloc((size_t)(n_tokens < n_batch ? n_tokens : n_batch) * 2 * sizeof *scratch);
+    int8_t * flags = batch->logits ? NULL : calloc((size_t)n_tokens, 1);
+    if (!scratch || (!batch->logits && !flags)) {
+        free(scratch), free(flags);
+        return LOOM_ERR_OOM;
+    }
+    if (flags) flags[n_tokens - 1] = 1;
+    const int8_t * want = batch->logits ? batch->logits : flags;
+    lctx->n_last = n_tokens;
+    lctx->n_logits = 0;
+    for (int32_t i = 0; i < n_tokens; i++) lctx->out_row[i] = -1;
+    for (int32_t i0 = 0; i0 < n_tokens && st == LOOM_OK; i0 += n_batch) {
+        struct ubatch ub = {.token = batch->token + i0, .pos = batch->pos + i0, .seq = batch->seq_id + i0, .logits = want + i0,
+                            .n = n_tokens - i0 < n_batch ? n_tokens - i0 : n_batch};
+        ub.cells = scratch;
+        ub.out_ids = scratch + ub.n;
+        st = decode_ubatch(lctx, &ub, lctx->n_logits);
+        if (st != LOOM_OK) break;
+        for (int32_t k = 0; k < ub.n_out; k++) lctx->out_row[i0 + ub.out_ids[k]] = lctx->n_logits + k;
+        lctx->n_logits += ub.n_out;
+    }
+    if (st != LOOM_OK) { /* the logits of the steps that ran are not those of the whole batch */
+        lctx->n_last = 0;
+        lctx->n_logits = 0;
+    }
+    free(scratch);
+    free(flags);
+    return st;
+}
+
+enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens) {
+    if (n_tokens <= 0) return LOOM_ERR_INVALID_ARG;
+    const int32_t n_past = loom_llama_n_past(lctx);
+    if (n_tokens > lctx->params.n_ctx - n_past) {
+        loom_log(LOOM_LOG_ERROR, "%d tokens do not fit in the context: %d of %d positions used", n_tokens, n_past, lctx->params.n_ctx);
+        return LOOM_ERR_TOO_LARGE;
+    }
+    int32_t * pos = malloc((size_t)n_tokens * 2 * sizeof *pos);
+    int8_t * logits = malloc((size_t)n_tokens);
+    enum loom_status st = pos && logits ? LOOM_OK : LOOM_ERR_OOM;
+    if (st == LOOM_OK) {
+        int32_t * seq = pos + n_tokens;
+        for (int32_t i = 0; i < n_tokens; i++) {
+            pos[i] = n_past + i;
+            seq[i] = 0;
+            logits[i] = lctx->params.logits_all || i == n_tokens - 1;
+        }
+        const struct loom_llama_batch b = {.n_tokens = n_tokens, .token = tokens, .pos = pos, .seq_id = seq, .logits = logits};
+        st = loom_llama_decode_batch(lctx, &b);
+    }
+    free(pos);
+    free(logits);
+    return st;
 }
 
 const float * loom_llama_get_logits(const struct loom_llama_context * lctx) {
@@ -455,6 +547,7 @@ const float * loom_llama_get_logits(const struct loom_llama_context * lctx) {
 }
 
 const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i) {
-    if (i < 0 || i >= lctx->n_logits) return NULL;
-    return lctx->logits + (size_t)i * lctx->model->hp.n_vocab;
+    if (i < 0) i += lctx->n_last;
+    if (i < 0 || i >= lctx->n_last || lctx->out_row[i] < 0) return NULL;
+    return lctx->logits + (size_t)lctx->out_row[i] * lctx->model->hp.n_vocab;
 }

@@ -18,13 +18,13 @@ static enum loom_status measure_compute(struct loom_model * m, struct loom_llama
     enum loom_status st = loom_llama_context_create(m, cp, true, &lctx);
     if (st != LOOM_OK) return st;
     const int32_t n = lctx->params.n_batch;
-    lctx->n_past = lctx->params.n_ctx - n; /* the last batch of a full context attends over every cell */
     struct loom_init_params ip = {.mem_size = lctx->graph_mem_size, .mem_buffer = lctx->graph_mem, .no_alloc = true};
     struct loom_context * gctx = loom_init(ip);
     st = gctx ? LOOM_OK : LOOM_ERR_OOM;
     if (st == LOOM_OK) {
         struct loom_graph_inputs in;
-        struct loom_cgraph * g = loom_llama_build_graph(lctx, gctx, n, &in);
+        /* the last batch of a full context attends over every cell (with the logits of its last token, or all) */
+        struct loom_cgraph * g = loom_llama_build_graph(lctx, gctx, n, lctx->params.n_ctx, lctx->params.logits_all ? n : 1, &in);
         st = g ? loom_backend_sched_reserve(lctx->sched, g) : LOOM_ERR_OOM;
     }
     *bytes = 0;

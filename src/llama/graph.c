@@ -23,12 +23,6 @@ size_t loom_llama_graph_nodes(const struct loom_llama_context * lctx) {
     return loom_llama_graph_max_nodes(lctx->model) * (size_t)(n_mb < 64 ? n_mb : 64) + 64 * 4;
 }
 
-int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens) {
-    const int64_t used = (int64_t)lctx->n_past + n_tokens;
-    const int64_t cells = (used + LOOM_LLAMA_KV_PAD - 1) / LOOM_LLAMA_KV_PAD * LOOM_LLAMA_KV_PAD;
-    return cells < lctx->params.n_ctx ? cells : lctx->params.n_ctx;
-}
-
 /* The fused attention of one layer (FLASH_ATTN_EXT): Q [head_dim, n_tokens, n_head] over the first
  * n_kv cells of the caches kc and vc (both one row of n_embd_kv per position) -> [n_embd, n_tokens]. */
 static struct loom_tensor * attention_fused(struct loom_context * ctx, struct loom_tensor * Q, struct loom_tensor * kc,
@@ -82,12 +76,12 @@ static struct loom_tensor * attention(struct loom_llama_context * lctx, struct l
      * memory of 'cur' (a device then rotates q in the product's own kernel) */
     loom_build_forward_expand(g, q);
 
-    /* store at the positions (an input, so that the graph serves the next tokens too): K one row
-     * per position, V transposed (one row per channel, positions contiguous) unless the layer's
-     * attention is fused */
+    /* store at the cells (an input, so that the graph serves the next tokens too): K one row per
+     * cell, V transposed (one row per channel, cells contiguous) unless the layer's attention is
+     * fused */
     const bool fused = lctx->flash_attn[il];
-    struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->pos);
-    struct loom_tensor * v_store = loom_set_rows(ctx, fused ? vc : loom_transpose(ctx, vc), v, in->pos);
+    struct loom_tensor * k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_embd_kv, n_tokens), in->kv_idx);
+    struct loom_tensor * v_store = loom_set_rows(ctx, fused ? vc : loom_transpose(ctx, vc), v, in->kv_idx);
     loom_build_forward_expand(g, k_store);
     loom_build_forward_expand(g, v_store);
     /* the stores must run where the cache lives */
@@ -122,15 +116,24 @@ static struct loom_tensor * feed_forward(struct loom_context * ctx, struct loom_
     return loom_mul_mat(ctx, w_down, loom_mul(ctx, gate, up));
 }
 
-/* One whole layer on 'x' [n_embd, n_tokens]: the residual stream after it. */
+/* One whole layer on 'x' [n_embd, n_tokens]: the residual stream after it. In the last layer only
+ * the rows asked for go on after the attention: in->out_ids, or with 'last_only' the last token's. */
 static struct loom_tensor * layer_whole(struct loom_llama_context * lctx, struct loom_context * ctx, struct loom_cgraph * g, int il,
-                                        struct loom_tensor * x, const struct loom_graph_inputs * in, int32_t n_tokens) {
+                                        struct loom_tensor * x, const struct loom_graph_inputs * in, int32_t n_tokens, bool last_only) {
     const struct loom_hparams * hp = &lctx->model->hp;
     const struct loom_layer * L = &lctx->model->layers[il];
     const struct attn_part P = {L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv, lctx->k_cache[(size_t)il * lctx->kv_parts],
                                 lctx->v_cache[(size_t)il * lctx->kv_parts], hp->n_head, hp->n_head_kv, loom_llama_layer_backend(lctx, il)};
     struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), L->attn_norm);
-    x = loom_add(ctx, x, attention(lctx, ctx, g, il, cur, in, n_tokens, &P));
+    cur = attention(lctx, ctx, g, il, cur, in, n_tokens, &P);
+    if (in->out_ids && il == hp->n_layer - 1) { /* the rest of the last layer only for the rows asked for */
+        cur = loom_get_rows(ctx, cur, in->out_ids);
+        x = loom_get_rows(ctx, x, in->out_ids);
+    } else if (last_only && il == hp->n_layer - 1 && n_tokens > 1) {
+        cur = loom_view_2d(ctx, cur, cur->ne[0], 1, cur->nb[1], (size_t)(n_tokens - 1) * cur->nb[1]);
+        x = loom_view_2d(ctx, x, x->ne[0], 1, x->nb[1], (size_t)(n_tokens - 1) * x->nb[1]);
+    }
+    x = loom_add(ctx, x, cur);
     cur = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), L->ffn_norm);
     x = loom_add(ctx, x, feed_forward(ctx, L->ffn_gate, L->ffn_up, L->ffn_down, cur));
     loom_format_name(x, "l_out-%d", il);
@@ -171,6 +174,9 @@ static void layer_rows(struct loom_llama_context * lctx, struct loom_context * c
         part[d] = attention(lctx, ctx, g, il, cur, in, n_tokens, &P);
     }
     all_reduce_add(lctx, ctx, g, 2 * il, part, xs);
+    if (in->out_ids && il == m->hp.n_layer - 1) { /* the rest of the last layer only for the rows asked for */
+        for (int d = 0; d < D; d++) xs[d] = loom_get_rows(ctx, xs[d], in->out_ids);
+    }
     for (int d = 0; d < D; d++) {
         const struct loom_layer_part * Pp = &m->parts[(size_t)il * D + d];
         struct loom_tensor * cur = loom_mul(ctx, loom_rms_norm(ctx, xs[d], eps), Pp->ffn_norm);
@@ -196,21 +202,29 @@ static int micro_batches(const struct loom_llama_context * lctx, int32_t n_token
 }
 
 struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
-                                            struct loom_graph_inputs * in) {
+                                            int64_t n_kv, int32_t n_outputs, struct loom_graph_inputs * in) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
-    const int64_t n_kv = loom_llama_kv_cells(lctx, n_tokens);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, loom_llama_graph_nodes(lctx));
 
+    in->logits = NULL;
     in->tokens = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
     in->pos = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
+    in->kv_idx = loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_tokens);
     in->kq_mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, n_tokens);
+    in->out_ids = n_outputs > 0 && n_outputs < n_tokens ? loom_new_tensor_1d(ctx, LOOM_TYPE_I32, n_outputs) : NULL;
     loom_set_name(in->tokens, "inp_tokens");
     loom_set_name(in->pos, "inp_pos");
+    loom_set_name(in->kv_idx, "inp_kv_idx");
     loom_set_name(in->kq_mask, "kq_mask");
     loom_set_input(in->tokens);
     loom_set_input(in->pos);
+    loom_set_input(in->kv_idx);
     loom_set_input(in->kq_mask);
+    if (in->out_ids) {
+        loom_set_name(in->out_ids, "inp_out_ids");
+        loom_set_input(in->out_ids);
+    }
 
     /* stages: runs of consecutive layers on one device (the CPU's first); a pipelined step cuts
      * the tokens into micro-batches and builds wave t of stage s with micro-batch t - s, the later
@@ -222,8 +236,9 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
         if (n_stages == LOOM_MAX_DEVICES + 1) break; /* cannot happen: the layer split makes one run per device */
     }
     stage_first[n_stages] = hp->n_layer;
-    int32_t ub;
-    const int n_mb = micro_batches(lctx, n_tokens, n_stages, &ub);
+    int32_t ub = n_tokens;
+    /* pipelined only when no output or just the last token's is wanted (the last micro-batch's) */
+    const int n_mb = n_outputs <= 1 && lctx->step_last_only ? micro_batches(lctx, n_tokens, n_stages, &ub) : 1;
     struct loom_tensor * x = NULL;
     if (m->parts) { /* -sm row: whole layers on the CPU, then the split ones on every device */
         x = loom_get_rows(ctx, m->tok_embd, in->tokens);
@@ -232,7 +247,7 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
         bool split = false;
         for (int il = 0; il < hp->n_layer; il++) {
             if (!m->layers[il].offloaded) {
-                x = layer_whole(lctx, ctx, g, il, x, in, n_tokens);
+                x = layer_whole(lctx, ctx, g, il, x, in, n_tokens, false);
                 continue;
             }
             if (!split) {
@@ -245,7 +260,7 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
     } else if (n_mb == 1) {
         x = loom_get_rows(ctx, m->tok_embd, in->tokens);
         loom_set_name(x, "inp_embd");
-        for (int il = 0; il < hp->n_layer; il++) x = layer_whole(lctx, ctx, g, il, x, in, n_tokens);
+        for (int il = 0; il < hp->n_layer; il++) x = layer_whole(lctx, ctx, g, il, x, in, n_tokens, false);
     } else {
         struct loom_tensor * xm[64];
         struct loom_graph_inputs inm[64];
@@ -258,9 +273,13 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
             inm[i] = *in;
             inm[i].tokens = loom_view_1d(ctx, in->tokens, n, (size_t)first * in->tokens->nb[0]);
             inm[i].pos = loom_view_1d(ctx, in->pos, n, (size_t)first * in->pos->nb[0]);
-            /* the cells up to its own last position: micro-batch i computes what a step of its
+            inm[i].kv_idx = loom_view_1d(ctx, in->kv_idx, n, (size_t)first * in->kv_idx->nb[0]);
+            inm[i].out_ids = NULL;
+            /* the cells in use up to its own last token: micro-batch i computes what a step of its
              * tokens alone would (the same products and softmax lengths) */
-            int64_t kv_i = ((int64_t)lctx->n_past + first + n + LOOM_LLAMA_KV_PAD - 1) / LOOM_LLAMA_KV_PAD * LOOM_LLAMA_KV_PAD;
+            int64_t hi = lctx->step_hi_before;
+            for (int32_t j = 0; j < first + n; j++) hi = lctx->step_cells[j] + 1 > hi ? lctx->step_cells[j] + 1 : hi;
+            int64_t kv_i = (hi + LOOM_LLAMA_KV_PAD - 1) / LOOM_LLAMA_KV_PAD * LOOM_LLAMA_KV_PAD;
             if (kv_i > n_kv) kv_i = n_kv;
             inm[i].kq_mask = loom_view_2d(ctx, in->kq_mask, kv_i, n, in->kq_mask->nb[1], (size_t)first * in->kq_mask->nb[1]);
             xm[i] = NULL;
@@ -276,16 +295,14 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
                 if (i < 0 || i >= nm) continue;
                 const int32_t n = (int32_t)inm[i].tokens->ne[0];
                 if (st == 0) xm[i] = loom_view_2d(ctx, embd, hp->n_embd, n, embd->nb[1], (size_t)(i * ub) * embd->nb[1]);
-                for (int il = stage_first[st]; il < stage_first[st + 1]; il++) xm[i] = layer_whole(lctx, ctx, g, il, xm[i], &inm[i], n);
+                for (int il = stage_first[st]; il < stage_first[st + 1]; il++) xm[i] = layer_whole(lctx, ctx, g, il, xm[i], &inm[i], n, i == nm - 1 && n_outputs == 1);
                 loom_build_forward_expand(g, xm[i]);
             }
         }
-        x = xm[nm - 1];
-        n_tokens = (int32_t)inm[nm - 1].tokens->ne[0]; /* the last position is the last micro-batch's */
+        x = xm[nm - 1]; /* with one output, the last token's row only (layer_whole's last_only) */
+        in->out_ids = NULL;
     }
-    if (!lctx->params.logits_all && n_tokens > 1) {
-        x = loom_view_2d(ctx, x, hp->n_embd, 1, x->nb[1], (size_t)(n_tokens - 1) * x->nb[1]);
-    }
+    if (n_outputs == 0) return g; /* no logits: the layers only store their K and V */
     x = loom_mul(ctx, loom_rms_norm(ctx, x, hp->rms_eps), m->output_norm);
     in->logits = loom_mul_mat(ctx, m->output, x);
     loom_set_name(in->logits, "logits");

@@ -79,10 +79,36 @@ struct loom_model {
 /* The input and output tensors of a step's graph. */
 struct loom_graph_inputs {
     struct loom_tensor * tokens;     /* I32 [n_tokens] */
-    struct loom_tensor * pos;        /* I32 [n_tokens] */
+    struct loom_tensor * pos;        /* I32 [n_tokens]: the RoPE positions */
+    struct loom_tensor * kv_idx;     /* I32 [n_tokens]: the cache cell each token's K and V are written to */
     struct loom_tensor * kq_mask;    /* F32 [n_kv, n_tokens] */
-    struct loom_tensor * logits;     /* F32 [n_vocab, n_outputs] */
+    struct loom_tensor * out_ids;    /* I32 [n_outputs]: the tokens whose logits are computed; NULL when all are */
+    struct loom_tensor * logits;     /* F32 [n_vocab, n_outputs]; NULL when n_outputs is 0 */
 };
+
+/* The KV cache's cells (kv-cache.c): cell i holds the K and V of the token at position pos[i] of
+ * sequence seq[i], or is free (both -1). A token attends to the cells of its own sequence at
+ * positions <= its own. */
+struct loom_kv_cells {
+    int32_t size;                    /* n_ctx */
+    int32_t * pos;                   /* [size] */
+    int32_t * seq;                   /* [size] */
+    int32_t used;                    /* cells in use */
+    int32_t n_hi;                    /* 1 + the highest cell in use (0 when empty) */
+    int32_t first_free;              /* no free cell lies below it */
+};
+enum loom_status loom_kv_cells_init(struct loom_kv_cells * c, int32_t size);
+void loom_kv_cells_free(struct loom_kv_cells * c);
+void loom_kv_cells_clear(struct loom_kv_cells * c);
+/* The lowest 'n' free cells into 'cells' [n] (not yet taken); false when fewer are free. */
+bool loom_kv_cells_find(const struct loom_kv_cells * c, int32_t n, int32_t * cells);
+/* Tags 'cell' with (seq, pos); frees it. */
+void loom_kv_cells_set(struct loom_kv_cells * c, int32_t cell, int32_t seq, int32_t pos);
+void loom_kv_cells_release(struct loom_kv_cells * c, int32_t cell);
+/* The attention mask [n_kv, n] of 'n' tokens (positions pos[n] of sequences seq[n]) over the first
+ * n_kv cells: 0 where the token may attend, -inf elsewhere. */
+void loom_kv_cells_mask(const struct loom_kv_cells * c, int64_t n_kv, const int32_t * pos, const int32_t * seq, int32_t n,
+                        float * mask);
 struct loom_llama_context {
     struct loom_model * model;
     struct loom_llama_context_params params;
@@ -101,7 +127,11 @@ struct loom_llama_context {
     struct loom_tensor ** k_cache;
     struct loom_tensor ** v_cache;
     loom_backend_buffer_t kv_buffers[1 + LOOM_MAX_DEVICES];
-    int32_t n_past;
+    struct loom_kv_cells cells;
+    /* the step being decoded (read by the graph builder of a pipelined prompt) */
+    const int32_t * step_cells;      /* [n_tokens] the cells its tokens take */
+    int32_t step_hi_before;          /* cells.n_hi before it */
+    bool step_last_only;             /* its only output, if any, is its last token's */
 
     /* the step's graph, kept for the next step of the same shape (n_tokens, KV cells) */
     void * graph_mem;
@@ -111,24 +141,29 @@ struct loom_llama_context {
     struct loom_graph_inputs graph_in;
     int32_t graph_n_tokens;
     int64_t graph_n_kv;
-    int32_t graph_n_past;            /* n_past when it was built (pipelined prompts depend on it) */
+    int32_t graph_n_outputs;
 
-    float * logits;                  /* [n_vocab * n_outputs] */
-    int32_t n_logits;                /* rows of logits held */
+    float * logits;                  /* [n_vocab * logits_cap] */
+    int32_t logits_cap;              /* rows 'logits' has room for */
+    int32_t n_logits;                /* rows of logits held (the outputs of the last decode call) */
+    int32_t * out_row;               /* [out_row_cap]: token i of the last decode call -> its row of logits, or -1 */
+    int32_t out_row_cap;
+    int32_t n_last;                  /* tokens of the last decode call */
     int32_t max_batch_logged;        /* largest batch whose compute memory was logged */
     int64_t host_us[4];              /* one-token steps: graph, inputs, compute, logits (LOOM_DEBUG) */
     int64_t host_steps;
 };
 
-/* Builds the forward graph for 'n_tokens' tokens at positions n_past.. in the metadata context
- * 'ctx'; returns the graph and sets the input tensors and the logits tensor. */
+/* Builds the forward graph for 'n_tokens' tokens attending over the first 'n_kv' cells, with the
+ * logits of 'n_outputs' of them (0: no output head), in the metadata context 'ctx'; returns the
+ * graph and sets the input tensors and the logits tensor. */
 struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
-                                            struct loom_graph_inputs * inputs);
-/* KV cells a graph attends over: n_past + n_tokens rounded up to a multiple of
- * LOOM_LLAMA_KV_PAD (at most n_ctx). The cells beyond the last position are masked, so one graph
+                                            int64_t n_kv, int32_t n_outputs, struct loom_graph_inputs * inputs);
+/* KV cells a graph attends over: 1 + the highest cell in use (the step's own included) rounded up
+ * to a multiple of LOOM_LLAMA_KV_PAD (at most n_ctx). The cells beyond are masked, so one graph
  * serves LOOM_LLAMA_KV_PAD successive positions and is reused between them. */
 #define LOOM_LLAMA_KV_PAD 32
-int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx, int32_t n_tokens);
+int64_t loom_llama_kv_cells(const struct loom_llama_context * lctx);
 /* Nodes a graph may have at most (for sizing the scheduler and the metadata arena). */
 size_t loom_llama_graph_max_nodes(const struct loom_model * model);
 /* Nodes a graph of this context may have at most: with a pipelined prompt, per micro-batch. */

@@ -31,9 +31,14 @@ start_server "$tmp/log" -m "$model" -c 256 --metrics --api-key "$key" --alias st
 
 # health needs no key; everything else does
 req health 200 "$url/health"
-[ "$(cat "$tmp/health")" = '{"status":"ok"}' ] || fail "health body: $(cat "$tmp/health")"
+[ "$(json "$tmp/health" '[j.status, j.slots_idle, j.slots_processing]')" = '["ok",1,0]' ] || fail "health body: $(cat "$tmp/health")"
 req nokey 401 "$url/v1/models"; err_ok nokey 401
 req badkey 401 -H "Authorization: Bearer nope" "$url/v1/models"; err_ok badkey 401
+# the scheme's name is case-insensitive (RFC 9110), the key is not
+req lowbearer 200 -H "Authorization: bearer $key" "$url/v1/models"
+req upbearer 200 -H "Authorization: BEARER  $key" "$url/v1/models"
+req casekey 401 -H "Authorization: Bearer ${key^^}" "$url/v1/models"; err_ok casekey 401
+req nospace 401 -H "Authorization: Bearer$key" "$url/v1/models"; err_ok nospace 401
 req models 200 "${auth[@]}" "$url/v1/models"
 [ "$(json "$tmp/models" 'j.data[0].id')" = stories ] || fail "models: $(cat "$tmp/models")"
 req page 200 "$url/"
@@ -83,6 +88,33 @@ req earr 400 "${auth[@]}" "$url/completion" -d '[1,2]'; err_ok earr 400
 req en2 400 "${auth[@]}" "$url/v1/completions" -d '{"prompt":"x","n":2}'; err_ok en2 400
 head -c 2000000 /dev/zero | tr '\0' 'a' >"$tmp/big"
 req e413 413 "${auth[@]}" "$url/completion" --data-binary @"$tmp/big"; err_ok e413 413
+# a Content-Length past the limit is refused before the body comes (none is sent here: a server
+# waiting for it would leave curl to its -m limit, status 000)
+req e413early 413 -m 10 -H "Expect:" -H "Content-Length: 5000000" "${auth[@]}" "$url/completion" --data-binary ''; err_ok e413early 413
+# a malformed Content-Length gets one answer, the JSON error (libmicrohttpd alone repeats its header
+# block and sends HTML); raw bytes over a socket (curl would mend the header), one node for all cases
+node -e '
+const u = new URL(process.argv[1]);
+const one = (cl) => new Promise((res) => {
+  const s = require("net").connect(+u.port, u.hostname, () => s.write(`POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: ${cl}\r\n\r\n{}`));
+  let out = ""; s.on("data", (d) => out += d); s.on("close", () => res(out)); s.on("error", () => res(out)); s.setTimeout(10000, () => s.destroy());
+});
+(async () => {
+  for (const cl of ["abc", "-5", "12, 13", "1 2"]) {
+    const out = await one(cl), i = out.indexOf("\r\n\r\n");
+    let ok = (out.match(/HTTP\/1\.1 /g) || []).length === 1 && out.startsWith("HTTP/1.1 400") && i > 0;
+    try { const e = JSON.parse(out.slice(i + 4)).error; ok = ok && e.code === 400 && e.message && e.type; } catch (x) { ok = false; }
+    if (!ok) console.log(`Content-Length "${cl}": ${JSON.stringify(out.slice(0, 400))}`);
+  }
+})();' "$url" >"$tmp/badcl"
+[ -s "$tmp/badcl" ] && fail "malformed Content-Length: $(cat "$tmp/badcl")"
+# a NUL in a JSON string (\u0000) is refused, not cut off there; an escaped backslash before u0000 is text
+req enul 400 "${auth[@]}" "$url/completion" -d '{"prompt":"Once\u0000 upon a time","n_predict":2}'; err_ok enul 400
+case "$(json "$tmp/enul" 'j.error.message')" in *NUL*) ;; *) fail "the NUL message: $(cat "$tmp/enul")" ;; esac
+req enulkey 400 "${auth[@]}" "$url/completion" -d '{"prompt":"Once","n_predict":2,"stop":["a\u0000b"]}'; err_ok enulkey 400
+req bslash 200 "${auth[@]}" "$url/tokenize" -d '{"content":"a\\u0000b"}'
+req bslashd 200 "${auth[@]}" "$url/detokenize" -d "{\"tokens\":$(json "$tmp/bslash" 'j.tokens')}"
+[ "$(json "$tmp/bslashd" 'j.content')" = 'a\u0000b' ] || fail "an escaped backslash before u0000: $(cat "$tmp/bslashd")"
 long=$(printf 'Once upon a time %.0s' $(seq 100))
 req elong 400 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$long\"}"; err_ok elong 400
 n_long=$(curl -s "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$long\"}" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).tokens.length + 1))')
@@ -138,8 +170,11 @@ stop_server
 wait "$bg" 2>/dev/null; bg=
 
 # bad flags: one line, exit 1
-"$bin" serve -m "$model" -np 4 2>"$tmp/np" && fail "-np 4 accepted"
-[ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 4: $(cat "$tmp/np")"
+"$bin" serve -m "$model" -np 0 2>"$tmp/np" && fail "-np 0 accepted"
+[ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 0: $(cat "$tmp/np")"
+timeout 20 "$bin" serve -m "$model" --port 0 -c 8 -np 8 2>"$tmp/npc"
+rc=$?
+[ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" || fail "-c 8 -np 8: exit $rc: $(cat "$tmp/npc")"
 "$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
 grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
 

@@ -21,4 +21,8 @@ n=40
 start_server "$tmp/log" -m "$model" -c 256 --api-key k3y --alias stories
 node "$(dirname "$0")/openai-client.cjs" "$pkg" "$url" k3y "$tmp/ref" "$prompt" $n || fail "the openai client checks"
 stop_server
+# -np 4: concurrent requests and a cancelled stream (a slot's context of 8192 holds the long stream)
+start_server "$tmp/log4" -m "$model" -c 32768 -np 4 --api-key k3y --alias stories --metrics
+node "$(dirname "$0")/openai-parallel.cjs" "$pkg" "$url" k3y || { fail "the parallel openai client checks"; cat "$tmp/log4"; }
+stop_server
 [ $fails -eq 0 ] || { cat "$tmp/log"; exit 1; }

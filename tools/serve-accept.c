@@ -1,0 +1,195 @@
+/* serve-accept.c -- `loom serve`'s listening socket: accepted connections are read ahead for a
+ * malformed Content-Length (answered here with the JSON error), then handed to libmicrohttpd. */
+#ifdef LOOM_HAVE_SERVE
+#define _GNU_SOURCE /* memmem, accept4 */
+#include "serve-accept.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HEAD_MAX 16384   /* bytes of a request head read ahead; a longer head goes to libmicrohttpd as it is */
+#define HEAD_WAIT_MS 2000 /* how long the head may take to arrive before the connection goes on as it is */
+
+static struct {
+    int fd;
+    struct MHD_Daemon * d;
+    const char * bad_request;
+    pthread_t thread;
+    bool started;
+    atomic_bool stopping;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int in_flight;        /* connections being read ahead */
+} A = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+int serve_listen(const struct addrinfo * ai, unsigned * port) {
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) return -1;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    *port = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) *port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6) *port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return fd;
+}
+
+/* True when the head 'h' (ending at its blank line) has a Content-Length that is not one decimal
+ * number (RFC 9112 6.3: a list of differing values, a sign, letters or no digits at all). */
+static bool bad_content_length(const char * h, size_t n) {
+    const char * end = h + n, * line = h;
+    char first[24] = "";
+    while (line < end) {
+        const char * eol = memchr(line, '\n', (size_t)(end - line));
+        if (!eol) eol = end;
+        if ((size_t)(eol - line) > 15 && !strncasecmp(line, "content-length:", 15)) {
+            const char * v = line + 15, * ve = eol;
+            while (v < ve && (*v == ' ' || *v == '\t')) v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+            if (ve == v || ve - v > 19) return true;
+            for (const char * c = v; c < ve; c++) {
+                if (!isdigit((unsigned char)*c)) return true;
+            }
+            char val[24];
+            snprintf(val, sizeof val, "%.*s", (int)(ve - v), v);
+            if (first[0] && strcmp(first, val)) return true; /* two that differ */
+            snprintf(first, sizeof first, "%s", val);
+        }
+        line = eol + 1;
+    }
+    return false;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct conn {
+    int fd;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+};
+
+/* Reads the request head ahead (MSG_PEEK: it stays for libmicrohttpd), answers a malformed
+ * Content-Length itself, and hands the rest on. */
+static void * screen(void * arg) {
+    struct conn * c = arg;
+    char * buf = malloc(HEAD_MAX);
+    bool bad = false;
+    size_t seen = 0;
+    const int64_t t0 = now_ms();
+    while (buf && !atomic_load(&A.stopping)) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) < 0 && errno != EINTR) break;
+        const ssize_t n = recv(c->fd, buf, HEAD_MAX, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break; /* closed: libmicrohttpd sees it */
+        if (n > 0) {
+            const char * e = memmem(buf, (size_t)n, "\r\n\r\n", 4);
+            if (e) {
+                bad = bad_content_length(buf, (size_t)(e - buf) + 2);
+                break;
+            }
+            if ((size_t)n == HEAD_MAX) break;
+            if ((size_t)n == seen) { /* nothing new: the peeked bytes keep poll() ready, so wait a little */
+                const struct timespec ts = {0, 5 * 1000000};
+                nanosleep(&ts, NULL);
+            }
+            seen = (size_t)n;
+        }
+        if (now_ms() - t0 > HEAD_WAIT_MS) break;
+    }
+    free(buf);
+    if (bad || atomic_load(&A.stopping)) {
+        if (bad) {
+            char head[256];
+            const size_t blen = strlen(A.bad_request);
+            const int hl = snprintf(head, sizeof head,
+                                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n"
+                                    "Access-Control-Allow-Origin: *\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", blen);
+            if (send(c->fd, head, (size_t)hl, MSG_NOSIGNAL) == hl) send(c->fd, A.bad_request, blen, MSG_NOSIGNAL);
+            shutdown(c->fd, SHUT_WR);
+        }
+        close(c->fd);
+    } else if (MHD_add_connection(A.d, c->fd, (const struct sockaddr *)&c->addr, c->addr_len) != MHD_YES) {
+        close(c->fd); /* libmicrohttpd refused it (the connection limit) */
+    }
+    free(c);
+    pthread_mutex_lock(&A.mu);
+    A.in_flight--;
+    pthread_cond_broadcast(&A.cv);
+    pthread_mutex_unlock(&A.mu);
+    return NULL;
+}
+
+static void * acceptor(void * arg) {
+    (void)arg;
+    while (!atomic_load(&A.stopping)) {
+        struct pollfd p = {.fd = A.fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        struct conn * c = calloc(1, sizeof *c);
+        if (!c) continue;
+        c->addr_len = sizeof c->addr;
+        c->fd = accept4(A.fd, (struct sockaddr *)&c->addr, &c->addr_len, SOCK_CLOEXEC);
+        if (c->fd < 0) {
+            free(c);
+            continue;
+        }
+        pthread_mutex_lock(&A.mu);
+        A.in_flight++;
+        pthread_mutex_unlock(&A.mu);
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &at, screen, c) != 0) {
+            close(c->fd);
+            free(c);
+            pthread_mutex_lock(&A.mu);
+            A.in_flight--;
+            pthread_mutex_unlock(&A.mu);
+        }
+        pthread_attr_destroy(&at);
+    }
+    return NULL;
+}
+
+bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request) {
+    A.fd = fd;
+    A.d = d;
+    A.bad_request = bad_request;
+    A.started = pthread_create(&A.thread, NULL, acceptor, NULL) == 0;
+    return A.started;
+}
+
+void serve_accept_stop(void) {
+    atomic_store(&A.stopping, true);
+    if (A.started) pthread_join(A.thread, NULL);
+    A.started = false;
+    pthread_mutex_lock(&A.mu);
+    while (A.in_flight > 0) pthread_cond_wait(&A.cv, &A.mu);
+    pthread_mutex_unlock(&A.mu);
+    if (A.fd >= 0) close(A.fd);
+    A.fd = -1;
+}
+#endif
