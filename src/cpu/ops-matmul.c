@@ -34,10 +34,10 @@ enum {
     MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices; a multiple of 256, so quantized slices are whole blocks) */
     MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
-    /* the qdot path serves N <= this: token generation only. Short prompts (2..8 columns) stay on the
-     * dequantizing path, whose F32 sums kept the reference engine's greedy text on every stories260K
-     * fixture, where 8-bit columns there changed a near-tied token of the Q5_0 one (the field's
-     * prompt kernels do not sum per block as its one-column kernels do) */
+    /* the qdot path serves N <= this: token generation only. More columns of the 32-element
+     * types take the integer GEMM (qgemm); those of the super-block types stay on the
+     * dequantizing paths, whose F32 sums kept the reference engine's greedy text on every
+     * stories260K fixture, where 8-bit columns on short prompts changed a near-tied token */
     MM_QDOT_MAX_N = 1,
     MM_DOT_CLAIM_BYTES = 131072, /* weight bytes a thread claims at a time on the dot path */
     MM_DOT_CLAIM_MIN_BYTES = 524288, /* smaller products split statically (a claim costs more than it balances) */
