@@ -3,7 +3,9 @@
  * code byte, scales and minimums of both signs), columns quantized by the table's own quantizer,
  * every tile shape mr x nr up to the table's dot_mr x dot_nr, padded strides, and guard words
  * around each result that must stay untouched. The kernels sum in integers per block, so the only
- * difference from the reference is F32 rounding. */
+ * difference from the reference is F32 rounding. The integer GEMM kernels (qgemm: panel packer,
+ * 8-row micro-kernel, cpu_q8_0x column quantizer) get the same check for every row count 1..8 and
+ * column count 1..qgemm_nr, and their columns must hold the Q8_0 quantizer's codes and scale. */
 #include "test-util.h"
 
 #include "cpu/vec.h"
@@ -100,15 +102,99 @@ static int check_table(const struct cpu_vec * v, const char * name) {
     return checked;
 }
 
+/* The integer GEMM entries of table 'v' (vec.h, "integer GEMM"). */
+static int check_qgemm(const struct cpu_vec * v, const char * name) {
+    int checked = 0;
+    for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
+        const struct cpu_qgemm * q = &v->qgemm[t];
+        if (!q->gemm) continue;
+        CHECK(q->pack && v->quantize_q8_0x && v->qgemm_nr >= 1 && v->qgemm_nr <= MAXC, "%s: qgemm entry %d complete", name, t);
+        const struct loom_type_traits * wt = loom_type_get_traits((enum loom_type)t);
+        const bool has_m = t == LOOM_TYPE_Q4_1 || t == LOOM_TYPE_Q5_1;
+        for (int64_t k = 32; k <= MAXK; k += k < 128 ? 32 : 160) {
+            const size_t ldw = loom_row_size((enum loom_type)t, k) + 6, lda = (size_t)(k / 32) * sizeof(struct cpu_q8_0x) + 8;
+            uint8_t * w = malloc(ldw * MAXR), * a = malloc(lda * MAXC), * panel = malloc((size_t)(k / 32) * CPU_QGEMM_BLOCK);
+            float x[MAXK], wf[MAXR][MAXK], af[MAXC][MAXK];
+            for (int r = 0; r < MAXR; r++) {
+                fill_blocks((enum loom_type)t, w + r * ldw, k);
+                wt->to_float(w + r * ldw, wf[r], k);
+            }
+            for (int j = 0; j < v->qgemm_nr; j++) {
+                for (int64_t i = 0; i < k; i++) x[i] = rnd_uniform(-1.0f, 1.0f) * (i % 7 == 3 ? 4.0f : 1.0f);
+                if (j == 1) memset(x, 0, 32 * sizeof x[0]); /* an all-zero block */
+                v->quantize_q8_0x(x, a + j * lda, k);
+                const struct cpu_q8_0x * blk = (const struct cpu_q8_0x *)(a + j * lda);
+                struct { uint16_t d; int8_t qs[32]; } __attribute__((packed)) ref[MAXK / 32];
+                v->qdot[LOOM_TYPE_Q8_0].quantize(x, ref, k);
+                for (int64_t b = 0; b < k / 32; b++) {
+                    float amax = 0.0f;
+                    for (int i = 0; i < 32; i++) amax = fabsf(x[b * 32 + i]) > amax ? fabsf(x[b * 32 + i]) : amax;
+                    int32_t sum = 0;
+                    for (int i = 0; i < 32; i++) {
+                        sum += blk[b].qs[i];
+                        af[j][b * 32 + i] = blk[b].d * blk[b].qs[i];
+                    }
+                    CHECK(blk[b].s == sum && blk[b].d == loom_fp16_to_fp32(ref[b].d) && !memcmp(blk[b].qs, ref[b].qs, 32),
+                          "%s: q8_0x column %d block %lld: the Q8_0 quantizer's codes, scale and their sum", name, j, (long long)b);
+                    CHECK(blk[b].ds == loom_fp16_to_fp32(loom_fp32_to_fp16(amax / 127.0f * (float)sum)), "%s: q8_0x column %d block %lld: ds",
+                          name, j, (long long)b);
+                }
+            }
+            for (int mr = 1; mr <= MAXR; mr++) {
+                q->pack(w, ldw, mr, k, panel);
+                for (int nr = 1; nr <= v->qgemm_nr; nr++) {
+                    const size_t ldc = (size_t)(mr + 2) * 4;
+                    uint32_t c[MAXC * (MAXR + 2)];
+                    for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
+                    q->gemm(k, panel, a, lda, nr, (uint8_t *)(c + 1), ldc, mr);
+                    for (int j = 0; j < nr; j++) {
+                        const uint32_t * cj = c + 1 + j * (mr + 2);
+                        CHECK(cj[-1] == GUARD && cj[mr] == GUARD, "%s qgemm %s k=%lld %dx%d: wrote outside column %d", name,
+                              wt->name, (long long)k, mr, nr, j);
+                        for (int r = 0; r < mr; r++) {
+                            double ref = 0.0, mag = 0.0;
+                            for (int64_t i = 0; i < k; i++) {
+                                ref += (double)wf[r][i] * af[j][i];
+                                mag += fabs((double)wf[r][i] * af[j][i]);
+                            }
+                            if (has_m) { /* the minimum meets the column's F16 sum ds, not d * s */
+                                const struct cpu_q8_0x * blk = (const struct cpu_q8_0x *)(a + j * lda);
+                                for (int64_t b = 0; b < k / 32; b++) {
+                                    uint16_t m;
+                                    memcpy(&m, w + r * ldw + b * loom_type_size((enum loom_type)t) + 2, 2);
+                                    ref += (double)loom_fp16_to_fp32(m) * ((double)blk[b].ds - (double)blk[b].d * blk[b].s);
+                                }
+                            }
+                            float got;
+                            memcpy(&got, &cj[r], 4);
+                            CHECK(fabs(got - ref) <= 2e-6 * mag + 1e-30, "%s qgemm %s k=%lld %dx%d [%d][%d]: %.9g, expected %.9g",
+                                  name, wt->name, (long long)k, mr, nr, j, r, got, ref);
+                            checked++;
+                        }
+                    }
+                    for (size_t i = (size_t)nr * (mr + 2); i < sizeof c / 4; i++)
+                        CHECK(c[i] == GUARD, "%s qgemm %s: wrote past the tile", name, wt->name);
+                }
+            }
+            free(w);
+            free(a);
+            free(panel);
+        }
+    }
+    printf("%s: %d integer GEMM results checked\n", name, checked);
+    return checked;
+}
+
 int main(void) {
     check_table(cpu_vec_scalar(), "scalar");
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_vec_avx2())
-        CHECK(check_table(cpu_vec_avx2(), "AVX2") > 0, "AVX2 table has integer kernels");
+        CHECK(check_table(cpu_vec_avx2(), "AVX2") > 0 && check_qgemm(cpu_vec_avx2(), "AVX2") > 0, "AVX2 table has integer kernels");
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && cpu_vec_avx512(false, false))
-        CHECK(check_table(cpu_vec_avx512(false, false), "AVX-512") > 0, "AVX-512 table has integer kernels");
+        CHECK(check_table(cpu_vec_avx512(false, false), "AVX-512") > 0 && check_qgemm(cpu_vec_avx512(false, false), "AVX-512") > 0,
+              "AVX-512 table has integer kernels");
 #endif
     return test_finish("test-qdot");
 }

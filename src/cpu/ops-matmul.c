@@ -13,6 +13,10 @@
  *  - qdot: one column (MM_QDOT_MAX_N) with a quantized weight type that has an integer kernel (vec.h, "quantized
  *          weights"): the columns are quantized once per node (Q8_0 / Q8_K) into shared scratch,
  *          then the weight rows are dotted with them block by block in integers.
+ *  - qgemm: more columns with a 32-element quantized weight type that has an integer GEMM (vec.h,
+ *          "integer GEMM"): the columns are quantized once per node (cpu_q8_0x) into shared
+ *          scratch; each thread packs blocks of its weight rows, 8 at a time, into integer panels
+ *          (per-thread scratch) and sweeps its columns with the 8-row micro-kernel.
  * Other quantized weights (Q4_0 ... IQ4_XS) take the dot and gemm paths through their dequantizer: the dot path
  * dequantizes a micro-tile's rows (whole rows, into per-thread scratch) and dots them in F32; the
  * gemm path dequantizes rows into F32 while packing its panels (MM_KC is a multiple of every block
@@ -30,16 +34,18 @@ enum {
     MM_KC = 512,      /* k per packed slice (even, so BF16 pairs never straddle slices; a multiple of 256, so quantized slices are whole blocks) */
     MM_MC = 144,      /* weight rows per packed block (rounded down to a multiple of MR) */
     MM_DOT_MAX_N = 8, /* the dot path serves N <= this (measured: it beats packing up to ~8 columns) */
-    /* the qdot path serves N <= this: token generation only. Short prompts (2..8 columns) stay on the
-     * dequantizing path, whose F32 sums kept the reference engine's greedy text on every stories260K
-     * fixture, where 8-bit columns there changed a near-tied token of the Q5_0 one (the field's
-     * prompt kernels do not sum per block as its one-column kernels do) */
+    /* the qdot path serves N <= this: token generation only. More columns of the 32-element
+     * types take the integer GEMM (qgemm); those of the super-block types stay on the
+     * dequantizing paths, whose F32 sums kept the reference engine's greedy text on every
+     * stories260K fixture, where 8-bit columns on short prompts changed a near-tied token */
     MM_QDOT_MAX_N = 1,
     MM_DOT_CLAIM_BYTES = 131072, /* weight bytes a thread claims at a time on the dot path */
     MM_DOT_CLAIM_MIN_BYTES = 524288, /* smaller products split statically (a claim costs more than it balances) */
+
+    MM_QGEMM_PANEL_BYTES = 196608, /* integer panel bytes per packed row block (stays in L2 while the columns sweep it) */
 };
 
-enum mm_path { MM_DOT, MM_QDOT, MM_GEMM, MM_GEMM_BF16 };
+enum mm_path { MM_DOT, MM_QDOT, MM_QGEMM, MM_GEMM, MM_GEMM_BF16 };
 
 /* What a node needs, derived from its shapes and the kernel table. */
 struct mm_plan {
@@ -77,6 +83,9 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     if (pl->N <= MM_QDOT_MAX_N && a_dense && qd && qd->dot) {
         pl->path = MM_QDOT;
         pl->unit = vec->dot_mr;
+    } else if (a_dense && pl->quant && vec->qgemm[a->type].gemm && vec->quantize_q8_0x) {
+        pl->path = MM_QGEMM;
+        pl->unit = CPU_QGEMM_MR;
     } else if (pl->N <= MM_DOT_MAX_N && a_dense) {
         pl->path = MM_DOT;
         pl->unit = vec->dot_mr;
@@ -94,6 +103,9 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     } else if (pl->path == MM_QDOT) {
         pl->convert_b = true;
         pl->b_row = loom_row_size(qd->act_type, pl->K);
+    } else if (pl->path == MM_QGEMM) {
+        pl->convert_b = true;
+        pl->b_row = (size_t)(pl->K / 32) * sizeof(struct cpu_q8_0x);
     } else {
         pl->convert_b = b->nb[0] != 4 || b->nb[1] % 4 != 0;
         pl->b_row = (size_t)pl->K * 4;
@@ -104,7 +116,14 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     size_t phase1 = pl->convert_b ? (size_t)pl->K * 4 + 64 : 0;
     size_t phase2 = 0;
     if (pl->path == MM_DOT && pl->quant) phase2 = (size_t)pl->unit * (size_t)pl->K * 4 + 64; /* dequantized rows */
-    if (pl->path != MM_DOT) {
+    if (pl->path == MM_QGEMM) { /* a block of row panels */
+        const size_t group = (size_t)(pl->K / 32) * CPU_QGEMM_BLOCK;
+        int64_t groups = (int64_t)(MM_QGEMM_PANEL_BYTES / group);
+        if (groups < 1) groups = 1;
+        if (groups > MM_MC / CPU_QGEMM_MR) groups = MM_MC / CPU_QGEMM_MR;
+        pl->mc = groups * CPU_QGEMM_MR;
+        phase2 = (size_t)groups * group + 64;
+    } else if (pl->path != MM_DOT) {
         pl->mc = MM_MC / pl->unit * pl->unit;
         if (pl->mc == 0) pl->mc = pl->unit;
         phase2 = (size_t)(pl->mc + pl->unit) * MM_KC * 4 + 64; /* panels, then the gather rows */
@@ -140,7 +159,7 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
         cpu_row_coords(b, c, &j, &i2, &i3);
         const uint8_t * src = cpu_elem(b, 0, j, i2, i3);
         uint8_t * out = p->shared + (size_t)c * pl->b_row;
-        if (pl->path != MM_GEMM_BF16 && pl->path != MM_QDOT) {
+        if (pl->path != MM_GEMM_BF16 && pl->path != MM_QDOT && pl->path != MM_QGEMM) {
             cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)out, pl->K);
             continue;
         }
@@ -151,6 +170,10 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
         }
         if (pl->path == MM_QDOT) {
             p->vec->qdot[a_type].quantize(x, out, pl->K);
+            continue;
+        }
+        if (pl->path == MM_QGEMM) {
+            p->vec->quantize_q8_0x(x, out, pl->K);
             continue;
         }
         p->vec->f32_to_bf16(x, (uint16_t *)out, pl->K);
@@ -272,6 +295,31 @@ static void mm_prefetch_some(struct mm_prefetch * f, int64_t n) {
     }
 }
 
+/* Results [m0, m1) x [n0, n1) of one batch by the integer GEMM: per block of pl->mc rows, the
+ * rows are packed into 8-row panels, then every column tile sweeps the block's panels. */
+static void mm_block_qgemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
+                           const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const struct cpu_qgemm * qg = &p->vec->qgemm[a->type];
+    const int NR = p->vec->qgemm_nr;
+    const size_t group = (size_t)(pl->K / 32) * CPU_QGEMM_BLOCK;
+    uint8_t * panels = p->local;
+    for (int64_t i0 = m0; i0 < m1; i0 += pl->mc) {
+        const int64_t mc = m1 - i0 < pl->mc ? m1 - i0 : pl->mc;
+        for (int64_t g = 0; g * CPU_QGEMM_MR < mc; g++) {
+            const int rows = (int)(mc - g * CPU_QGEMM_MR < CPU_QGEMM_MR ? mc - g * CPU_QGEMM_MR : CPU_QGEMM_MR);
+            qg->pack(bt->w + (i0 + g * CPU_QGEMM_MR) * a->nb[1], a->nb[1], rows, pl->K, panels + (size_t)g * group);
+        }
+        for (int64_t j = n0; j < n1; j += NR) {
+            const int nr = (int)(n1 - j < NR ? n1 - j : NR);
+            for (int64_t g = 0; g * CPU_QGEMM_MR < mc; g++) {
+                const int rows = (int)(mc - g * CPU_QGEMM_MR < CPU_QGEMM_MR ? mc - g * CPU_QGEMM_MR : CPU_QGEMM_MR);
+                qg->gemm(pl->K, panels + (size_t)g * group, bt->b + j * bt->ldb, bt->ldb, nr,
+                         bt->c + j * bt->ldc + (i0 + g * CPU_QGEMM_MR) * 4, bt->ldc, rows);
+            }
+        }
+    }
+}
+
 static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
                           const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const bool bf16 = pl->path == MM_GEMM_BF16;
@@ -344,6 +392,8 @@ static void mm_units_run(const struct cpu_params * p, struct loom_tensor * dst, 
         }
         if (pl->path == MM_DOT || pl->path == MM_QDOT) {
             mm_block_dot(p, a, pl, &bt, m0, m1, n0, n1);
+        } else if (pl->path == MM_QGEMM) {
+            mm_block_qgemm(p, a, pl, &bt, m0, m1, n0, n1);
         } else {
             mm_block_gemm(p, a, pl, &bt, m0, m1, n0, n1);
         }
@@ -374,7 +424,7 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
      * into parts (whole micro-tiles) only when the row units alone cannot keep every thread busy;
      * no result depends on how the work is cut. */
     const int64_t m_units = (pl.M + pl.unit - 1) / pl.unit, batches = pl.nb2 * pl.nb3;
-    const int64_t nr = pl.path == MM_DOT || pl.path == MM_QDOT ? p->vec->dot_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
+    const int64_t nr = pl.path == MM_DOT || pl.path == MM_QDOT ? p->vec->dot_nr : pl.path == MM_QGEMM ? p->vec->qgemm_nr : pl.path == MM_GEMM ? p->vec->gemm_nr : p->vec->gemm_bf16_nr;
     int64_t n_parts = 1;
     if (m_units * batches < 2 * p->nth) n_parts = (2 * p->nth + m_units * batches - 1) / (m_units * batches);
     const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);

@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -16,6 +17,8 @@
 #define QL_VNNI 1
 
 #include "cpu/qdot-legacy-tmpl.h"
+#define QG_NR 8
+#include "cpu/qgemm-legacy-tmpl.h"
 
 QL_DEFINE_QUANTIZE(cpu_quantize_q8_0_vnni)
 QL_DEFINE(QL_Q8_0, cpu_qdot_q8_0_vnni)
@@ -23,5 +26,12 @@ QL_DEFINE(QL_Q4_0, cpu_qdot_q4_0_vnni)
 QL_DEFINE(QL_Q5_0, cpu_qdot_q5_0_vnni)
 QL_DEFINE(QL_Q5_1, cpu_qdot_q5_1_vnni)
 QL_DEFINE(QL_IQ4_NL, cpu_qdot_iq4_nl_vnni)
+
+QG_DEFINE_QUANTIZE(cpu_quantize_q8_0x_vnni)
+QG_DEFINE(QL_Q8_0, cpu_qpack_q8_0_vnni, cpu_qgemm_q8_0_vnni)
+QG_DEFINE(QL_Q4_0, cpu_qpack_q4_0_vnni, cpu_qgemm_q4_0_vnni)
+QG_DEFINE(QL_Q5_0, cpu_qpack_q5_0_vnni, cpu_qgemm_q5_0_vnni)
+QG_DEFINE(QL_Q5_1, cpu_qpack_q5_1_vnni, cpu_qgemm_q5_1_vnni)
+QG_DEFINE(QL_IQ4_NL, cpu_qpack_iq4_nl_vnni, cpu_qgemm_iq4_nl_vnni)
 
 #endif

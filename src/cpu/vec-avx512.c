@@ -188,6 +188,9 @@ static struct cpu_vec g_table = {
     .qdot = {CPU_QDOT_LEGACY(avx2), CPU_QDOT_K_TABLE(avx2)}, /* 256-bit integer kernels (qdot-*-avx2.c; VNNI ones set below) */
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .qgemm = {CPU_QGEMM_LEGACY(avx2)}, /* VNNI ones set below */
+    .quantize_q8_0x = cpu_quantize_q8_0x_avx2,
+    .qgemm_nr = 4,
     .mad = {[CPU_W_F32] = mad_f32_avx512, [CPU_W_F16] = mad_f16_avx512, [CPU_W_BF16] = mad_bf16_avx512},
     .pack = pack_avx512,
     .gemm_f32 = gemm_f32_avx512,
@@ -204,6 +207,12 @@ const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
         for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
             if (vnni[t].dot) g_table.qdot[t] = vnni[t];
         }
+        const struct cpu_qgemm vnni_gemm[LOOM_TYPE_COUNT] = {CPU_QGEMM_LEGACY(vnni)};
+        for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
+            if (vnni_gemm[t].gemm) g_table.qgemm[t] = vnni_gemm[t];
+        }
+        g_table.quantize_q8_0x = cpu_quantize_q8_0x_vnni;
+        g_table.qgemm_nr = 8; /* 32 vector registers: 8 code vectors and 8 column sums stay in registers */
     }
     g_table_bf16 = g_table;
     g_table_bf16.name = g_rows_1 ? "AVX512 FMA F16C BF16 (one-column products: AVX2)" : "AVX512 FMA F16C BF16";

@@ -123,6 +123,52 @@ CPU_QDOT_LEGACY_DECL(vnni)
     [LOOM_TYPE_Q5_1] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_1_##sfx},     \
     [LOOM_TYPE_IQ4_NL] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_iq4_nl_##sfx}
 
+/* ---- quantized weights: integer GEMM (many columns)
+ * Products with more columns than the qdot path serves (ops-matmul.c) and a weight type whose
+ * qgemm entry is set quantize the F32 columns once per node into cpu_q8_0x blocks (the codes and
+ * F16-rounded scale of the table's Q8_0 quantizer, the scale widened to F32, the block's code
+ * sum, and the scaled sum as the field's Q8_1 columns hold it), pack CPU_QGEMM_MR weight rows at a time into a row-interleaved integer panel, and sweep
+ * the columns with an 8-row x qgemm_nr-column micro-kernel (qgemm-legacy-tmpl.h). Q4_1 has none:
+ * its products with 8-bit prompt columns changed a near-tied greedy token of the stories260K Q4_1
+ * fixture ("her toys and her friends" for the reference engine's "her toys and her toys"), with
+ * exact block sums and with the field's F16 Q8_1 sums alike, so it keeps the F32 GEMM. */
+struct cpu_q8_0x {
+    float d;         /* the scale (an F16 value) */
+    int32_t s;       /* sum of qs */
+    float ds;        /* max|x| / 127 * s rounded to F16, the field's Q8_1 block sum (the minimum's term of Q5_1) */
+    int8_t qs[32];
+};
+#define CPU_QGEMM_MR 8
+#define CPU_QGEMM_BLOCK (64 + 8 * 32) /* panel bytes per block of 32 elements (d[8], m[8], codes) */
+
+/* Packs 'n_rows' (1..CPU_QGEMM_MR) weight rows of 'k' elements (a multiple of 32; row r at
+ * w + r*ldw, blocks of the entry's type) into one panel of k / 32 * CPU_QGEMM_BLOCK bytes; rows
+ * past n_rows are zeros. */
+typedef void (*cpu_qpack_fn)(const uint8_t * w, size_t ldw, int n_rows, int64_t k, void * panel);
+/* c[j][r] = sum_i w[r][i] * a[j][i] (F32) for r < mr (<= CPU_QGEMM_MR) and j < nr (1..qgemm_nr):
+ * 'panel' as qpack made it, column j at a + j*lda (k / 32 cpu_q8_0x blocks), result j at
+ * c + j*ldc (bytes). Each result is summed in one order that depends only on 'k'. */
+typedef void (*cpu_qgemm_fn)(int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c, size_t ldc,
+                             int mr);
+struct cpu_qgemm {
+    cpu_qpack_fn pack;
+    cpu_qgemm_fn gemm; /* NULL: the F32 GEMM path */
+};
+#define CPU_QGEMM_DECL(wt, sfx)                                                                   \
+    void cpu_qpack_##wt##_##sfx(const uint8_t * w, size_t ldw, int n_rows, int64_t k, void * panel); \
+    void cpu_qgemm_##wt##_##sfx(int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c, size_t ldc, int mr);
+#define CPU_QGEMM_LEGACY_DECL(sfx)                                                                                   \
+    CPU_QGEMM_DECL(q8_0, sfx) CPU_QGEMM_DECL(q4_0, sfx) CPU_QGEMM_DECL(q5_0, sfx)       \
+    CPU_QGEMM_DECL(q5_1, sfx) CPU_QGEMM_DECL(iq4_nl, sfx) void cpu_quantize_q8_0x_##sfx(const float * x, void * y, int64_t k);
+CPU_QGEMM_LEGACY_DECL(avx2)
+CPU_QGEMM_LEGACY_DECL(vnni)
+#undef CPU_QGEMM_LEGACY_DECL
+#undef CPU_QGEMM_DECL
+#define CPU_QGEMM_ENTRY(T, wt, sfx) [LOOM_TYPE_##T] = {cpu_qpack_##wt##_##sfx, cpu_qgemm_##wt##_##sfx}
+#define CPU_QGEMM_LEGACY(sfx)                                                                                       \
+    CPU_QGEMM_ENTRY(Q8_0, q8_0, sfx), CPU_QGEMM_ENTRY(Q4_0, q4_0, sfx),             \
+        CPU_QGEMM_ENTRY(Q5_0, q5_0, sfx), CPU_QGEMM_ENTRY(Q5_1, q5_1, sfx), CPU_QGEMM_ENTRY(IQ4_NL, iq4_nl, sfx)
+
 struct cpu_vec {
     const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
     cpu_to_f32_fn f16_to_f32;
@@ -136,6 +182,9 @@ struct cpu_vec {
     cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
     struct cpu_qdot qdot[LOOM_TYPE_COUNT]; /* by quantized weight type (LOOM_TYPE_*) */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
+    struct cpu_qgemm qgemm[LOOM_TYPE_COUNT]; /* by quantized weight type */
+    cpu_quantize_act_fn quantize_q8_0x; /* F32 -> cpu_q8_0x columns (set with any qgemm entry) */
+    int qgemm_nr;                 /* most columns per qgemm call */
     cpu_mad_fn mad[CPU_W_COUNT];  /* weighted row sums, by row type */
 
     cpu_pack_fn pack;             /* weight rows -> GEMM panels */
