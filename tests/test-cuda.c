@@ -195,6 +195,14 @@ static void fill_random(const struct loom_tensor * t, uint8_t * mem, size_t n) {
         default: memset(mem + off, 0, es);
         }
     }
+    const struct loom_type_traits * tr = loom_type_get_traits(t->type);
+    if (loom_blck_size(t->type) > 1 && tr && tr->from_float) { /* quantized: normal values, coded block by block */
+        const int64_t nel = (int64_t)(n / es) * loom_blck_size(t->type);
+        float * x = malloc((size_t)nel * sizeof(float));
+        for (int64_t i = 0; i < nel; i++) x[i] = (float)test_rand_normal(&g_rng);
+        tr->from_float(x, mem, nel);
+        free(x);
+    }
 }
 
 /* ================================================================ layouts */
@@ -910,9 +918,9 @@ struct layer_result {
     size_t n;
 };
 
-static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_result * res) {
+static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_result * res, enum loom_type wt) {
     struct loom_context * ctx = tc_begin();
-    struct decode_layer L = build_decode_layer(ctx, LOOM_TYPE_F16, 1, n_past, 4);
+    struct decode_layer L = build_decode_layer(ctx, wt, 1, n_past, 4);
     loom_set_output(L.out);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 256);
     loom_build_forward_expand(g, L.k_store);
@@ -967,8 +975,8 @@ static void test_decode_allocated(void) {
     for (int64_t n_past = 0; n_past <= 9; n_past += 9) {
         loom_backend_t one = backend_with("fuse=0"), prof = backend_with("profile=1");
         struct layer_result want = {0}, got = {0}, got_prof = {0};
-        const bool ok = one && prof && run_allocated_layer(one, n_past, &want) && run_allocated_layer(g_be, n_past, &got) &&
-                        run_allocated_layer(prof, n_past, &got_prof);
+        const bool ok = one && prof && run_allocated_layer(one, n_past, &want, LOOM_TYPE_F16) &&
+                        run_allocated_layer(g_be, n_past, &got, LOOM_TYPE_F16) && run_allocated_layer(prof, n_past, &got_prof, LOOM_TYPE_F16);
         CHECK(ok, "allocated decode layer n_past %lld: compute", (long long)n_past);
         if (ok) {
             size_t bad = 0;
@@ -1006,6 +1014,44 @@ static void test_decode_allocated(void) {
         free(got_prof.mem);
         g_cases++;
     }
+}
+
+/* Quantized weights (cuda-matvec-q.cu) in the allocated decode layer, rows of 256 and 512 (whole
+ * K-quant super-blocks): the fused launches (pre-norm, q/k/v in one launch, rotation, SwiGLU,
+ * tails) leave the result and caches that one kernel per node leaves (fuse=0; each product's
+ * kernel is checked against the double reference by `loom test-ops -b CUDA0`). */
+static void test_decode_quant(void) {
+    static const enum loom_type types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q3_K};
+    const int64_t d0 = g_decode_d, ff0 = g_decode_ff;
+    g_decode_d = 256;
+    g_decode_ff = 512;
+    loom_backend_t one = backend_with("fuse=0");
+    for (size_t t = 0; one && t < sizeof types / sizeof types[0]; t++) {
+        struct layer_result want = {0}, got = {0};
+        const bool ok = run_allocated_layer(one, 9, &want, types[t]) && run_allocated_layer(g_be, 9, &got, types[t]);
+        CHECK(ok, "allocated decode layer %s: compute", loom_type_name(types[t]));
+        if (ok) {
+            size_t bad = 0;
+            const float * a = (const float *)want.mem;
+            const float * b = (const float *)got.mem;
+            const size_t n_out = (size_t)g_decode_d; /* the F32 result, then the F16 caches */
+            for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(a[i])));
+            for (size_t off = n_out * 4; off + 2 <= want.n; off += 2) {
+                uint16_t hw, hg;
+                memcpy(&hw, want.mem + off, 2);
+                memcpy(&hg, got.mem + off, 2);
+                const float fw = loom_fp16_to_fp32(hw), fg = loom_fp16_to_fp32(hg);
+                bad += !(fabsf(fw - fg) <= 2e-3f * (1.0f + fabsf(fw)));
+            }
+            CHECK(bad == 0, "allocated decode layer %s: %zu values differ from one launch per product", loom_type_name(types[t]), bad);
+        }
+        free(want.mem);
+        free(got.mem);
+        g_cases++;
+    }
+    if (one) loom_backend_free(one);
+    g_decode_d = d0;
+    g_decode_ff = ff0;
 }
 
 /* Nodes a matrix-vector launch's last block computes from the whole result (tails, cuda-mulmat.cu)
@@ -1171,6 +1217,7 @@ static void test_decode(void) {
     g_decode_d = 64;
     g_decode_ff = 96;
     test_decode_allocated();
+    test_decode_quant();
 }
 
 /* ================================================================ memory and device tests */

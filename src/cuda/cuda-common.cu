@@ -1,5 +1,6 @@
 /* cuda-common.cu -- error reporting, tensor descriptors and launch shapes shared by the CUDA backend. */
 #include "cuda-common.cuh"
+#include "cuda-quant.cuh"
 
 enum loom_status lc_check(cudaError_t err, const char * call, const char * where) {
     if (err == cudaSuccess) return LOOM_OK;
@@ -74,8 +75,8 @@ enum loom_status lc_tensor_of(const struct lc_backend * be, const struct loom_te
                  t->name);
         return LOOM_ERR_UNSUPPORTED;
     }
-    /* a block type's blocks sit on 2-byte boundaries (their F16 scales), not on multiples of their size */
-    size_t es = loom_blck_size(t->type) > 1 ? 2 : loom_type_size(t->type);
+    /* quantized blocks: the alignment their kernels read them with (cuda-quant.cuh) */
+    size_t es = loom_blck_size(t->type) != 1 ? (size_t)lc_quant_align(t->type) : loom_type_size(t->type);
     if (es == 0 || ((uintptr_t)data + (uintptr_t)b->delta) % es != 0) {
         loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' is not aligned to its element size", be->dev->name, t->name);
         return LOOM_ERR_UNSUPPORTED;

@@ -1,5 +1,6 @@
 /* cuda-cpy.cu -- strided copies with type conversion: one thread per destination element. */
 #include "cuda-cpy.cuh"
+#include "cuda-dequant.cuh"
 
 /* 'same_shape': source and destination share ne, so one row offset serves both; otherwise the
  * flat index of each destination element is decomposed along the source's shape. */
@@ -129,12 +130,14 @@ enum loom_status lc_copy(struct lc_backend * be, const struct lc_tensor * s, con
 bool lc_cpy_supported(const struct loom_tensor * op) {
     const struct loom_tensor * a = op->src[0];
     if (!a || loom_nelements(a) != loom_nelements(op)) return false;
+    if (loom_blck_size(a->type) != 1 || loom_blck_size(op->type) != 1) return lc_cpy_quant_supported(op);
     bool types = (lc_is_float_type(a->type) && lc_is_float_type(op->type)) || (a->type == LOOM_TYPE_I32 && op->type == LOOM_TYPE_I32);
     if (op->op != LOOM_OP_CPY && a->type != op->type) return false;
     return types && lc_strides_ok(a) && lc_strides_ok(op);
 }
 
 enum loom_status lc_cpy(struct lc_backend * be, struct loom_tensor * dst) {
+    if (loom_blck_size(dst->type) != 1 || loom_blck_size(dst->src[0]->type) != 1) return lc_cpy_quant(be, dst);
     struct lc_tensor s, d;
     enum loom_status st = lc_tensor_of(be, dst->src[0], false, &s);
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &d);

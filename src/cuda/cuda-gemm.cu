@@ -3,13 +3,15 @@
  * products with broadcast over dims 2 and 3 as strided or pointer-array batches. */
 #include "cuda-mulmat.cuh"
 #include "cuda-cpy.cuh"
+#include "cuda-dequant.cuh"
 
 #include <string.h>
 
 /* How one product is laid out for cuBLAS; computed from metadata alone, so the scratch pass
  * and the compute agree. */
 struct lc_mm_plan {
-    bool copy_a;        /* 'a' compacted into scratch (same type) */
+    bool copy_a;        /* 'a' compacted into scratch (same type; a quantized 'a' dequantized to F16) */
+    int ta;             /* the type cuBLAS reads 'a' in */
     bool conv_b;        /* 'b' compacted/converted into scratch, of type tb */
     int tb;
     int64_t lda, sa2, sa3;   /* elements */
@@ -35,8 +37,10 @@ static struct lc_mm_plan lc_mm_plan_for(const struct loom_tensor * dst) {
     struct lc_mm_plan p;
     memset(&p, 0, sizeof p);
     const int64_t K = a->ne[0], M = a->ne[1], N = b->ne[1];
-    const size_t es_a = loom_type_size(a->type);
-    p.copy_a = !blas_ok(a, K);
+    const bool quant = loom_blck_size(a->type) != 1;
+    p.ta = quant ? LOOM_TYPE_F16 : a->type;
+    const size_t es_a = loom_type_size((enum loom_type)p.ta);
+    p.copy_a = quant || !blas_ok(a, K);
     if (p.copy_a) {
         p.lda = K;
         p.sa2 = K * M;
@@ -46,8 +50,8 @@ static struct lc_mm_plan lc_mm_plan_for(const struct loom_tensor * dst) {
         p.sa2 = (int64_t)(a->nb[2] / es_a);
         p.sa3 = (int64_t)(a->nb[3] / es_a);
     }
-    p.tb = a->type;
-    p.conv_b = a->type != LOOM_TYPE_F32 || !blas_ok(b, K);
+    p.tb = p.ta;
+    p.conv_b = p.ta != LOOM_TYPE_F32 || !blas_ok(b, K);
     if (p.conv_b) {
         p.ldb = K;
         p.sb2 = K * N;
@@ -93,8 +97,8 @@ static enum loom_status lc_gemm_run(struct lc_backend * be, const struct lc_mm_p
     const char * B = b->data;
     if (p->copy_a) {
         be->conv.src = NULL; /* overwritten */
-        struct lc_tensor ac = lc_tensor_contiguous(be->scratch, a->type, a->ne);
-        enum loom_status st = lc_copy(be, a, &ac);
+        struct lc_tensor ac = lc_tensor_contiguous(be->scratch, p->ta, a->ne);
+        enum loom_status st = p->ta != a->type ? lc_dequant(be, a, &ac) : lc_copy(be, a, &ac);
         if (st != LOOM_OK) return st;
         A = ac.data;
     }
@@ -114,8 +118,8 @@ static enum loom_status lc_gemm_run(struct lc_backend * be, const struct lc_mm_p
         }
         B = bc.data;
     }
-    const cudaDataType_t ta = lc_cuda_type(a->type), tb = lc_cuda_type(p->tb);
-    const int64_t es_a = (int64_t)loom_type_size((enum loom_type)a->type), es_b = (int64_t)loom_type_size((enum loom_type)p->tb);
+    const cudaDataType_t ta = lc_cuda_type(p->ta), tb = lc_cuda_type(p->tb);
+    const int64_t es_a = (int64_t)loom_type_size((enum loom_type)p->ta), es_b = (int64_t)loom_type_size((enum loom_type)p->tb);
     const int64_t ldc = d->nb[1] / 4, sc2 = d->nb[2] / 4, sc3 = d->nb[3] / 4;
     const float alpha = 1.0f, beta = 0.0f;
     const int64_t nbatch = ne2 * ne3;

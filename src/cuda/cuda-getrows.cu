@@ -1,6 +1,7 @@
 /* cuda-getrows.cu -- row gathers (embedding lookups) and scatters (KV cache stores) with
  * bounds-checked ids. */
 #include "cuda-getrows.cuh"
+#include "cuda-dequant.cuh"
 
 __global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, struct lc_tensor d, int * err) {
     lc_pdl_trigger();
@@ -24,12 +25,14 @@ __global__ void lc_get_rows_kernel(struct lc_tensor a, struct lc_tensor ids, str
 
 bool lc_get_rows_supported(const struct loom_tensor * op) {
     const struct loom_tensor *a = op->src[0], *ids = op->src[1];
+    if (a && loom_blck_size(a->type) != 1) return lc_get_rows_quant_supported(op);
     return a && ids && lc_is_float_type(a->type) && ids->type == LOOM_TYPE_I32 && op->type == LOOM_TYPE_F32 &&
            op->ne[0] == a->ne[0] && op->ne[1] == ids->ne[0] && op->ne[2] == a->ne[2] && op->ne[3] == a->ne[3] &&
            ids->ne[1] == a->ne[2] && ids->ne[2] == a->ne[3] && lc_strides_ok(a) && lc_strides_ok(ids) && lc_strides_ok(op);
 }
 
 enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst) {
+    if (loom_blck_size(dst->src[0]->type) != 1) return lc_get_rows_quant(be, dst);
     struct lc_tensor a, ids, d;
     enum loom_status st = lc_operands_of(be, dst, &a, &ids, &d);
     if (st != LOOM_OK) return st;
@@ -57,12 +60,14 @@ __global__ void lc_set_rows_kernel(struct lc_tensor b, struct lc_tensor ids, str
 
 bool lc_set_rows_supported(const struct loom_tensor * op) {
     const struct loom_tensor *b = op->src[0], *ids = op->src[1];
+    if (loom_blck_size(op->type) != 1) return lc_set_rows_quant_supported(op);
     return b && ids && b->type == LOOM_TYPE_F32 && ids->type == LOOM_TYPE_I32 && lc_is_float_type(op->type) && op->ne[2] == 1 &&
            op->ne[3] == 1 && b->ne[2] == 1 && b->ne[3] == 1 && b->ne[0] == op->ne[0] && ids->ne[0] == b->ne[1] &&
            lc_strides_ok(b) && lc_strides_ok(ids) && lc_strides_ok(op);
 }
 
 enum loom_status lc_set_rows(struct lc_backend * be, struct loom_tensor * dst) {
+    if (loom_blck_size(dst->type) != 1) return lc_set_rows_quant(be, dst);
     struct lc_tensor b, ids, d;
     enum loom_status st = lc_operands_of(be, dst, &b, &ids, &d);
     if (st != LOOM_OK) return st;

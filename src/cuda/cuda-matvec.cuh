@@ -122,11 +122,16 @@ struct lc_mv_multi {
 };
 
 /* Queues product 'p' of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS) on the backend's stream, in the
- * kernel shape measured best for it (bench/cuda-notes.md); p.type is F32, F16 or BF16. A product
+ * kernel shape measured best for it (bench/cuda-notes.md); p.type is F32, F16, BF16 or quantized. A product
  * with a tail (p.tail.kind) or a pre-norm (p.pre.parts) has one column. Returns the launch's status. */
 enum loom_status lc_matvec_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols);
 /* Queues the 'n' (2 .. LC_MV_MAX_SEG) one-column products of 'm' in one launch; with
  * m.s[0].pre.parts set, every product carries its pre-norm. No product has a tail. */
 enum loom_status lc_matvec_queue_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
+/* The same for quantized weights (p.type one of lc_is_quant_type's; cuda-matvec-q.cu); the
+ * float launchers hand such products on to them. */
+bool lc_matvec_q_supported(int type);
+enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols);
+enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
 
 #endif

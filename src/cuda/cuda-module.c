@@ -25,7 +25,7 @@ __attribute__((used)) static const void * const g_module_needs[] = {
     (const void *)loom_backend_buffer_is_host, (const void *)loom_backend_buft_name,
     (const void *)loom_backend_dev_name, (const void *)loom_blck_size, (const void *)loom_can_repeat, (const void *)loom_env_str,
     (const void *)loom_env_uint, (const void *)loom_get_op_param_f32, (const void *)loom_get_op_param_i32, (const void *)loom_is_contiguous,
-    (const void *)loom_log, (const void *)loom_nbytes, (const void *)loom_nelements, (const void *)loom_op_is_view, (const void *)loom_op_name,
+    (const void *)loom_log, (const void *)loom_nbytes, (const void *)loom_nelements, (const void *)loom_op_is_view, (const void *)loom_op_name, (const void *)loom_rope_is_plain,
     (const void *)loom_status_str, (const void *)loom_time_us, (const void *)loom_type_name, (const void *)loom_type_size,
 };
 

@@ -2,14 +2,19 @@
  * the matrix-vector kernels (few columns: cuda-matvec.cu, planned by cuda-mulmat-plan.cu) and
  * cuBLAS (cuda-gemm.cu). */
 #include "cuda-mulmat.cuh"
+#include "cuda-matvec.cuh"
+#include "cuda-dequant.cuh"
+#include "cuda-quant.cuh"
 
 bool lc_mul_mat_supported(const struct loom_tensor * op) {
     const struct loom_tensor *a = op->src[0], *b = op->src[1];
-    if (!a || !b || !lc_is_float_type(a->type) || b->type != LOOM_TYPE_F32 || op->type != LOOM_TYPE_F32) return false;
+    if (!a || !b || b->type != LOOM_TYPE_F32 || op->type != LOOM_TYPE_F32) return false;
+    const bool quant = lc_matvec_q_supported(a->type); /* matrix-vector kernels of cuda-matvec-q.cu; dequantized to F16 for cuBLAS */
+    if (!lc_is_float_type(a->type) && !quant) return false;
     if (a->ne[0] != b->ne[0] || a->ne[0] == 0 || a->ne[2] == 0 || a->ne[3] == 0) return false;
     if (b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
     if (op->ne[0] != a->ne[1] || op->ne[1] != b->ne[1] || op->ne[2] != b->ne[2] || op->ne[3] != b->ne[3]) return false;
-    if (!lc_strides_ok(a) || !lc_strides_ok(b) || !lc_strides_ok(op)) return false;
+    if (!(quant ? lc_quant_strides_ok(a) : lc_strides_ok(a)) || !lc_strides_ok(b) || !lc_strides_ok(op)) return false;
     /* cuBLAS takes int sizes; the result must have dense rows (ldc = nb1 / 4) */
     if (a->ne[0] > INT32_MAX || a->ne[1] > INT32_MAX || b->ne[1] > INT32_MAX) return false;
     if (op->nb[0] != 4 || op->nb[1] / 4 > INT32_MAX || (op->ne[1] > 1 && op->nb[1] / 4 < (size_t)op->ne[0])) return false;

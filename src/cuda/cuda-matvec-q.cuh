@@ -1,0 +1,176 @@
+/* cuda-matvec-q.cuh -- the matrix-vector kernels for quantized weights (products of at most
+ * LC_MATVEC_MAX_COLS columns: token generation). A warp per pair of rows (SwiGLU: a row of each
+ * matrix; rotation: a pair); each lane reads whole units of blocks (cuda-quant.cuh: lane l takes
+ * units l, l + 32, ... of the row, so a warp's loads cover consecutive bytes), decodes them in
+ * registers and multiplies them by the F32 activations, F32 sums. The launch description, the
+ * epilogues, tails and pre-norm are those of the float kernels (cuda-matvec.cuh,
+ * cuda-matvec-dev.cuh), so every fusion the planner makes applies to quantized weights too.
+ * The kernels of each type are instantiated in a file of their own (cuda-matvec-q-*.cu, built in
+ * parallel: LC_QMV_INSTANTIATE); cuda-matvec-q.cu chooses by type. */
+#ifndef LOOM_CUDA_MATVEC_Q_CUH
+#define LOOM_CUDA_MATVEC_Q_CUH
+
+#include "cuda-matvec-dev.cuh"
+#include "cuda-mulmat.cuh"
+#include "cuda-quant.cuh"
+
+/* sum over the 32 elements x of x[l] * b[l]; 'bal': b is 16-byte aligned (vector loads) */
+static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const float * b, bool bal) {
+    float s0 = 0.0f, s1 = 0.0f;
+    if (bal) {
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+            const float4 u = __ldg((const float4 *)b + i), v = __ldg((const float4 *)b + i + 1);
+            s0 += x[4 * i] * u.x + x[4 * i + 1] * u.y + x[4 * i + 2] * u.z + x[4 * i + 3] * u.w;
+            s1 += x[4 * i + 4] * v.x + x[4 * i + 5] * v.y + x[4 * i + 6] * v.z + x[4 * i + 7] * v.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; i += 2) {
+            s0 += x[i] * __ldg(b + i);
+            s1 += x[i + 1] * __ldg(b + i + 1);
+        }
+    }
+    return s0 + s1;
+}
+
+/* Rows (SwiGLU: of each matrix) per warp and warps per block of every quantized kernel: two rows
+ * keep rotation pairs in one warp, and the tail's shape is the planner's (LC_TAIL_ROWS/WARPS). */
+#define LC_QMV_ROWS 2
+#define LC_QMV_WARPS 4
+static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS == LC_TAIL_WARPS, "the tail's kernel shape");
+
+/* The product, its epilogue and tail or pre-norm for weights of type Q (lc_q<TYPE>), NC columns.
+ * Rows past M are clamped (read again, never written); with a tail every warp reaches the
+ * barriers. */
+template <class Q, int NC, int X>
+__device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p) {
+    constexpr bool TAIL = X == LC_MV_TAIL, PRE = X == LC_MV_PRE;
+    constexpr int ROWS = LC_QMV_ROWS, WARPS = LC_QMV_WARPS;
+    static_assert(!PRE || NC == 1, "the pre-norm reads one column");
+    lc_pdl_trigger();
+    const int lane = threadIdx.x % 32;
+    const bool dual = p.a2 != NULL;
+    const int HALF = ROWS / 2;
+    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * (dual ? HALF : ROWS);
+    if (row0 >= p.M && !TAIL) return;
+    __shared__ float4 tail_sh[TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
+    const int64_t nunits = p.K / Q::UE;
+    const bool bal = (((uintptr_t)p.b | (uintptr_t)p.b_nb1) & 15) == 0;
+    bool waited = false;
+    float scale = 1.0f;
+    for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
+        const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
+        const char * a[ROWS];
+        lc_mv_rows<ROWS>(p, row0, i2, i3, a);
+        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
+        /* the warp's rows into L2 first: every 128-byte line of them gets a prefetch (a unit is
+         * at most 105 bytes apart from the next lane's), so the loads below find their bytes in
+         * L2 instead of waiting for DRAM one unit at a time; constant weights before the wait */
+        if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale);
+        for (int64_t u = lane; u < nunits; u += 32) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
+        }
+        if (!waited) lc_mv_wait<PRE>(p, waited, scale);
+        float acc[ROWS][NC];
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+#pragma unroll
+            for (int j = 0; j < NC; j++) acc[r][j] = 0.0f;
+#pragma unroll 4
+        for (int64_t u = lane; u < nunits; u += 32) {
+            const int64_t blk = u / Q::NU;
+            const int sub = (int)(u % Q::NU);
+            const float * bb = (const float *)(b) + blk * Q::QK;
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                Q::unit(a[r] + blk * Q::BS, sub, [&](int e0, const float (&x)[32]) {
+#pragma unroll
+                    for (int j = 0; j < NC; j++) acc[r][j] += lc_dot32(x, (const float *)((const char *)(bb + e0) + j * p.b_nb1), bal);
+                });
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+#pragma unroll
+            for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
+        if (PRE) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
+            if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, b, scale, (int64_t)WARPS * (dual ? HALF : ROWS), lane);
+        }
+        const float hsq = lc_mv_finish<NC, ROWS, TAIL>(p, row0, i2, i3, lane, acc);
+        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)tail_sh, hsq);
+    }
+}
+
+template <class Q, int NC, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_kernel(const __grid_constant__ struct lc_mv_args p) {
+    lc_matvec_q_body<Q, NC, X>(p);
+}
+
+template <class Q, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
+    lc_matvec_q_body<Q, 1, X>(m.s[blockIdx.z]);
+}
+
+/* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
+static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
+    const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * LC_QMV_WARPS;
+    return (unsigned)((p.M + per_block - 1) / per_block);
+}
+
+struct lc_qmv_one {
+    const struct lc_backend * be;
+    const struct lc_mv_args * p;
+    int ncols;
+    template <class Q> void run() {
+        const void * f;
+        if (p->tail.kind != LC_TAIL_NONE) f = (const void *)lc_matvec_q_kernel<Q, 1, LC_MV_TAIL>;
+        else if (p->pre.parts) f = (const void *)lc_matvec_q_kernel<Q, 1, LC_MV_PRE>;
+        else if (ncols == 1) f = (const void *)lc_matvec_q_kernel<Q, 1, LC_MV_PLAIN>;
+        else if (ncols == 2) f = (const void *)lc_matvec_q_kernel<Q, 2, LC_MV_PLAIN>;
+        else if (ncols == 3) f = (const void *)lc_matvec_q_kernel<Q, 3, LC_MV_PLAIN>;
+        else f = (const void *)lc_matvec_q_kernel<Q, 4, LC_MV_PLAIN>;
+        dim3 grid(lc_qmv_blocks(*p), (unsigned)(p->nbatch < 65535 ? p->nbatch : 65535), 1);
+        void * args[] = {(void *)p};
+        lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args);
+    }
+};
+
+struct lc_qmv_multi {
+    const struct lc_backend * be;
+    const struct lc_mv_multi * m;
+    int n;
+    template <class Q> void run() {
+        const void * f = m->s[0].pre.parts ? (const void *)lc_matvec_q_multi_kernel<Q, LC_MV_PRE> : (const void *)lc_matvec_q_multi_kernel<Q, LC_MV_PLAIN>;
+        unsigned blocks = 0;
+        for (int i = 0; i < n; i++) {
+            const unsigned b = lc_qmv_blocks(m->s[i]);
+            blocks = b > blocks ? b : blocks;
+        }
+        void * args[] = {(void *)m};
+        lc_launch(be, f, dim3(blocks, 1, (unsigned)n), dim3(32 * LC_QMV_WARPS, 1, 1), args);
+    }
+};
+
+/* Queue one product / a several-product launch with weights of type T (cuda-matvec-q.cu's
+ * dispatch); instantiated by LC_QMV_INSTANTIATE in the type's file, declared extern elsewhere. */
+template <int T> void lc_qmv_one_t(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
+    struct lc_qmv_one f = {be, &p, ncols};
+    f.run<lc_q<T>>();
+}
+template <int T> void lc_qmv_multi_t(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
+    struct lc_qmv_multi f = {be, &m, n};
+    f.run<lc_q<T>>();
+}
+
+#define LC_QMV_INSTANTIATE(T)                                                                          \
+    template void lc_qmv_one_t<T>(const struct lc_backend * be, const struct lc_mv_args & p, int ncols); \
+    template void lc_qmv_multi_t<T>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
+#define LC_QMV_EXTERN(T)                                                                                      \
+    extern template void lc_qmv_one_t<T>(const struct lc_backend * be, const struct lc_mv_args & p, int ncols); \
+    extern template void lc_qmv_multi_t<T>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
+
+#endif
