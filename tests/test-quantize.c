@@ -12,6 +12,7 @@
  *   loom_model_quantize refuses a tensor holding NaN, naming it, and its bad arguments. */
 #include "loom-gguf.h"
 #include "loom-llama.h"
+#include "loom-convert.h"
 #include "test-util.h"
 
 #include <float.h>

@@ -3,6 +3,8 @@
 #include "cli-util.h"
 #include "commands.h"
 #include "loom-llama.h"
+#include "loom-chat.h"
+#include "loom-sampler.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "gen-controls.h"
 #include "loom-llama.h"
+#include "loom-sampler.h"
 
 #include <errno.h>
 #include <getopt.h>

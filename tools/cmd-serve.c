@@ -15,6 +15,8 @@ int loom_cmd_serve(int argc, char ** argv) {
 #else
 
 #include "loom-llama.h"
+#include "loom-chat.h"
+#include "loom-sampler.h"
 #include "serve-gen.h"
 
 #include <arpa/inet.h>

@@ -1,6 +1,6 @@
 /* chat.c -- chat templates: recognizing a model's tokenizer.chat_template by its text and
  * writing a conversation in that family's format (no Jinja interpreter: the common families). */
-#include "loom-llama.h"
+#include "loom-chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
