@@ -74,7 +74,25 @@ struct loom_model;
 
 /* Defaults: no offload, mmap on, mlock off. */
 struct loom_model_params loom_model_default_params(void);
-/* Loads a GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
+
+/* Loading is two phases. Phase 1, loom_model_file_open: the file is opened and its header,
+ * metadata and tensor index parsed once; the hyper-parameters, the vocabulary and the chat template
+ * are read from it, so a caller can inspect the model (check a request, tokenize a prompt, size an
+ * offload) before any weight is read. Phase 2, loom_model_load_file: the weights are placed and
+ * read; the model shares the file's vocabulary and chat template (no second copy, and they live
+ * as long as the model, even after loom_model_file_free). A file may be loaded more than once. */
+struct loom_model_file;
+/* Phase 1 for the model at 'path'. Errors as for loom_model_load, but for the weights' own: a
+ * tensor's shape or type is checked in phase 2. */
+enum loom_status loom_model_file_open(const char * path, struct loom_model_file ** out);
+void loom_model_file_free(struct loom_model_file * file);    /* NULL is a no-op */
+const struct loom_hparams * loom_model_file_hparams(const struct loom_model_file * file);  /* n_vocab included */
+const struct loom_vocab * loom_model_file_vocab(const struct loom_model_file * file);
+/* Phase 2: loads the weights of 'file' with 'params'. Errors as for loom_model_load. */
+enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom_model_params params, struct loom_model ** out);
+
+/* Both phases at once (loom_model_file_open, loom_model_load_file, loom_model_file_free): loads a
+ * GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
  * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
  * key missing where required, out of range, or present with a value type other than an integer
  * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
@@ -157,14 +175,14 @@ struct loom_fit {
     uint64_t margin_bytes;        /* kept free: the margin asked, or the context's reserve when larger */
     uint64_t need_bytes;          /* weights and KV cache of the layers chosen */
 };
-/* Chooses how many layers of the model at 'path' to offload ('mp.device', or the first non-CPU
+/* Chooses how many layers of the model in 'file' to offload ('mp.device', or the first non-CPU
  * device) so that free memory >= compute + margin + the chosen layers' weights and KV cache, from
  * sizes measured by a dry run: the model mapped on the CPU (no copy), each weight's size in the
  * device's buffer type, the KV cache at 'cp' (n_ctx, cache_type), and the scheduler's plan of the
  * largest step (n_batch tokens attending over the full context) in a context whose KV memory is
  * never touched. Without an offload device: LOOM_OK and 0 layers. Errors: those of
  * loom_model_load and loom_llama_context_new; LOOM_ERR_UNSUPPORTED past LOOM_FIT_MAX_LAYERS. */
-enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+enum loom_status loom_model_fit(struct loom_model_file * file, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
                                 struct loom_fit * out);
 
 /* Bytes held in one device's memory (for a memory breakdown). */
@@ -181,8 +199,9 @@ void loom_llama_memory_breakdown(const struct loom_model * model, const struct l
 /* The scheduler (for introspection: splits, copies, buffer sizes). */
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
-/* Reads a model file's hyper-parameters and vocabulary without touching its weights (cheap: for
- * validating a request before loading). 'vocab' may be NULL. Errors as for loom_model_load. */
+/* Reads a model file's hyper-parameters and, when 'vocab' is not NULL, its vocabulary (the caller
+ * owns it: loom_vocab_free), and nothing else: for a caller that needs only these (the commands
+ * that go on to load the weights use loom_model_file_open). Errors as for loom_model_load. */
 enum loom_status loom_model_read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab);
 
 #ifdef __cplusplus

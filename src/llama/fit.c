@@ -36,7 +36,7 @@ static enum loom_status measure_compute(struct loom_model * m, struct loom_llama
     return st;
 }
 
-enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+enum loom_status loom_model_fit(struct loom_model_file * file, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
                                 struct loom_fit * out) {
     memset(out, 0, sizeof *out);
     loom_backend_dev_t dev = NULL;
@@ -55,7 +55,7 @@ enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, 
     mp.use_mlock = false;
     mp.progress = NULL;
     struct loom_model * m = NULL;
-    enum loom_status st = loom_model_load(path, mp, &m);
+    enum loom_status st = loom_model_load_file(file, mp, &m);
     if (st != LOOM_OK) return st;
     const struct loom_hparams hparams = m->hp, * hp = &hparams; /* kept past loom_model_free */
     out->n_layer = hp->n_layer;
