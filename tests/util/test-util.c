@@ -111,3 +111,20 @@ uint64_t test_sim_alloc_calls(loom_backend_dev_t dev) {
     loom_sim_get_stats(dev, &st);
     return st.n_alloc_calls;
 }
+
+uint8_t * test_read_file(const char * path, size_t * size) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t * buf = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *size = (size_t)n;
+    }
+    return buf;
+}

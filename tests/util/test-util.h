@@ -41,6 +41,10 @@ void test_capture_log(enum loom_log_level level, const char * text, void * user)
 /* A metadata-only context for 'n_tensors' tensors and a graph of 'graph_nodes' nodes (0: none). */
 struct loom_context * test_meta_ctx(size_t n_tensors, size_t graph_nodes);
 
+/* The bytes of file 'path' (a NUL after them; '*size' their count), or NULL when it cannot be read.
+ * Free with free(). */
+uint8_t * test_read_file(const char * path, size_t * size);
+
 /* True when folder 'dir' holds a temporary file left by the GGUF writer ("*.tmp.*"). */
 bool test_dir_has_temp(const char * dir);
 
