@@ -17,11 +17,11 @@
 
 #include "cpu/qdot-legacy-tmpl.h"
 
-QL_DEFINE_QUANTIZE(lcpu_quantize_q8_0_vnni)
-QL_DEFINE(QL_Q8_0, lcpu_qdot_q8_0_vnni)
-QL_DEFINE(QL_Q4_0, lcpu_qdot_q4_0_vnni)
-QL_DEFINE(QL_Q5_0, lcpu_qdot_q5_0_vnni)
-QL_DEFINE(QL_Q5_1, lcpu_qdot_q5_1_vnni)
-QL_DEFINE(QL_IQ4_NL, lcpu_qdot_iq4_nl_vnni)
+QL_DEFINE_QUANTIZE(cpu_quantize_q8_0_vnni)
+QL_DEFINE(QL_Q8_0, cpu_qdot_q8_0_vnni)
+QL_DEFINE(QL_Q4_0, cpu_qdot_q4_0_vnni)
+QL_DEFINE(QL_Q5_0, cpu_qdot_q5_0_vnni)
+QL_DEFINE(QL_Q5_1, cpu_qdot_q5_1_vnni)
+QL_DEFINE(QL_IQ4_NL, cpu_qdot_iq4_nl_vnni)
 
 #endif

@@ -110,10 +110,10 @@ static const struct cpu_vec g_table = {
     .gemm_bf16 = NULL,
 };
 
-const struct cpu_vec * lcpu_vec_avx2(void) { return &g_table; }
+const struct cpu_vec * cpu_vec_avx2(void) { return &g_table; }
 
 #else
 
-const struct cpu_vec * lcpu_vec_avx2(void) { return NULL; }
+const struct cpu_vec * cpu_vec_avx2(void) { return NULL; }
 
 #endif

@@ -196,8 +196,8 @@ static struct cpu_vec g_table = {
 };
 static struct cpu_vec g_table_bf16;
 
-const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows) {
-    g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? lcpu_vec_avx2() : NULL;
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
+    g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? cpu_vec_avx2() : NULL;
     g_table.name = g_rows_1 ? "AVX512 FMA F16C (one-column products: AVX2)" : "AVX512 FMA F16C";
     if (__builtin_cpu_supports("avx512vnni")) {
         const struct cpu_qdot vnni[LOOM_TYPE_COUNT] = {CPU_QDOT_LEGACY(vnni)};
@@ -215,7 +215,7 @@ const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows) {
 
 #else
 
-const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows) {
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
     (void)with_bf16;
     (void)wide_rows;
     return NULL;

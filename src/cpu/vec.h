@@ -65,19 +65,19 @@ typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
  * through the traits' to_float and dotted with the F32 columns by dot[CPU_W_F32]. */
 
 /* Quantizes 'k' F32 values (a multiple of the activation type's block length) into blocks at 'y'. */
-typedef void (*lcpu_quantize_act_fn)(const float * x, void * y, int64_t k);
+typedef void (*cpu_quantize_act_fn)(const float * x, void * y, int64_t k);
 
 /* Dot products of 'mr' (1..dot_mr) quantized weight rows with 'nr' (1..dot_nr) quantized columns,
  * 'k' elements each: c[j][r] = sum_i w[r][i] * a[j][i] (F32). Row r of 'w' at w + r*ldw (blocks of
  * the weight type), column j of 'a' at a + j*lda (blocks of the entry's act_type), result j at
  * c + j*ldc (strides in bytes). Each result is summed in one order that depends only on 'k'. */
-typedef void (*lcpu_qdot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr,
+typedef void (*cpu_qdot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr,
                             uint8_t * c, size_t ldc);
 
 struct cpu_qdot {
     enum loom_type act_type;       /* the columns' type: LOOM_TYPE_Q8_0 or LOOM_TYPE_Q8_K */
-    lcpu_quantize_act_fn quantize;  /* F32 -> act_type */
-    lcpu_qdot_fn dot;               /* NULL: the F32 path */
+    cpu_quantize_act_fn quantize;  /* F32 -> act_type */
+    cpu_qdot_fn dot;               /* NULL: the F32 path */
 };
 
 /* The portable integer kernels (qdot-scalar.c). The scalar table uses them (4x the F32 path's
@@ -85,43 +85,43 @@ struct cpu_qdot {
  * no faster than their F32 path (110m Q8_0 tg16 on one thread: 13.4 / 15.2 against 19.2 / 10.9
  * t/s, alternating), so their Q8_0 products dequantize until SIMD integer kernels land (the super-block
  * types have theirs: qdot-k.h). */
-void lcpu_quantize_q8_0(const float * x, void * y, int64_t k);
-void lcpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
+void cpu_quantize_q8_0(const float * x, void * y, int64_t k);
+void cpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
                         size_t ldc);
 #define CPU_QDOT_PORTABLE \
-    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0, lcpu_qdot_q8_0_q8_0}
+    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0, cpu_qdot_q8_0_q8_0}
 
 /* The SIMD kernels of the 32-element weight types Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL
  * (qdot-legacy-avx2.c, qdot-legacy-avx512.c; *_vnni: vpdpbusd, AVX512-VNNI), with Q8_0 columns
- * quantized as the field's SIMD quantizer does (lcpu_quantize_q8_0_*). Q5_1 takes Q8_0 columns
+ * quantized as the field's SIMD quantizer does (cpu_quantize_q8_0_*). Q5_1 takes Q8_0 columns
  * too, not the field's Q8_1: its minimum's term needs each column block's sum, which the kernel
  * computes once per column and block (one more byte product, shared by the tile's rows) instead
  * of reading a stored F16 one. Q4_1 has no integer kernel yet: that same kernel changed the
  * reference engine's greedy text of the stories260K Q4_1 fixture (the field sums Q4_1 through
  * Q8_1's stored sums), so Q4_1 keeps the dequantizing path. */
 #define CPU_QDOT_LEGACY_DECL(sfx)                                                                                  \
-    void lcpu_qdot_q8_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void cpu_qdot_q8_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void lcpu_qdot_q4_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void cpu_qdot_q4_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void lcpu_qdot_q5_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void cpu_qdot_q5_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void lcpu_qdot_q5_1_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void cpu_qdot_q5_1_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void lcpu_qdot_iq4_nl_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda,      \
+    void cpu_qdot_iq4_nl_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda,      \
                                int nr, uint8_t * c, size_t ldc);
 CPU_QDOT_LEGACY_DECL(avx2)
-void lcpu_quantize_q8_0_avx2(const float * x, void * y, int64_t k);
-void lcpu_quantize_q8_0_vnni(const float * x, void * y, int64_t k);
+void cpu_quantize_q8_0_avx2(const float * x, void * y, int64_t k);
+void cpu_quantize_q8_0_vnni(const float * x, void * y, int64_t k);
 CPU_QDOT_LEGACY_DECL(vnni)
 #undef CPU_QDOT_LEGACY_DECL
 /* The table entries (designated initializers) of those kernels; sfx: avx2 or vnni. */
 #define CPU_QDOT_LEGACY(sfx)                                                          \
-    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q8_0_##sfx},     \
-    [LOOM_TYPE_Q4_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q4_0_##sfx},     \
-    [LOOM_TYPE_Q5_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q5_0_##sfx},     \
-    [LOOM_TYPE_Q5_1] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q5_1_##sfx},     \
-    [LOOM_TYPE_IQ4_NL] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_iq4_nl_##sfx}
+    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q8_0_##sfx},     \
+    [LOOM_TYPE_Q4_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q4_0_##sfx},     \
+    [LOOM_TYPE_Q5_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_0_##sfx},     \
+    [LOOM_TYPE_Q5_1] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_1_##sfx},     \
+    [LOOM_TYPE_IQ4_NL] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_iq4_nl_##sfx}
 
 struct cpu_vec {
     const char * name;          /* "AVX512 FMA F16C BF16", "AVX2 FMA F16C", "scalar" */
@@ -148,13 +148,13 @@ struct cpu_vec {
 /* The kernels in use: the portable scalar table when forced (loom_cpu_set_scalar), else the best the
  * CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar names the table, for tests; another value is ignored
  * with a warning). */
-const struct cpu_vec * lcpu_vec_get(void);
+const struct cpu_vec * cpu_vec_get(void);
 
 /* The tables; the SIMD ones return NULL when not compiled (non-x86 build) -- the CPU check is the caller's. */
-const struct cpu_vec * lcpu_vec_scalar(void);
-const struct cpu_vec * lcpu_vec_avx2(void);
+const struct cpu_vec * cpu_vec_scalar(void);
+const struct cpu_vec * cpu_vec_avx2(void);
 /* 'wide_rows': one-column products too on the 512-bit kernels (else AMD processors take the AVX2
  * row kernels for them, measured faster there). */
-const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows);
+const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows);
 
 #endif
