@@ -1,4 +1,6 @@
-/* loom-llama.h -- the model runner: sampling, LLaMA models from GGUF (the vocabulary is in loom-vocab.h). */
+/* loom-llama.h -- the model runner: LLaMA-family models from GGUF, the context (KV cache, decode,
+ * logits), offload fitting and the memory breakdown. The vocabulary is in loom-vocab.h, the sampler
+ * in loom-sampler.h, chat templates in loom-chat.h, converters and generators in loom-convert.h. */
 #ifndef LOOM_LLAMA_H
 #define LOOM_LLAMA_H
 
@@ -9,128 +11,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ================================================================ sampling */
-/* (section owned by the sampler work)
- *
- * Picks the next token from a row of logits: repetition penalty (Keskar et al. 2019, "CTRL"),
- * presence and frequency penalties (as OpenAI's API defines them),
- * then temperature, top-k (Fan et al. 2018), top-p / nucleus (Holtzman et al. 2019, "The Curious
- * Case of Neural Text Degeneration"), min-p (Nguyen et al. 2024), then a draw from the softmax of
- * what is left. Deterministic for a given seed. */
-
-/* Seed value that means "pick one from the clock"; loom_sampler_get_seed reports the one picked. */
-#define LOOM_DEFAULT_SEED UINT64_MAX
-
-struct loom_sampler_params {
-    float temp;            /* temperature; <= 0 means greedy (argmax, ties to the lowest id) */
-    int top_k;             /* keep the k most likely tokens; <= 0 = off */
-    float top_p;           /* keep the smallest most-likely prefix whose probability reaches p; >= 1 = off */
-    float min_p;           /* drop tokens with probability < min_p * (top probability); <= 0 = off */
-    float repeat_penalty;  /* > 0; 1 = off: logits of recent tokens are divided (if > 0) or multiplied (if < 0) */
-    int repeat_last_n;     /* how many accepted tokens the penalties look back; 0 = off */
-    float presence_penalty;   /* subtracted from the logit of each token among them; 0 = off */
-    float frequency_penalty;  /* times the token's count among them, subtracted from its logit; 0 = off */
-    uint64_t seed;         /* PRNG seed (0 is fine); LOOM_DEFAULT_SEED = from the clock */
-};
-
-struct loom_sampler;
-
-/* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1 (off),
- * repeat_last_n 64, presence and frequency penalties 0 (off), seed LOOM_DEFAULT_SEED. */
-struct loom_sampler_params loom_sampler_default_params(void);
-
-/* Creates a sampler. Errors (logged, '*out' = NULL): LOOM_ERR_INVALID_ARG for NULL pointers, a NaN
- * temp/top_p/min_p, repeat_penalty not > 0 (or NaN/inf), a presence or frequency penalty NaN/inf,
- * repeat_last_n < 0 or > 1<<20;
- * LOOM_ERR_OOM. Out-of-range but meaningful values are clamped (top_p <= 0 and min_p >= 1 keep
- * only the most likely token(s)). */
-enum loom_status loom_sampler_new(const struct loom_sampler_params * params, struct loom_sampler ** out);
-void loom_sampler_free(struct loom_sampler * s);   /* NULL is a no-op */
-
-/* Samples a token id in [0, n_vocab) from 'logits' [n_vocab] (not modified) into '*token'.
- * NaN logits count as -inf (never chosen). +inf logits win outright: when any is present, the
- * draw is uniform among them (greedy: the lowest such id). The candidate list never becomes
- * empty: top-k, top-p and min-p each keep at least the most likely token.
- * Errors (logged, '*token' untouched): LOOM_ERR_INVALID_ARG for NULL pointers, n_vocab <= 0, or
- * logits that are all -inf/NaN (nothing can be sampled); LOOM_ERR_OOM. */
-enum loom_status loom_sampler_sample(struct loom_sampler * s, const float * logits, int n_vocab, int32_t * token);
-
-/* Appends 'token' to the history the repetition penalty looks at (keep the last repeat_last_n).
- * Call it for prompt tokens and for each sampled token you keep. Negative ids are ignored. */
-void loom_sampler_accept(struct loom_sampler * s, int32_t token);
-
-/* Clears the history and restarts the PRNG from the seed in use. */
-void loom_sampler_reset(struct loom_sampler * s);
-
-/* The seed actually in use (the clock-derived one when LOOM_DEFAULT_SEED was asked for); creating
- * a sampler with it reproduces the same draws. */
-uint64_t loom_sampler_get_seed(const struct loom_sampler * s);
-
-/* ================================================================ chat templates */
-/* (section owned by the chat work)
- *
- * A conversation written in the format a model was tuned on. GGUF files carry the format as a Jinja
- * template (tokenizer.chat_template); Loom has no Jinja interpreter: it recognizes the common
- * families from the template's text (the markers each one uses, as the field's built-in formatter
- * does) and writes them itself. The published formats: ChatML (OpenAI, "<|im_start|>role\n...
- * <|im_end|>\n"), Llama 2 ("[INST] ... [/INST]", the system text between <<SYS>> markers), Mistral
- * v1/v3/v3-tekken/v7, Llama 3 ("<|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>"), Phi-3
- * ("<|role|>\n...<|end|>\n"), Gemma ("<start_of_turn>user|model\n...<end_of_turn>\n"), Zephyr
- * ("<|role|>\n...<|endoftext|>\n"), DeepSeek Coder ("### Instruction:" / "### Response:"), DeepSeek
- * V2 ("User: " / "Assistant: ") and V3 ("<｜User｜>" / "<｜Assistant｜>"). The BOS token is not part
- * of the text: the tokenizer adds it. */
-
-enum loom_chat_template {
-    LOOM_CHAT_TEMPLATE_CHATML = 0,           /* "chatml" (also the fallback) */
-    LOOM_CHAT_TEMPLATE_LLAMA2,               /* "llama2": [INST] turns, the system text as a plain line */
-    LOOM_CHAT_TEMPLATE_LLAMA2_SYS,           /* "llama2-sys": ... in <<SYS>> markers */
-    LOOM_CHAT_TEMPLATE_LLAMA2_SYS_BOS,       /* "llama2-sys-bos": ... and "<s>" before each later [INST] */
-    LOOM_CHAT_TEMPLATE_LLAMA2_SYS_STRIP,     /* "llama2-sys-strip": ... contents trimmed */
-    LOOM_CHAT_TEMPLATE_MISTRAL_V1,           /* "mistral-v1" */
-    LOOM_CHAT_TEMPLATE_MISTRAL_V3,           /* "mistral-v3" */
-    LOOM_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN,    /* "mistral-v3-tekken" */
-    LOOM_CHAT_TEMPLATE_MISTRAL_V7,           /* "mistral-v7" */
-    LOOM_CHAT_TEMPLATE_LLAMA3,               /* "llama3" */
-    LOOM_CHAT_TEMPLATE_PHI3,                 /* "phi3" */
-    LOOM_CHAT_TEMPLATE_GEMMA,                /* "gemma" */
-    LOOM_CHAT_TEMPLATE_ZEPHYR,               /* "zephyr" */
-    LOOM_CHAT_TEMPLATE_DEEPSEEK,             /* "deepseek" (DeepSeek Coder) */
-    LOOM_CHAT_TEMPLATE_DEEPSEEK2,            /* "deepseek2" */
-    LOOM_CHAT_TEMPLATE_DEEPSEEK3,            /* "deepseek3" (also DeepSeek-R1) */
-    LOOM_CHAT_TEMPLATE_COUNT
-};
-
-/* One message: 'role' "system", "user" or "assistant" (another role is written as the family writes
- * a role name, or as an assistant turn where the family has fixed markers); 'content' UTF-8. */
-struct loom_chat_message {
-    const char * role;
-    const char * content;
-};
-
-/* The family's name as --chat-template spells it ("chatml", "llama3", ...); NULL outside the enum. */
-const char * loom_chat_template_name(enum loom_chat_template t);
-/* Looks 'name' up among the names above into '*out'. Errors: LOOM_ERR_INVALID_ARG for NULL or an
- * unknown name (logged with the list of known ones). */
-enum loom_status loom_chat_template_from_name(const char * name, enum loom_chat_template * out);
-/* Recognizes the family of a Jinja template text 'tmpl' (NUL-terminated; NULL = the file has none)
- * from the markers it contains, into '*out'. Returns false, with '*out' = CHATML, when it recognizes
- * none (the caller should say that it falls back to ChatML). */
-bool loom_chat_template_detect(const char * tmpl, enum loom_chat_template * out);
-/* The text of the token that closes a turn in the family, where it has one of its own
- * ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|EOT|>"), else NULL
- * (the [INST] families and DeepSeek V2/V3 close turns with the EOS token). */
-const char * loom_chat_template_eot_text(enum loom_chat_template t);
-/* Writes 'n_msgs' messages in format 't', then with 'add_assistant' the opening of the assistant's
- * reply, into 'buf' ('size' bytes; a NUL follows when there is room). Returns the length in bytes,
- * -(length) when 'size' is smaller (call again with that room), LOOM_TOKEN_ERROR (logged) for a
- * template outside the enum, NULL msgs with n_msgs > 0, a message with a NULL role or content,
- * size < 0, NULL buf with size > 0, or out of memory. */
-int32_t loom_chat_apply(enum loom_chat_template t, const struct loom_chat_message * msgs, size_t n_msgs, bool add_assistant, char * buf,
-                        int32_t size);
-
-/* ================================================================ models */
-/* (section owned by the runner work) */
 
 struct loom_vocab;
 
@@ -219,7 +99,25 @@ struct loom_model;
 
 /* Defaults: no offload, split mode LAYER over every non-CPU device by free memory, mmap on, mlock off. */
 struct loom_model_params loom_model_default_params(void);
-/* Loads a GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
+
+/* Loading is two phases. Phase 1, loom_model_file_open: the file is opened and its header,
+ * metadata and tensor index parsed once; the hyper-parameters, the vocabulary and the chat template
+ * are read from it, so a caller can inspect the model (check a request, tokenize a prompt, size an
+ * offload) before any weight is read. Phase 2, loom_model_load_file: the weights are placed and
+ * read; the model shares the file's vocabulary and chat template (no second copy, and they live
+ * as long as the model, even after loom_model_file_free). A file may be loaded more than once. */
+struct loom_model_file;
+/* Phase 1 for the model at 'path'. Errors as for loom_model_load, but for the weights' own: a
+ * tensor's shape or type is checked in phase 2. */
+enum loom_status loom_model_file_open(const char * path, struct loom_model_file ** out);
+void loom_model_file_free(struct loom_model_file * file);    /* NULL is a no-op */
+const struct loom_hparams * loom_model_file_hparams(const struct loom_model_file * file);  /* n_vocab included */
+const struct loom_vocab * loom_model_file_vocab(const struct loom_model_file * file);
+/* Phase 2: loads the weights of 'file' with 'params'. Errors as for loom_model_load. */
+enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom_model_params params, struct loom_model ** out);
+
+/* Both phases at once (loom_model_file_open, loom_model_load_file, loom_model_file_free): loads a
+ * GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
  * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
  * key missing where required, out of range, or present with a value type other than an integer
  * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
@@ -359,7 +257,7 @@ struct loom_fit {
     uint64_t margin_bytes;        /* kept free: the margin asked, or the context's reserve when larger */
     uint64_t need_bytes;          /* weights and KV cache of the layers chosen */
 };
-/* Chooses how many layers of the model at 'path' to offload (to the devices loom_model_load would use
+/* Chooses how many layers of the model in 'file' to offload (to the devices loom_model_load would use
  * with 'mp') so that on each device free memory >= compute + margin + its share of the chosen layers'
  * weights and KV cache (the same assignment as the load's), from
  * sizes measured by a dry run: the model mapped on the CPU (no copy), each weight's size in the
@@ -367,7 +265,7 @@ struct loom_fit {
  * largest step (n_batch tokens attending over the full context) in a context whose KV memory is
  * never touched. Without an offload device: LOOM_OK and 0 layers. Errors: those of
  * loom_model_load and loom_llama_context_new; LOOM_ERR_UNSUPPORTED past LOOM_FIT_MAX_LAYERS. */
-enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+enum loom_status loom_model_fit(struct loom_model_file * file, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
                                 struct loom_fit * out);
 
 /* Bytes held in one device's memory (for a memory breakdown). */
@@ -384,85 +282,10 @@ void loom_llama_memory_breakdown(const struct loom_model * model, const struct l
 /* The scheduler (for introspection: splits, copies, buffer sizes). */
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
-/* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
- * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama' or 'gpt2', or a BPE
- * pre-tokenizer Loom does not know). */
-enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
-/* Reads a model file's hyper-parameters and vocabulary without touching its weights (cheap: for
- * validating a request before loading). 'vocab' may be NULL. Errors as for loom_model_load. */
+/* Reads a model file's hyper-parameters and, when 'vocab' is not NULL, its vocabulary (the caller
+ * owns it: loom_vocab_free), and nothing else: for a caller that needs only these (the commands
+ * that go on to load the weights use loom_model_file_open). Errors as for loom_model_load. */
 enum loom_status loom_model_read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab);
-
-/* Shape and contents of a synthetic model written by loom_gen_model. */
-struct loom_gen_params {
-    int32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx;
-    enum loom_type type;          /* F32, F16 or BF16 for the matrices (norm weights are always F32) */
-    bool tied;                    /* no separate output.weight (the embedding is shared) */
-    uint64_t seed;                /* the weights depend only on the seed and the shape */
-    const char * tokenizer_path;  /* llama2.c tokenizer file for the vocabulary, or NULL: byte-level */
-    const char * name;            /* general.name */
-    enum loom_arch arch;          /* LLAMA (0) or QWEN2 (also writes the q/k/v biases) */
-    float rope_freq_base;         /* <arch>.rope.freq_base; 0: 10000 */
-    enum loom_rope_scaling rope_scaling;  /* NONE (0): no scaling keys; LINEAR or YARN: the type and factor */
-    float rope_scale;             /* <arch>.rope.scaling.factor with LINEAR or YARN (> 0) */
-    int32_t n_ctx_orig;           /* YARN: <arch>.rope.scaling.original_context_length; 0: n_ctx */
-    bool rope_freqs;              /* llama: a rope_freqs.weight of Llama 3.1's shape of factors (1 for the
-                                   * fast pairs, 8 for the slow ones, a smooth ramp between) */
-    const char * chat_template;   /* tokenizer.chat_template, or NULL */
-    const char * vocab_path;      /* a GGUF file whose tokenizer.* keys are copied (any vocabulary Loom
-                                   * reads, e.g. Llama 3's or Qwen2's), or NULL; n_vocab 0 takes its
-                                   * token count. Not together with tokenizer_path. */
-};
-/* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
- * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
-enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
-/* Writes a llama- or qwen2-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
- * approximation), norm weights 1 + N(0, 0.01^2), biases N(0, 0.1^2), streamed so the model never
- * sits in memory. Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...;
- * rope parameters out of range; rope_freqs with qwen2; n_vocab other than the token count of
- * 'vocab_path'; both vocabulary sources), LOOM_ERR_IO, LOOM_ERR_FORMAT (bad tokenizer file or
- * vocabulary GGUF), LOOM_ERR_UNSUPPORTED (a vocabulary Loom cannot read), LOOM_ERR_OOM. */
-enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
-
-/* Called after each tensor of loom_model_quantize is written: tensor 'i' of 'n', its name, its
- * type in the input and in the output, and its data size in bytes in each. */
-typedef void (*loom_quantize_progress_fn)(void * user, int64_t i, int64_t n, const char * name, enum loom_type from,
-                                          enum loom_type to, uint64_t in_bytes, uint64_t out_bytes);
-struct loom_quantize_params {
-    int n_threads;                       /* threads quantizing rows; <= 0: loom_n_cpus() */
-    loom_quantize_progress_fn progress;  /* optional */
-    void * user;                         /* passed to 'progress' */
-};
-/* The preset names loom_model_quantize takes, comma-separated (for messages), and whether 'name'
- * is one of them (case-insensitive). */
-const char * loom_quantize_preset_names(void);
-bool loom_quantize_preset_known(const char * name);
-/* Writes 'out_path': the GGUF model at 'in_path' (F32 / F16 / BF16 weights) with its weights
- * converted to the preset 'preset' (the field's names: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
- * Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, F32) and the field's
- * per-tensor mix (llama.cpp's llama_tensor_get_type without an importance matrix): output.weight
- * (or token_embd when there is none) Q6_K, or Q8_0 when its rows are not a multiple of 256;
- * attn_v, attn_output and ffn_down of the first / last eighth and every third layer with more
- * bits in the _M / _L / Q2_K presets; rows that do not fit 256-blocks fall back to IQ4_NL, Q5_0,
- * Q5_1 or Q8_0, and to F16 where 32-blocks do not fit either. Norms and other 1-d tensors keep
- * their type. Keys are copied; general.file_type (the llama_ftype value) and
- * general.quantization_version (2) are set. The quantizers (src/quant) give the reference
- * engine's bytes. Written through the GGUF writer (temporary file + rename; never over the input).
- * Errors (logged, nothing left at 'out_path'): LOOM_ERR_INVALID_ARG (unknown preset; 'out_path' is
- * the input or not a writable file), LOOM_ERR_FORMAT (malformed input; a tensor holding NaN or
- * inf, named), LOOM_ERR_UNSUPPORTED (an already quantized or unconvertible tensor), LOOM_ERR_IO,
- * LOOM_ERR_OOM. */
-enum loom_status loom_model_quantize(const char * in_path, const char * out_path, const char * preset,
-                                     const struct loom_quantize_params * params);
-
-/* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,
- * n_heads, n_kv_heads, vocab_size (negative: untied classifier), seq_len -- then F32 weights in
- * llama2.c's order) and its tokenizer file into a GGUF llama model at 'out_path' with the standard
- * keys and tensor names (F32). Q and K rows keep llama2.c's layout, which is GGUF's: RoPE rotates
- * adjacent pairs (2i, 2i+1) of each head. The output is written to a temporary file and renamed,
- * and never replaces an input. Errors: LOOM_ERR_IO, LOOM_ERR_FORMAT (a malformed or truncated
- * checkpoint or tokenizer, named with the reason), LOOM_ERR_INVALID_ARG, LOOM_ERR_OOM. */
-enum loom_status loom_convert_llama2c(const char * checkpoint_path, const char * tokenizer_path, const char * out_path);
-
 
 #ifdef __cplusplus
 }

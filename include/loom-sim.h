@@ -5,7 +5,8 @@
  * in an address space of its own (non-canonical on x86-64, so a dereference faults at once), which
  * only the sim translates to the host memory behind them. Data moves only through set/get/memset/
  * copy; graph_compute translates every address in the graph, runs loom_cpu_graph_compute and puts
- * the addresses back. It can be limited (alignment, max buffer size, total memory), made to fail
+ * the addresses back (a device made with host_memory has host memory instead, at host addresses,
+ * and stands for an accelerator sharing the host's memory). It can be limited (alignment, max buffer size, total memory), made to fail
  * (the Nth buffer creation or init_tensor), and made to offer or refuse optional features (wrapping
  * host memory, async copies, events, host access, individual ops), so that every path of the
  * backend layer and of the scheduler can be exercised without a GPU.
@@ -32,6 +33,10 @@ struct loom_sim_params {
                                   default 0 */
     bool host_access;          /* the device can read host buffers and context memory (supports_buft
                                   accepts host buffer types); default false, like a GPU */
+    bool host_memory;          /* the buffers are host memory at host addresses (the buffer type is
+                                  host, every device that reads host memory reads them), like an
+                                  accelerator sharing the host's memory: the device type is ACCEL and
+                                  it has host access; default false (device memory, GPU type) */
     bool buffer_from_host_ptr; /* can wrap host memory (caps.buffer_from_host_ptr); the wrapped memory
                                   still gets sim addresses; default false */
     bool async;                /* fills the backend's async set/get/copy slots (they complete at once);
@@ -92,6 +97,9 @@ void loom_sim_reset_stats(loom_backend_dev_t dev);
 void loom_sim_set_fail_alloc(loom_backend_dev_t dev, uint64_t n);
 /* Makes the Nth init_tensor from now (counted from 1) fail; 0 disarms. */
 void loom_sim_set_fail_init_tensor(loom_backend_dev_t dev, uint64_t n);
+/* Sets the largest single buffer to 'bytes' (0: SIZE_MAX, unlimited) for the allocations that
+ * follow; buffers already made keep their size. */
+void loom_sim_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
 
 /* True when 'addr' lies in the sim address space (an address some sim device could hand out). */
 bool loom_sim_is_device_addr(const void * addr);

@@ -261,6 +261,10 @@ void loom_detok_reset(struct loom_detok * d);
  * forms, surrogates and code points above U+10FFFF are invalid. */
 int loom_utf8_check(const uint8_t * s, size_t n);
 
+/* Reads only the vocabulary (tokenizer.ggml.* keys) of a GGUF model file. Errors as for
+ * loom_model_load (LOOM_ERR_UNSUPPORTED for a tokenizer other than 'llama' or 'gpt2', or a BPE
+ * pre-tokenizer Loom does not know). */
+enum loom_status loom_vocab_load_gguf(const char * path, struct loom_vocab ** out);
 
 #ifdef __cplusplus
 }

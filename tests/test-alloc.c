@@ -2,11 +2,12 @@
  * plan reuse, and random graphs (overlap checker + values equal to a run without any reuse). */
 #include "backend/galloc-impl.h"
 #include "loom-alloc.h"
+#include "test-ref.h"
 #include "test-rgraph.h"
 
 #include <stdarg.h>
 
-static struct tdev * g_host;   /* host memory, alignment 64: computes the graphs */
+static loom_backend_dev_t g_host; /* a sim device with host memory, alignment 64: computes the graphs */
 static loom_backend_t g_host_backend;
 
 static struct loom_context * new_ctx(size_t n_tensors) {
@@ -76,7 +77,7 @@ static void test_chain_reuse(void) {
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 1024);
     loom_build_forward_expand(g, t);
 
-    loom_gallocr_t ga = loom_gallocr_new(&g_host->buft);
+    loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_alloc_graph(ga, g) == LOOM_OK, "alloc chain");
     CHECK(loom_gallocr_check(ga, g) == LOOM_OK, "check chain");
     size_t planned = loom_gallocr_get_buffer_size(ga, 0), naive = loom_gallocr_get_naive_size(ga, 0);
@@ -94,7 +95,7 @@ static void test_chain_reuse(void) {
     struct loom_tensor * last = loom_add(ctx, t, x);
     struct loom_cgraph * g2 = loom_new_graph_custom(ctx, 1024);
     loom_build_forward_expand(g2, last);
-    ga = loom_gallocr_new(&g_host->buft);
+    ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_alloc_graph(ga, g2) == LOOM_OK, "alloc in-place chain");
     CHECK(loom_gallocr_check(ga, g2) == LOOM_OK, "check in-place chain");
     CHECK(loom_gallocr_get_buffer_size(ga, 0) == 2 * 1024, "in place: %zu bytes", loom_gallocr_get_buffer_size(ga, 0));
@@ -116,7 +117,7 @@ static void test_checker_catches(void) {
     struct loom_tensor * c = loom_add(ctx, b, y);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 64);
     loom_build_forward_expand(g, c);
-    loom_gallocr_t ga = loom_gallocr_new(&g_host->buft);
+    loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_alloc_graph(ga, g) == LOOM_OK && loom_gallocr_check(ga, g) == LOOM_OK, "clean plan passes");
     loom_log_set(capture_log, NULL);
     void * saved = b->data;
@@ -157,7 +158,7 @@ static void test_inputs_disjoint(void) {
     }
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 1024);
     loom_build_forward_expand(g, acc);
-    loom_gallocr_t ga = loom_gallocr_new(&g_host->buft);
+    loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_alloc_graph(ga, g) == LOOM_OK, "alloc");
     for (int i = 0; i < 6; i++) {
         for (int j = i + 1; j < 6; j++) CHECK(disjoint(in[i], in[j]), "inputs %d and %d overlap", i, j);
@@ -177,7 +178,7 @@ static void test_outputs_survive(void) {
     for (int i = 0; i < 20; i++) t = (i % 2) ? loom_scale(ctx, t, 2.0f) : loom_soft_max(ctx, t);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 1024);
     loom_build_forward_expand(g, t);
-    loom_gallocr_t ga = loom_gallocr_new(&g_host->buft);
+    loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_alloc_graph(ga, g) == LOOM_OK, "alloc");
     CHECK(loom_gallocr_check(ga, g) == LOOM_OK, "check");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -189,9 +190,14 @@ static void test_outputs_survive(void) {
     CHECK(loom_backend_graph_compute(g_host_backend, g) == LOOM_OK, "compute");
     loom_backend_tensor_get(mid, mv, 0, sizeof mv);
     /* the kernels' exp is a SIMD approximation: compare within a few ulps, not bit for bit */
-    for (int i = 0; i < 64; i++) {
-        float want = tv_unary(LOOM_OP_SILU, xv[i], 0);
-        CHECK(fabsf(mv[i] - want) <= 1e-6f * fmaxf(1.0f, fabsf(want)), "output value %d after compute", i);
+    const struct test_view src[LOOM_MAX_SRC] = {{x, (const uint8_t *)xv}};
+    for (int64_t r = 0; r < mid->ne[1]; r++) {
+        double want[16];
+        test_ref_row(mid, src, r, 0, 0, want);
+        for (int i = 0; i < 16; i++) {
+            const float w = (float)want[i];
+            CHECK(fabsf(mv[r * 16 + i] - w) <= 1e-6f * fmaxf(1.0f, fabsf(w)), "output value %d after compute", (int)r * 16 + i);
+        }
     }
     loom_gallocr_free(ga);
     loom_free(ctx);
@@ -214,11 +220,13 @@ static struct loom_cgraph * wide_graph(struct loom_context * ctx, int n, int64_t
 }
 
 static void test_max_size_chunks(void) {
-    struct tdev_params p = {.name = "chunky", .host = false, .alignment = 256, .max_size = 2560};
-    struct tdev * d = tdev_new(&p);
+    struct loom_sim_params p = loom_sim_default_params();
+    p.alignment = 256;
+    p.max_buffer_size = 2560;
+    loom_backend_dev_t d = test_sim_new("chunky", p);
     struct loom_context * ctx = new_ctx(100);
     struct loom_cgraph * g = wide_graph(ctx, 8, 256); /* 1 KiB each */
-    loom_gallocr_t ga = loom_gallocr_new(&d->buft);
+    loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(d));
     CHECK(loom_gallocr_alloc_graph(ga, g) == LOOM_OK, "alloc");
     CHECK(loom_gallocr_check(ga, g) == LOOM_OK, "check (includes: no tensor straddles a chunk)");
     int n = loom_gallocr_get_n_chunks(ga, 0);
@@ -233,39 +241,42 @@ static void test_max_size_chunks(void) {
         CHECK((uintptr_t)t->data + loom_nbytes(t) <= base + loom_backend_buffer_get_size(t->buffer), "'%s' inside its chunk", t->name);
     }
     loom_gallocr_free(ga);
-    CHECK(d->live_buffers == 0, "all chunks freed");
+    CHECK(test_sim_live_buffers(d) == 0, "all chunks freed");
     loom_free(ctx);
 
     /* one tensor larger than max_size: a clear error naming it */
     ctx = new_ctx(100);
     g = wide_graph(ctx, 2, 1024); /* 4 KiB each */
-    ga = loom_gallocr_new(&d->buft);
+    ga = loom_gallocr_new(loom_backend_dev_buffer_type(d));
     loom_log_set(capture_log, NULL);
     g_last_error[0] = 0;
     CHECK(loom_gallocr_alloc_graph(ga, g) == LOOM_ERR_TOO_LARGE, "too large");
     loom_log_set(NULL, NULL);
     CHECK(strstr(g_last_error, "wide") != NULL, "error names the tensor: %s", g_last_error);
-    CHECK(d->live_buffers == 0, "nothing allocated");
+    CHECK(test_sim_live_buffers(d) == 0, "nothing allocated");
     for (int i = 0; i < g->n_leafs; i++) CHECK(!g->leafs[i]->data, "no tensor left placed");
     loom_gallocr_free(ga);
     loom_free(ctx);
-    tdev_free(d);
+    loom_sim_device_free(d);
 }
 
 static void test_failure_injection(void) {
     for (int fail_at = 1; fail_at <= 6; fail_at++) {
-        struct tdev_params p = {.name = "failing", .alignment = 256, .max_size = 2560, .fail_alloc_at = fail_at};
-        struct tdev * d = tdev_new(&p);
+        struct loom_sim_params p = loom_sim_default_params();
+        p.alignment = 256;
+        p.max_buffer_size = 2560;
+        p.fail_alloc_at = (uint64_t)fail_at;
+        loom_backend_dev_t d = test_sim_new("failing", p);
         struct loom_context * ctx = new_ctx(100);
         struct loom_cgraph * g = wide_graph(ctx, 8, 256);
-        loom_gallocr_t ga = loom_gallocr_new(&d->buft);
+        loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(d));
         loom_log_set(capture_log, NULL);
         enum loom_status st = loom_gallocr_alloc_graph(ga, g);
         loom_log_set(NULL, NULL);
-        int chunks_needed = d->n_allocs - 1;
+        int chunks_needed = (int)test_sim_alloc_calls(d) - 1;
         if (fail_at <= chunks_needed + 1 && st != LOOM_OK) {
             CHECK(st == LOOM_ERR_OOM, "fail at %d: OOM, got %s", fail_at, loom_status_str(st));
-            CHECK(d->live_buffers == 0, "fail at %d: %d buffers leaked", fail_at, d->live_buffers);
+            CHECK(test_sim_live_buffers(d) == 0, "fail at %d: %d buffers leaked", fail_at, (int)test_sim_live_buffers(d));
             CHECK(loom_gallocr_get_buffer_size(ga, 0) == 0, "no buffers held");
             for (int i = 0; i < g->n_nodes; i++) CHECK(!g->nodes[i]->data, "no tensor left placed");
             /* the allocator recovers */
@@ -275,9 +286,9 @@ static void test_failure_injection(void) {
             CHECK(st == LOOM_OK, "fail at %d beyond the allocations made", fail_at);
         }
         loom_gallocr_free(ga);
-        CHECK(d->live_buffers == 0, "freed");
+        CHECK(test_sim_live_buffers(d) == 0, "freed");
         loom_free(ctx);
-        tdev_free(d);
+        loom_sim_device_free(d);
     }
 }
 
@@ -299,7 +310,7 @@ static struct loom_cgraph * mlp(struct loom_context * ctx, int64_t n_tokens) {
 static void test_plan_reuse(void) {
     struct loom_context * c1 = new_ctx(64), * c2 = new_ctx(64), * c3 = new_ctx(64);
     struct loom_cgraph * g1 = mlp(c1, 8), * g2 = mlp(c2, 8), * g3 = mlp(c3, 24);
-    loom_gallocr_t ga = loom_gallocr_new(&g_host->buft);
+    loom_gallocr_t ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_alloc_graph(ga, g1) == LOOM_OK && loom_gallocr_get_n_plans(ga) == 1, "first plan");
     void * addr[64];
     for (int i = 0; i < g1->n_nodes; i++) addr[i] = g1->nodes[i]->data;
@@ -324,7 +335,7 @@ static void test_plan_reuse(void) {
     c3 = new_ctx(64);
     g2 = mlp(c2, 8);
     g3 = mlp(c3, 24);
-    ga = loom_gallocr_new(&g_host->buft);
+    ga = loom_gallocr_new(loom_backend_dev_buffer_type(g_host));
     CHECK(loom_gallocr_reserve(ga, g3) == LOOM_OK, "reserve with the largest");
     for (int i = 0; i < g3->n_nodes; i++) CHECK(!g3->nodes[i]->data, "reserve places nothing");
     big = loom_gallocr_get_buffer_size(ga, 0);
@@ -339,11 +350,11 @@ static void test_plan_reuse(void) {
 
 /* Outputs with every tensor in its own memory (no reuse at all): the reference. */
 static uint8_t * run_without_reuse(uint64_t seed, int n_ops, size_t * size) {
-    loom_backend_buffer_type_t place = &g_host->buft;
+    loom_backend_buffer_type_t place = loom_backend_dev_buffer_type(g_host);
     struct rgraph * rg = rg_build(seed, n_ops, &place, 1, 0);
     CHECK(rg_alloc_weights(rg, seed) == LOOM_OK, "weights");
     enum loom_status st;
-    loom_backend_buffer_t all = loom_backend_alloc_ctx_tensors_from_buft(rg->ctx, &g_host->buft, &st);
+    loom_backend_buffer_t all = loom_backend_alloc_ctx_tensors_from_buft(rg->ctx, loom_backend_dev_buffer_type(g_host), &st);
     CHECK(all != NULL, "reference alloc");
     rg_set_inputs(rg, seed);
     CHECK(loom_backend_graph_compute(g_host_backend, rg->graph) == LOOM_OK, "reference compute (seed %llu)", (unsigned long long)seed);
@@ -354,8 +365,11 @@ static uint8_t * run_without_reuse(uint64_t seed, int n_ops, size_t * size) {
 }
 
 static void test_random_graphs(int n_graphs) {
-    struct tdev_params p2 = {.name = "host2", .host = true, .alignment = 128, .alloc_extra = 40};
-    struct tdev * d2 = tdev_new(&p2);
+    struct loom_sim_params p2 = loom_sim_default_params();
+    p2.host_memory = true;
+    p2.alignment = 128;
+    p2.alloc_extra = 40;
+    loom_backend_dev_t d2 = test_sim_new("host2", p2);
     uint64_t rng = 12345;
     size_t total_planned = 0, total_naive = 0, total_nodes = 0;
     for (int gi = 0; gi < n_graphs; gi++) {
@@ -364,11 +378,11 @@ static void test_random_graphs(int n_graphs) {
         size_t ref_size;
         uint8_t * ref = run_without_reuse(seed, n_ops, &ref_size);
 
-        d2->p.max_size = test_rand_uniform(&rng) < 0.5 ? 0 : (size_t)test_rand_range(&rng, 4096 + 128, 20000);
-        loom_backend_buffer_type_t place = &g_host->buft;
+        loom_sim_set_max_buffer_size(d2, test_rand_uniform(&rng) < 0.5 ? 0 : (size_t)test_rand_range(&rng, 4096 + 128, 20000));
+        loom_backend_buffer_type_t place = loom_backend_dev_buffer_type(g_host);
         struct rgraph * rg = rg_build(seed, n_ops, &place, 1, 0);
         CHECK(rg_alloc_weights(rg, seed) == LOOM_OK, "weights");
-        loom_backend_buffer_type_t bufts[2] = {&g_host->buft, &d2->buft};
+        loom_backend_buffer_type_t bufts[2] = {loom_backend_dev_buffer_type(g_host), loom_backend_dev_buffer_type(d2)};
         loom_gallocr_t ga = loom_gallocr_new_n(bufts, 2);
         int node_ids[2048], leaf_ids[2048];
         for (int i = 0; i < rg->graph->n_nodes; i++) node_ids[i] = (int)test_rand_range(&rng, 0, 1);
@@ -396,14 +410,16 @@ static void test_random_graphs(int n_graphs) {
     }
     fprintf(stderr, "random graphs: %d graphs, %zu nodes, planned %zu bytes vs naive %zu bytes in total\n", n_graphs, total_nodes,
             total_planned, total_naive);
-    CHECK(d2->live_buffers == 0 && g_host->live_buffers == 0, "no buffers leaked");
-    tdev_free(d2);
+    CHECK(test_sim_live_buffers(d2) == 0 && test_sim_live_buffers(g_host) == 0, "no buffers leaked");
+    loom_sim_device_free(d2);
 }
 
 int main(void) {
-    struct tdev_params hp = {.name = "thost", .host = true, .alignment = 64};
-    g_host = tdev_new(&hp);
-    g_host_backend = loom_backend_dev_init(&g_host->dev, NULL);
+    struct loom_sim_params hp = loom_sim_default_params();
+    hp.host_memory = true;
+    hp.alignment = 64;
+    g_host = test_sim_new("thost", hp);
+    g_host_backend = loom_backend_dev_init(g_host, NULL);
     test_freelist();
     test_chain_reuse();
     test_checker_catches();
@@ -414,6 +430,6 @@ int main(void) {
     test_plan_reuse();
     test_random_graphs(300);
     loom_backend_free(g_host_backend);
-    tdev_free(g_host);
+    loom_sim_device_free(g_host);
     return test_finish("test-alloc");
 }

@@ -9,6 +9,7 @@
 
 #include "loom-gguf.h"
 #include "loom-llama.h"
+#include "loom-convert.h"
 #include "loom-sim.h"
 
 #include <math.h>

@@ -3,7 +3,7 @@
  * each family from characteristic pieces of the templates models ship; names; the size protocol. */
 #include "test-util.h"
 
-#include "loom-llama.h"
+#include "loom-chat.h"
 
 #include <string.h>
 

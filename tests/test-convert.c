@@ -7,6 +7,7 @@
 
 #include "loom-gguf.h"
 #include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <dirent.h>
 #include <limits.h>

@@ -1,10 +1,11 @@
-/* test-cuda.c -- the CUDA device against naive double-precision references: every op for
+/* test-cuda.c -- the CUDA device against the shared double-precision reference (test-ref.h): every op for
  * F32/F16/BF16 in several layouts (contiguous, transposed, permuted, strided views, broadcast,
  * odd sizes), multi-op graphs, pinned and zero-copy (mmap) host memory, max buffer splitting,
  * out-of-memory reporting, async copies and events. Skips (exit 77) without a GPU. */
 #include "loom-alloc.h"
 #include "loom-cpu.h"
 #include "loom-cuda.h"
+#include "test-ref.h"
 #include "test-util.h"
 
 #include <fcntl.h>
@@ -81,32 +82,6 @@ static const struct loom_tensor * base_of(const struct loom_tensor * t, size_t *
     return t;
 }
 
-static double read_elem(const uint8_t * p, enum loom_type type) {
-    switch (type) {
-    case LOOM_TYPE_F32: {
-        float v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case LOOM_TYPE_F16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return loom_fp16_to_fp32(h);
-    }
-    case LOOM_TYPE_BF16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        return loom_bf16_to_fp32(h);
-    }
-    case LOOM_TYPE_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    default: return NAN;
-    }
-}
-
 static size_t elem_offset(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     return (size_t)i0 * t->nb[0] + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
 }
@@ -115,51 +90,26 @@ static size_t elem_offset(const struct loom_tensor * t, int64_t i0, int64_t i1, 
  * graph write before other nodes read it), when set. */
 static bool g_caches_after;
 
-/* Value of a source element: leafs as uploaded, computed tensors as read back. */
-static double sv(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+/* The host image a source is read from: leafs as uploaded, computed tensors as read back. */
+static const uint8_t * source_image(const struct loom_tensor * t) {
     size_t offs;
     const struct loom_tensor * b = base_of(t, &offs);
     struct host_copy * c = copy_of(b);
-    if (!c) return NAN;
+    if (!c) return NULL;
     const bool after = !c->leaf || (g_caches_after && !strncmp(b->name, "cache", 5));
-    const uint8_t * mem = after ? c->after : c->before;
-    return read_elem(mem + offs + elem_offset(t, i0, i1, i2, i3), t->type);
+    return after ? c->after : c->before;
+}
+
+/* Value of a source element (as source_image has it). */
+static double sv(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return test_view_get(&(struct test_view){t, source_image(t)}, i0, i1, i2, i3);
 }
 
 /* Value of an element of a computed node, as read back. */
 static double ov(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     size_t offs;
-    const struct loom_tensor * b = base_of(t, &offs);
-    struct host_copy * c = copy_of(b);
-    if (!c) return NAN;
-    return read_elem(c->after + offs + elem_offset(t, i0, i1, i2, i3), t->type);
-}
-
-/* Value of an element of a leaf as uploaded (a KV cache before the graph wrote it). */
-static double bv(const struct loom_tensor * t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    size_t offs;
     struct host_copy * c = copy_of(base_of(t, &offs));
-    return c ? read_elem(c->before + offs + elem_offset(t, i0, i1, i2, i3), t->type) : NAN;
-}
-
-/* The source row SET_ROWS node 'n' writes into its row i1, or -1. */
-static int64_t set_rows_source(const struct loom_tensor * n, int64_t i1) {
-    int64_t from = -1;
-    for (int64_t i = 0; i < n->src[1]->ne[0]; i++) {
-        if ((int64_t)sv(n->src[1], i, 0, 0, 0) == i1) from = i;
-    }
-    return from;
-}
-
-/* Element k (in ne order) of 't' as a source. */
-static double sv_flat(const struct loom_tensor * t, int64_t k) {
-    int64_t i0 = k % t->ne[0];
-    k /= t->ne[0];
-    int64_t i1 = k % t->ne[1];
-    k /= t->ne[1];
-    int64_t i2 = k % t->ne[2];
-    int64_t i3 = k / t->ne[2];
-    return sv(t, i0, i1, i2, i3);
+    return test_view_get(&(struct test_view){t, c ? c->after : NULL}, i0, i1, i2, i3);
 }
 
 /* ================================================================ random data */
@@ -244,166 +194,6 @@ static int64_t * NE(int64_t a, int64_t b, int64_t c, int64_t d) {
     return r;
 }
 
-/* ================================================================ references */
-
-static double round_to(enum loom_type type, double v) {
-    if (type == LOOM_TYPE_F16) return loom_fp16_to_fp32(loom_fp32_to_fp16((float)v));
-    if (type == LOOM_TYPE_BF16) return loom_bf16_to_fp32(loom_fp32_to_bf16((float)v));
-    if (type == LOOM_TYPE_F32) return (float)v;
-    return v;
-}
-
-/* Reference of 'node' in its ne order, from its sources' values; false for an op it cannot do. */
-static bool reference(const struct loom_tensor * node, double * r) {
-    const struct loom_tensor *a = node->src[0], *b = node->src[1];
-    const int64_t *ne = node->ne;
-    int64_t n = loom_nelements(node);
-    switch (node->op) {
-    case LOOM_OP_CPY:
-    case LOOM_OP_DUP:
-    case LOOM_OP_CONT:
-        for (int64_t k = 0; k < n; k++) r[k] = a->type == LOOM_TYPE_I32 ? sv_flat(a, k) : round_to(node->type, sv_flat(a, k));
-        return true;
-    case LOOM_OP_SET_ROWS:
-        for (int64_t i1 = 0; i1 < ne[1]; i1++) {
-            const int64_t from = set_rows_source(node, i1);
-            for (int64_t i0 = 0; i0 < ne[0]; i0++) {
-                r[i1 * ne[0] + i0] = from >= 0 ? round_to(node->type, sv(a, i0, from, 0, 0)) : bv(node, i0, i1, 0, 0);
-            }
-        }
-        return true;
-    case LOOM_OP_SCALE:
-    case LOOM_OP_SILU:
-    case LOOM_OP_GELU:
-    case LOOM_OP_ADD:
-    case LOOM_OP_MUL: {
-        float s = loom_get_op_param_f32(node, 0);
-        int64_t k = 0;
-        for (int64_t i3 = 0; i3 < ne[3]; i3++)
-            for (int64_t i2 = 0; i2 < ne[2]; i2++)
-                for (int64_t i1 = 0; i1 < ne[1]; i1++)
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++, k++) {
-                        double x = sv(a, i0, i1, i2, i3);
-                        switch (node->op) {
-                        case LOOM_OP_SCALE: r[k] = x * s; break;
-                        case LOOM_OP_SILU: r[k] = x / (1.0 + exp(-x)); break;
-                        case LOOM_OP_GELU: r[k] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); break;
-                        default: {
-                            double y = sv(b, i0 % b->ne[0], i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-                            r[k] = node->op == LOOM_OP_ADD ? x + y : x * y;
-                        }
-                        }
-                    }
-        return true;
-    }
-    case LOOM_OP_RMS_NORM: {
-        double eps = loom_get_op_param_f32(node, 0);
-        int64_t k = 0;
-        for (int64_t i3 = 0; i3 < ne[3]; i3++)
-            for (int64_t i2 = 0; i2 < ne[2]; i2++)
-                for (int64_t i1 = 0; i1 < ne[1]; i1++) {
-                    double ss = 0;
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++) ss += sv(a, i0, i1, i2, i3) * sv(a, i0, i1, i2, i3);
-                    double sc = 1.0 / sqrt(ss / ne[0] + eps);
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++) r[k++] = sv(a, i0, i1, i2, i3) * sc;
-                }
-        return true;
-    }
-    case LOOM_OP_SOFT_MAX: {
-        double scale = loom_get_op_param_f32(node, 0);
-        const struct loom_tensor * m = b;
-        double * row = malloc(sizeof(double) * (size_t)ne[0]);
-        int64_t k = 0;
-        for (int64_t i3 = 0; i3 < ne[3]; i3++)
-            for (int64_t i2 = 0; i2 < ne[2]; i2++)
-                for (int64_t i1 = 0; i1 < ne[1]; i1++) {
-                    double mx = -INFINITY;
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++) {
-                        row[i0] = sv(a, i0, i1, i2, i3) * scale + (m ? sv(m, i0, i1, i2 % m->ne[2], i3 % m->ne[3]) : 0.0);
-                        if (row[i0] > mx) mx = row[i0];
-                    }
-                    double sum = 0;
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++) sum += mx == -INFINITY ? 0 : exp(row[i0] - mx);
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++) r[k++] = mx == -INFINITY ? 0 : exp(row[i0] - mx) / sum;
-                }
-        free(row);
-        return true;
-    }
-    case LOOM_OP_ROPE: {
-        int n_dims = loom_get_op_param_i32(node, 0), mode = loom_get_op_param_i32(node, 1);
-        double base = loom_get_op_param_f32(node, 2), fs = loom_get_op_param_f32(node, 3);
-        int64_t k = 0;
-        for (int64_t i3 = 0; i3 < ne[3]; i3++)
-            for (int64_t i2 = 0; i2 < ne[2]; i2++)
-                for (int64_t i1 = 0; i1 < ne[1]; i1++)
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++, k++) {
-                        if (i0 >= n_dims) {
-                            r[k] = sv(a, i0, i1, i2, i3);
-                            continue;
-                        }
-                        int64_t p, j0, j1;
-                        if (mode == LOOM_ROPE_NEOX) {
-                            p = i0 % (n_dims / 2);
-                            j0 = p;
-                            j1 = p + n_dims / 2;
-                        } else {
-                            p = i0 / 2;
-                            j0 = 2 * p;
-                            j1 = j0 + 1;
-                        }
-                        double th = sv(b, i2, 0, 0, 0) * fs * pow(base, -2.0 * (double)p / n_dims);
-                        double x0 = sv(a, j0, i1, i2, i3), x1 = sv(a, j1, i1, i2, i3);
-                        r[k] = i0 == j0 ? x0 * cos(th) - x1 * sin(th) : x0 * sin(th) + x1 * cos(th);
-                    }
-        return true;
-    }
-    case LOOM_OP_GET_ROWS: {
-        int64_t k = 0;
-        for (int64_t i3 = 0; i3 < ne[3]; i3++)
-            for (int64_t i2 = 0; i2 < ne[2]; i2++)
-                for (int64_t i1 = 0; i1 < ne[1]; i1++) {
-                    int64_t id = (int64_t)sv(b, i1, i2, i3, 0);
-                    for (int64_t i0 = 0; i0 < ne[0]; i0++, k++) r[k] = id >= 0 && id < a->ne[1] ? sv(a, i0, id, i2, i3) : 0.0;
-                }
-        return true;
-    }
-    case LOOM_OP_MUL_MAT: {
-        int64_t K = a->ne[0], r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
-        int64_t k = 0;
-        for (int64_t i3 = 0; i3 < ne[3]; i3++)
-            for (int64_t i2 = 0; i2 < ne[2]; i2++)
-                for (int64_t j = 0; j < ne[1]; j++)
-                    for (int64_t i = 0; i < ne[0]; i++, k++) {
-                        double s = 0;
-                        for (int64_t q = 0; q < K; q++) s += sv(a, q, i, i2 / r2, i3 / r3) * sv(b, q, j, i2, i3);
-                        r[k] = s;
-                    }
-        return true;
-    }
-    case LOOM_OP_ARGMAX:
-        for (int64_t i1 = 0; i1 < a->ne[1]; i1++) {
-            int64_t best = -1;
-            double bv = 0;
-            for (int64_t i0 = 0; i0 < a->ne[0]; i0++) {
-                double v = sv(a, i0, i1, 0, 0);
-                if (isnan(v)) continue;
-                if (best < 0 || v > bv) {
-                    best = i0;
-                    bv = v;
-                }
-            }
-            r[i1] = best < 0 ? 0 : (double)best;
-        }
-        return true;
-    default: return false;
-    }
-}
-
-static double threshold_for(const struct loom_tensor * node) {
-    if (node->op == LOOM_OP_MUL_MAT && node->src[0]->type != LOOM_TYPE_F32) return 5e-4;
-    return 1e-7;
-}
-
 /* ================================================================ running a case */
 
 static struct loom_context * tc_begin(void) {
@@ -411,28 +201,37 @@ static struct loom_context * tc_begin(void) {
     return loom_init(p);
 }
 
-/* Verifies one computed node against its reference; returns its NMSE. */
+/* Verifies one computed node against the shared reference (test-ref.h); returns its NMSE. */
 static double check_node(const struct loom_tensor * node, const char * name) {
-    int64_t n = loom_nelements(node);
-    double * r = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!reference(node, r)) {
-        free(r);
-        return 0;
+    struct test_view src[LOOM_MAX_SRC] = {{0}};
+    for (int k = 0; k < LOOM_MAX_SRC; k++) {
+        if (!node->src[k]) continue;
+        src[k] = (struct test_view){node->src[k], source_image(node->src[k])};
     }
+    if (node->op == LOOM_OP_SET_ROWS) { /* the rows no id names keep the destination's values before the op */
+        size_t offs;
+        struct host_copy * c = copy_of(base_of(node->src[2], &offs));
+        src[2].image = c ? c->before : NULL;
+    }
+    double * r = malloc(sizeof(double) * (size_t)(node->ne[0] ? node->ne[0] : 1));
     double err = 0, ref = 0;
-    int64_t bad_nan = 0, k = 0;
-    for (int64_t i3 = 0; i3 < node->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < node->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < node->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < node->ne[0]; i0++, k++) {
+    int64_t bad_nan = 0;
+    bool known = true;
+    for (int64_t i3 = 0; i3 < node->ne[3] && known; i3++)
+        for (int64_t i2 = 0; i2 < node->ne[2] && known; i2++)
+            for (int64_t i1 = 0; i1 < node->ne[1] && known; i1++) {
+                known = test_ref_row(node, src, i1, i2, i3, r);
+                for (int64_t i0 = 0; i0 < node->ne[0] && known; i0++) {
                     double o = ov(node, i0, i1, i2, i3);
                     if (isnan(o)) bad_nan++;
-                    err += (o - r[k]) * (o - r[k]);
-                    ref += r[k] * r[k];
+                    err += (o - r[i0]) * (o - r[i0]);
+                    ref += r[i0] * r[i0];
                 }
+            }
     free(r);
+    if (!known) return 0; /* an op the reference does not know */
     double nmse = ref > 0 ? err / ref : err;
-    double thr = threshold_for(node);
+    double thr = test_ref_threshold(node);
     CHECK(bad_nan == 0 && nmse <= thr, "%s: node %s (%s): NMSE %.3g (limit %.1g), %lld NaN (unwritten?)", name, node->name,
           loom_op_name(node->op), nmse, thr, (long long)bad_nan);
     if (g_verbose) fprintf(stderr, "  %-60s %-9s NMSE %.3g\n", name, loom_op_name(node->op), nmse);

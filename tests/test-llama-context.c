@@ -2,6 +2,7 @@
  * the first decode, finite logits of the vocabulary's size after it, none past the last batch. */
 #include "test-util.h"
 #include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -7,6 +7,10 @@
 #include "quant/quant.h"
 #include "test-util.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -130,7 +134,9 @@ int main(void) {
     const struct cpu_vec * tables[3] = {cpu_vec_scalar(), NULL, NULL};
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) tables[1] = cpu_vec_avx2();
+    unsigned ca, cb, cc, cd; /* F16C by CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports does not know "f16c" */
+    const bool f16c = __get_cpuid(1, &ca, &cb, &cc, &cd) && (cc & (1u << 29));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) tables[1] = cpu_vec_avx2();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq"))
         tables[2] = cpu_vec_avx512(false, false);

@@ -126,22 +126,9 @@ static void check_tensor(const char * file, const struct loom_gguf * g, const ui
     free(x);
 }
 
-static uint8_t * slurp(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) free(buf), buf = NULL;
-    fclose(f);
-    if (buf) buf[n] = 0, *size = (size_t)n;
-    return buf;
-}
-
 int main(void) {
     size_t json_size = 0;
-    char * json = (char *)slurp(test_model_path("quant/dequant-stats.json"), &json_size);
+    char * json = (char *)test_read_file(test_model_path("quant/dequant-stats.json"), &json_size);
     if (!json) return test_skip("quant/dequant-stats.json not found in $LOOM_MODELS");
     struct js j = {json, json + json_size, false};
     int n_files = 0, n_tensors = 0;
@@ -152,7 +139,7 @@ int main(void) {
         js_expect(&j, ':');
         snprintf(rel, sizeof rel, "quant/%s", file);
         size_t size = 0;
-        uint8_t * data = slurp(test_model_path(rel), &size);
+        uint8_t * data = test_read_file(test_model_path(rel), &size);
         struct loom_gguf * g = NULL;
         char err[256] = "";
         CHECK(data && loom_gguf_open(test_model_path(rel), &g, err, sizeof err) == LOOM_OK, "open %s: %s", rel, err);

@@ -12,19 +12,6 @@
 
 static char g_dir[256];
 
-static uint8_t * slurp(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * buf = malloc((size_t)n);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) free(buf), buf = NULL;
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 static const char * write_copy(const char * name, const uint8_t * data, size_t size) {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
@@ -42,7 +29,7 @@ static int run(const char * bin, const char * path, const char * flags, char * e
              err_path);
     int rc = system(cmd);
     size_t n = 0;
-    uint8_t * e = slurp(err_path, &n);
+    uint8_t * e = test_read_file(err_path, &n);
     snprintf(err, err_size, "%.*s", e ? (int)n : 0, e ? (const char *)e : "");
     free(e);
     return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
@@ -82,7 +69,7 @@ int main(void) {
     char src_path[4096];
     snprintf(src_path, sizeof src_path, "%s", test_model_path("quant/kq/kq-Q4_K_M.gguf"));
     size_t size = 0;
-    uint8_t * orig = slurp(src_path, &size);
+    uint8_t * orig = test_read_file(src_path, &size);
     if (!orig) return test_skip("quant/kq/kq-Q4_K_M.gguf not found in $LOOM_MODELS");
     snprintf(g_dir, sizeof g_dir, "/tmp/loom-quant-model-XXXXXX");
     if (!mkdtemp(g_dir)) abort();

@@ -12,6 +12,7 @@
  *   loom_model_quantize refuses a tensor holding NaN, naming it, and its bad arguments. */
 #include "loom-gguf.h"
 #include "loom-llama.h"
+#include "loom-convert.h"
 #include "test-util.h"
 
 #include <float.h>
@@ -19,19 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static uint8_t * slurp(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) free(buf), buf = NULL;
-    fclose(f);
-    if (buf) *size = (size_t)n;
-    return buf;
-}
 
 static char tmp_dir[256];
 
@@ -48,7 +36,7 @@ static void test_ref_rows(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/tests/data/quant-ref-rows.dat", src ? src : ".");
     size_t size = 0;
-    uint8_t * d = slurp(path, &size);
+    uint8_t * d = test_read_file(path, &size);
     CHECK(d && size >= 8 && !memcmp(d, "LQRR", 4), "cannot read %s", path);
     if (!d || size < 8) {
         free(d);
@@ -88,7 +76,7 @@ static void check_same_tensors(const char * what, const char * pa, const char * 
     char err[256];
     struct loom_gguf *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
-    uint8_t * da = slurp(pa, &na), * db = slurp(pb, &nb);
+    uint8_t * da = test_read_file(pa, &na), * db = test_read_file(pb, &nb);
     CHECK(da && db && loom_gguf_open(pa, &a, err, sizeof err) == LOOM_OK && loom_gguf_open(pb, &b, err, sizeof err) == LOOM_OK,
           "%s: cannot open", what);
     if (a && b) {
@@ -133,7 +121,7 @@ static void check_preset(const char * src, const char * ref, const char * preset
     if (st != LOOM_OK) return;
     if (byte_identical) {
         size_t n1 = 0, n2 = 0;
-        uint8_t * a = slurp(out, &n1), * b = slurp(ref_path, &n2);
+        uint8_t * a = test_read_file(out, &n1), * b = test_read_file(ref_path, &n2);
         CHECK(a && b && n1 == n2 && !memcmp(a, b, n1), "%s %s: not the reference engine's file (%zu / %zu bytes)", src, preset, n1,
               n2);
         free(a);
@@ -294,10 +282,10 @@ static void test_refusals(void) {
     CHECK(strstr(test_last_error, "Q4_K_X") != NULL, "message: %s", test_last_error);
     CHECK(loom_model_quantize("/nonexistent/in.gguf", out, "Q8_0", NULL) == LOOM_ERR_IO, "missing input");
     size_t n0 = 0;
-    uint8_t * before = slurp(in, &n0);
+    uint8_t * before = test_read_file(in, &n0);
     CHECK(loom_model_quantize(in, in, "Q8_0", NULL) == LOOM_ERR_INVALID_ARG, "output == input accepted");
     size_t n1 = 0;
-    uint8_t * after = slurp(in, &n1);
+    uint8_t * after = test_read_file(in, &n1);
     CHECK(before && after && n0 == n1 && !memcmp(before, after, n0), "the input was changed");
     free(before);
     free(after);

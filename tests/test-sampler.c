@@ -1,5 +1,5 @@
 /* test-sampler.c -- the sampler's distributions against exact probabilities, truncations, penalty, edge cases. */
-#include "loom-llama.h"
+#include "loom-sampler.h"
 #include "test-util.h"
 
 #include <math.h>

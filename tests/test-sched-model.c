@@ -1,9 +1,13 @@
 /* test-sched-model.c -- a llama graph of stories260K's shape (dim 64, 5 layers, 8 heads / 4 kv heads,
  * ff 172, vocab 512, context 256) through the scheduler: planned vs naive compute memory for a
- * 256-token batch, and a split over two discrete test devices + the CPU (weights and KV cache per
+ * 256-token batch, and a split over two discrete sim devices + the CPU (weights and KV cache per
  * layer on different devices, the cache written through CPY views) giving the CPU-only logits. */
 #include "loom-alloc.h"
-#include "test-devices.h"
+#include "loom-cpu.h"
+#include "test-util.h"
+
+#include <math.h>
+#include <string.h>
 
 #define DIM 64
 #define N_LAYER 5
@@ -38,7 +42,7 @@ static void fill(struct loom_tensor * t, uint64_t seed, float scale) {
     int64_t n = loom_nelements(t);
     size_t es = loom_type_size(t->type);
     uint8_t * buf = malloc((size_t)n * es);
-    for (int64_t i = 0; i < n; i++) tv_set(t->type, buf + (size_t)i * es, scale * (float)(test_rand_uniform(&seed) - 0.5));
+    for (int64_t i = 0; i < n; i++) test_store_value(t->type, buf + (size_t)i * es, scale * (float)(test_rand_uniform(&seed) - 0.5));
     CHECK(loom_backend_tensor_set(t, buf, 0, (size_t)n * es) == LOOM_OK, "fill %s", t->name);
     free(buf);
 }
@@ -190,21 +194,17 @@ static void run_step(struct model * m, loom_backend_t * backends, int n_backends
 
 int main(void) {
     setenv("LOOM_ALLOC_CHECK", "1", 1);
-    struct tdev_params p0 = {.name = "tsim0", .alignment = 256, .max_size = 1 << 22, .events = true, .refuse_ops = 1ull << LOOM_OP_GELU};
-    struct tdev_params p1 = {.name = "tsim1", .alignment = 128, .max_size = 3 << 20,
-                             .refuse_ops = (1ull << LOOM_OP_SOFT_MAX) | (1ull << LOOM_OP_GET_ROWS)};
-    struct tdev_params ph = {.name = "tcpu", .host = true, .alignment = 64};
-    struct tdev * d0 = tdev_new(&p0), * d1 = tdev_new(&p1), * dh = tdev_new(&ph);
-    loom_backend_t b0 = loom_backend_dev_init(&d0->dev, NULL), b1 = loom_backend_dev_init(&d1->dev, NULL), bc;
-    loom_backend_buffer_type_t cpu_buft;
-    if (test_cpu_kernels_available()) {
-        bc = loom_backend_cpu_init();
-        cpu_buft = loom_backend_cpu_buffer_type();
-    } else {
-        bc = loom_backend_dev_init(&dh->dev, NULL);
-        cpu_buft = &dh->buft;
-    }
-    loom_backend_buffer_type_t bufts[3] = {&d0->buft, &d1->buft, cpu_buft};
+    struct loom_sim_params p0 = loom_sim_default_params(), p1 = loom_sim_default_params();
+    p0.alignment = 256;
+    p0.max_buffer_size = 1 << 22;
+    p0.events = true;
+    p0.unsupported_ops[LOOM_OP_GELU] = true;
+    p1.alignment = 128;
+    p1.max_buffer_size = 3 << 20;
+    p1.unsupported_ops[LOOM_OP_SOFT_MAX] = p1.unsupported_ops[LOOM_OP_GET_ROWS] = true;
+    loom_backend_dev_t d0 = test_sim_new("tsim0", p0), d1 = test_sim_new("tsim1", p1);
+    loom_backend_t b0 = loom_backend_dev_init(d0, NULL), b1 = loom_backend_dev_init(d1, NULL), bc = loom_backend_cpu_init();
+    loom_backend_buffer_type_t bufts[3] = {loom_backend_dev_buffer_type(d0), loom_backend_dev_buffer_type(d1), loom_backend_cpu_buffer_type()};
     loom_backend_t all[3] = {b0, b1, bc};
 
     /* memory for a full 256-token batch (planned only) */
@@ -234,13 +234,12 @@ int main(void) {
     CHECK(finite, "logits are finite");
     free(ref);
     free(got);
-    CHECK(d0->live_buffers == 0 && d1->live_buffers == 0 && dh->live_buffers == 0, "nothing leaked");
+    CHECK(test_sim_live_buffers(d0) == 0 && test_sim_live_buffers(d1) == 0, "nothing leaked");
 
     loom_backend_free(b0);
     loom_backend_free(b1);
     loom_backend_free(bc);
-    tdev_free(d0);
-    tdev_free(d1);
-    tdev_free(dh);
+    loom_sim_device_free(d0);
+    loom_sim_device_free(d1);
     return test_finish("test-sched-model");
 }

@@ -1,13 +1,14 @@
-/* test-sched.c -- the scheduler: random graphs over two discrete test devices and a host device give
+/* test-sched.c -- the scheduler: random graphs over two discrete sim devices and the CPU give
  * the CPU-only result bitwise (with the overlap checker on and planned <= naive memory); strided and
  * transposed views crossing devices; assignment rules; allocation failures leak nothing; lifecycle
  * (same graph many times, a different graph re-plans). */
 #include "loom-alloc.h"
 #include "test-rgraph.h"
 
-static struct tdev * g_sim0, * g_sim1, * g_host;
+static loom_backend_dev_t g_sim0, g_sim1; /* discrete sim devices */
+static loom_backend_dev_t g_host;         /* a host-memory sim device: computes the references */
 static loom_backend_t b_sim0, b_sim1, b_cpu;
-static loom_backend_t b_ref; /* computes references: the host test device, node by node (see test-devices.h) */
+static loom_backend_t b_ref; /* computes references: the host-memory sim device, with the CPU kernels on one thread */
 static loom_backend_buffer_type_t g_cpu_buft;
 
 static struct loom_context * new_ctx(size_t n_tensors) {
@@ -41,7 +42,9 @@ static uint8_t * reference(uint64_t seed, int n_ops, size_t * size) {
     return out;
 }
 
-static int live_sim_buffers(void) { return g_sim0->live_buffers + g_sim1->live_buffers + g_host->live_buffers; }
+static int live_sim_buffers(void) {
+    return (int)(test_sim_live_buffers(g_sim0) + test_sim_live_buffers(g_sim1) + test_sim_live_buffers(g_host));
+}
 
 /* ---------------------------------------------------------------- random graphs */
 
@@ -60,12 +63,12 @@ static void random_one(int gi, uint64_t * rng, struct totals * tot) {
     loom_backend_t backends[3];
     loom_backend_buffer_type_t places[3];
     int n = 0, pick = (int)test_rand_range(rng, 0, 3);
-    if (pick != 1) { backends[n] = b_sim0; places[n++] = &g_sim0->buft; }
-    if (pick != 0) { backends[n] = b_sim1; places[n++] = &g_sim1->buft; }
+    if (pick != 1) { backends[n] = b_sim0; places[n++] = loom_backend_dev_buffer_type(g_sim0); }
+    if (pick != 0) { backends[n] = b_sim1; places[n++] = loom_backend_dev_buffer_type(g_sim1); }
     backends[n] = b_cpu;
     places[n++] = g_cpu_buft;
-    g_sim0->p.max_size = test_rand_uniform(rng) < 0.5 ? 0 : (size_t)test_rand_range(rng, 4096 + 256, 16384);
-    g_sim1->p.max_size = test_rand_uniform(rng) < 0.5 ? 0 : (size_t)test_rand_range(rng, 4096 + 256, 16384);
+    loom_sim_set_max_buffer_size(g_sim0, test_rand_uniform(rng) < 0.5 ? 0 : (size_t)test_rand_range(rng, 4096 + 256, 16384));
+    loom_sim_set_max_buffer_size(g_sim1, test_rand_uniform(rng) < 0.5 ? 0 : (size_t)test_rand_range(rng, 4096 + 256, 16384));
 
     struct rgraph * rg = rg_build(seed, n_ops, places, n, test_rand_u64(rng) | 1);
     CHECK(rg_alloc_weights(rg, seed) == LOOM_OK, "weights");
@@ -253,8 +256,8 @@ static void test_assignment(void) {
     struct loom_tensor * emb = loom_new_tensor_2d(wctx1, LOOM_TYPE_F32, 16, 10); /* on sim1, which refuses GET_ROWS */
     loom_set_name(w0, "w0");
     loom_set_name(emb, "emb");
-    loom_backend_buffer_t wb0 = loom_backend_alloc_ctx_tensors_from_buft(wctx0, &g_sim0->buft, NULL);
-    loom_backend_buffer_t wb1 = loom_backend_alloc_ctx_tensors_from_buft(wctx1, &g_sim1->buft, NULL);
+    loom_backend_buffer_t wb0 = loom_backend_alloc_ctx_tensors_from_buft(wctx0, loom_backend_dev_buffer_type(g_sim0), NULL);
+    loom_backend_buffer_t wb1 = loom_backend_alloc_ctx_tensors_from_buft(wctx1, loom_backend_dev_buffer_type(g_sim1), NULL);
     loom_backend_buffer_set_usage(wb0, LOOM_BACKEND_BUFFER_USAGE_WEIGHTS);
     loom_backend_buffer_set_usage(wb1, LOOM_BACKEND_BUFFER_USAGE_WEIGHTS);
     rg_fill(1, w0, RG_IN_F32, 0);
@@ -343,7 +346,7 @@ static void test_failure_injection(void) {
     struct loom_context * wctx = new_ctx(16);
     struct loom_tensor * w[8];
     for (int i = 0; i < 8; i++) w[i] = loom_new_tensor_2d(wctx, LOOM_TYPE_F32, 32, 32);
-    loom_backend_buffer_t wb = loom_backend_alloc_ctx_tensors_from_buft(wctx, &g_sim0->buft, NULL);
+    loom_backend_buffer_t wb = loom_backend_alloc_ctx_tensors_from_buft(wctx, loom_backend_dev_buffer_type(g_sim0), NULL);
     loom_backend_buffer_set_usage(wb, LOOM_BACKEND_BUFFER_USAGE_WEIGHTS);
     for (int i = 0; i < 8; i++) rg_fill(100 + (uint64_t)i, w[i], RG_IN_F32, 0);
     float xv[1024], ref[1024], got[1024];
@@ -359,27 +362,30 @@ static void test_failure_injection(void) {
     loom_backend_sched_free(rs);
     loom_free(rctx);
 
-    g_sim0->p.max_size = g_sim1->p.max_size = 4096 + 1024; /* one product per chunk: failures mid-plan */
+    loom_sim_set_max_buffer_size(g_sim0, 4096 + 1024); /* one product per chunk: failures mid-plan */
+    loom_sim_set_max_buffer_size(g_sim1, 4096 + 1024);
     int weight_buffers = live_sim_buffers(), failures_seen = 0, needed = 0;
     for (int k = 1; k <= 20; k++) {
         loom_backend_t bs[3] = {b_sim0, b_sim1, b_cpu};
         loom_backend_sched_t s = loom_backend_sched_new(bs, NULL, 3, 256);
         struct loom_context * ctx = new_ctx(128);
         struct wide t = wide_build(ctx, w, s);
-        g_sim0->n_allocs = g_sim1->n_allocs = 0;
-        g_sim0->p.fail_alloc_at = k; /* sim0's k-th compute buffer fails, or sim1's (k - 9)-th */
-        g_sim1->p.fail_alloc_at = k > 9 ? k - 9 : 0;
+        loom_sim_reset_stats(g_sim0);
+        loom_sim_reset_stats(g_sim1);
+        loom_sim_set_fail_alloc(g_sim0, (uint64_t)k); /* sim0's k-th compute buffer fails, or sim1's (k - 9)-th */
+        loom_sim_set_fail_alloc(g_sim1, k > 9 ? (uint64_t)k - 9 : 0);
         loom_log_set(capture_log, NULL);
         enum loom_status st = loom_backend_sched_alloc_graph(s, t.g);
         loom_log_set(NULL, NULL);
-        if (k == 20) needed = g_sim0->n_allocs + g_sim1->n_allocs;
+        if (k == 20) needed = (int)(test_sim_alloc_calls(g_sim0) + test_sim_alloc_calls(g_sim1));
         if (st != LOOM_OK) {
             failures_seen++;
             CHECK(st == LOOM_ERR_OOM, "k=%d: %s", k, loom_status_str(st));
             CHECK(live_sim_buffers() == weight_buffers, "k=%d: %d compute buffers leaked", k, live_sim_buffers() - weight_buffers);
             for (int i = 0; i < t.g->n_nodes; i++) CHECK(!t.g->nodes[i]->data, "k=%d: '%s' left placed", k, t.g->nodes[i]->name);
         }
-        g_sim0->p.fail_alloc_at = g_sim1->p.fail_alloc_at = 0;
+        loom_sim_set_fail_alloc(g_sim0, 0);
+        loom_sim_set_fail_alloc(g_sim1, 0);
         CHECK(loom_backend_sched_alloc_graph(s, t.g) == LOOM_OK, "k=%d: recovers", k);
         CHECK(loom_backend_sched_get_n_splits(s) == 3, "k=%d: sim0, sim1, cpu splits: %d", k, loom_backend_sched_get_n_splits(s));
         loom_backend_tensor_set(t.x, xv, 0, sizeof xv);
@@ -390,7 +396,8 @@ static void test_failure_injection(void) {
         loom_free(ctx);
         CHECK(live_sim_buffers() == weight_buffers, "k=%d: freed", k);
     }
-    g_sim0->p.max_size = g_sim1->p.max_size = 0;
+    loom_sim_set_max_buffer_size(g_sim0, 0);
+    loom_sim_set_max_buffer_size(g_sim1, 0);
     CHECK(failures_seen >= 10, "injected failures hit the scheduler mid-plan (%d; %d buffers needed)", failures_seen, needed);
     loom_backend_buffer_free(wb);
     loom_free(wctx);
@@ -430,7 +437,7 @@ static void test_lifecycle(void) {
     struct loom_context * wctx = new_ctx(4), * wctx_cpu = new_ctx(4);
     struct loom_tensor * w = loom_new_tensor_2d(wctx, LOOM_TYPE_F32, 16, 16);
     struct loom_tensor * wc = loom_new_tensor_2d(wctx_cpu, LOOM_TYPE_F32, 16, 16);
-    loom_backend_buffer_t wb = loom_backend_alloc_ctx_tensors_from_buft(wctx, &g_sim0->buft, NULL);
+    loom_backend_buffer_t wb = loom_backend_alloc_ctx_tensors_from_buft(wctx, loom_backend_dev_buffer_type(g_sim0), NULL);
     loom_backend_buffer_t wbc = loom_backend_alloc_ctx_tensors_from_buft(wctx_cpu, g_cpu_buft, NULL);
     rg_fill(5, w, RG_IN_F32, 0);
     rg_fill(5, wc, RG_IN_F32, 0);
@@ -507,24 +514,23 @@ static void test_lifecycle(void) {
 
 int main(void) {
     setenv("LOOM_ALLOC_CHECK", "1", 1); /* every allocation below is verified by the overlap checker */
-    struct tdev_params p0 = {.name = "tsim0", .alignment = 256, .events = true, .refuse_ops = 1ull << LOOM_OP_GELU};
-    struct tdev_params p1 = {.name = "tsim1", .alignment = 128, .alloc_extra = 96, .refuse_ops = (1ull << LOOM_OP_SOFT_MAX) | (1ull << LOOM_OP_GET_ROWS)};
-    struct tdev_params ph = {.name = "tcpu", .host = true, .alignment = 64};
-    g_sim0 = tdev_new(&p0);
-    g_sim1 = tdev_new(&p1);
-    g_host = tdev_new(&ph);
-    b_sim0 = loom_backend_dev_init(&g_sim0->dev, NULL);
-    b_sim1 = loom_backend_dev_init(&g_sim1->dev, NULL);
-    b_ref = loom_backend_dev_init(&g_host->dev, NULL);
-    if (test_cpu_kernels_available()) {
-        b_cpu = loom_backend_cpu_init();
-        g_cpu_buft = loom_backend_cpu_buffer_type();
-        fprintf(stderr, "test-sched: the CPU backend computes with its own kernels\n");
-    } else {
-        b_cpu = loom_backend_dev_init(&g_host->dev, NULL);
-        g_cpu_buft = &g_host->buft;
-        fprintf(stderr, "test-sched: CPU kernels not available yet: a host test device stands in for the CPU\n");
-    }
+    struct loom_sim_params p0 = loom_sim_default_params(), p1 = loom_sim_default_params(), ph = loom_sim_default_params();
+    p0.alignment = 256;
+    p0.events = true;
+    p0.unsupported_ops[LOOM_OP_GELU] = true;
+    p1.alignment = 128;
+    p1.alloc_extra = 96;
+    p1.unsupported_ops[LOOM_OP_SOFT_MAX] = p1.unsupported_ops[LOOM_OP_GET_ROWS] = true;
+    ph.alignment = 64;
+    ph.host_memory = true;
+    g_sim0 = test_sim_new("tsim0", p0);
+    g_sim1 = test_sim_new("tsim1", p1);
+    g_host = test_sim_new("tcpu", ph);
+    b_sim0 = loom_backend_dev_init(g_sim0, NULL);
+    b_sim1 = loom_backend_dev_init(g_sim1, NULL);
+    b_ref = loom_backend_dev_init(g_host, NULL);
+    b_cpu = loom_backend_cpu_init();
+    g_cpu_buft = loom_backend_cpu_buffer_type();
 
     test_assignment();
     test_context_data();
@@ -537,8 +543,8 @@ int main(void) {
     loom_backend_free(b_sim1);
     loom_backend_free(b_cpu);
     loom_backend_free(b_ref);
-    tdev_free(g_sim0);
-    tdev_free(g_sim1);
-    tdev_free(g_host);
+    loom_sim_device_free(g_sim0);
+    loom_sim_device_free(g_sim1);
+    loom_sim_device_free(g_host);
     return test_finish("test-sched");
 }

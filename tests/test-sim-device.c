@@ -68,6 +68,34 @@ static void test_addresses(void) {
     loom_sim_device_free(s1);
 }
 
+/* A host-memory sim (host_memory): host addresses any device may read, an ACCEL-type device that
+ * reads host memory; the max buffer size can change between allocations. */
+static void test_host_memory(void) {
+    struct loom_sim_params p = loom_sim_default_params();
+    p.host_memory = true;
+    p.alignment = 128;
+    loom_backend_dev_t d = loom_sim_device_new("sim-host", &p);
+    loom_backend_buffer_type_t buft = loom_backend_dev_buffer_type(d);
+    CHECK(loom_backend_buft_is_host(buft) && loom_backend_dev_type(d) == LOOM_BACKEND_DEV_TYPE_ACCEL, "host buffer type, ACCEL device");
+    CHECK(loom_backend_dev_supports_buft(d, loom_backend_cpu_buffer_type()), "reads CPU buffers");
+    loom_backend_buffer_t b = loom_backend_buft_alloc_buffer(buft, 1000);
+    CHECK(b && loom_backend_buffer_is_host(b), "alloc");
+    uint8_t * base = b ? loom_backend_buffer_get_base(b) : NULL;
+    CHECK(base && in_host_mapping((uintptr_t)base) && !loom_sim_is_device_addr(base) && (uintptr_t)base % 128 == 0,
+          "a host address, aligned");
+    if (base) {
+        loom_backend_buffer_clear(b, 0x3c);
+        CHECK(base[0] == 0x3c && base[999] == 0x3c, "the bytes are readable at the address");
+    }
+    loom_backend_buffer_free(b);
+    loom_sim_set_max_buffer_size(d, 512);
+    CHECK(loom_backend_buft_get_max_size(buft) == 512, "max buffer size set");
+    loom_sim_set_max_buffer_size(d, 0);
+    CHECK(loom_backend_buft_get_max_size(buft) == SIZE_MAX, "0: unlimited");
+    CHECK(test_sim_live_buffers(d) == 0, "freed");
+    loom_sim_device_free(d);
+}
+
 /* ---------------------------------------------------------------- memory limits */
 
 static void test_out_of_memory(void) {
@@ -360,6 +388,7 @@ static void test_registry(void) {
 int main(void) {
     loom_log_set(test_capture_log, NULL);
     test_addresses();
+    test_host_memory();
     test_out_of_memory();
     test_failure_injection();
     test_capabilities();

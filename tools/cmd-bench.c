@@ -374,6 +374,12 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
     return true;
 }
 
+/* Frees the opened model files; returns 'rc'. */
+static int bench_files_free(struct loom_model_file ** files, int n, int rc) {
+    for (int i = 0; i < n; i++) loom_model_file_free(files[i]);
+    return rc;
+}
+
 int loom_cmd_bench(int argc, char ** argv) {
     struct bench_opts o;
     bool help = false;
@@ -391,13 +397,14 @@ int loom_cmd_bench(int argc, char ** argv) {
         fprintf(stderr, "loom bench: nothing to measure (-p, -n and -pg are all 0)\n");
         return 1;
     }
+    /* every file opened and parsed once, before anything is measured; the weights load per -ngl value */
+    struct loom_model_file * files[MAX_LIST] = {NULL};
     for (int mi = 0; mi < o.n_models; mi++) {
-        struct loom_hparams hp;
-        if (loom_model_read_meta(o.models[mi], &hp, NULL) != LOOM_OK) {
+        if (loom_model_file_open(o.models[mi], &files[mi]) != LOOM_OK) {
             const char * why = cli_last_error("cannot read the model");
             if (strstr(why, o.models[mi])) fprintf(stderr, "loom bench: %s\n", why); /* the message names the file */
             else fprintf(stderr, "loom bench: %s: %s\n", o.models[mi], why);
-            return 1;
+            return bench_files_free(files, o.n_models, 1);
         }
     }
     print_header(&o);
@@ -409,16 +416,17 @@ int loom_cmd_bench(int argc, char ** argv) {
             mp.device = o.device;
             cli_split_apply(&o.split, &mp);
             struct loom_model * model = NULL;
-            if (loom_model_load(o.models[mi], mp, &model) != LOOM_OK) {
+            if (loom_model_load_file(files[mi], mp, &model) != LOOM_OK) {
                 fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot load the model"));
-                return 1;
+                return bench_files_free(files, o.n_models, 1);
             }
             const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? o.ngls[gi] : 0; /* nothing offloaded: label 0 */
             const bool ok = bench_model(&o, model, o.models[mi], ngl, &first);
             loom_model_free(model);
-            if (!ok) return 1;
+            if (!ok) return bench_files_free(files, o.n_models, 1);
         }
     }
+    bench_files_free(files, o.n_models, 0);
     if (o.output == OUT_JSON) printf("\n]\n");
     return cli_stdout_ok("bench") ? 0 : 1;
 }

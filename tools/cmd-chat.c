@@ -4,6 +4,8 @@
 #include "cli-split.h"
 #include "commands.h"
 #include "loom-llama.h"
+#include "loom-chat.h"
+#include "loom-sampler.h"
 
 #include <errno.h>
 #include <signal.h>

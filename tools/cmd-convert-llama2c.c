@@ -1,7 +1,7 @@
 /* cmd-convert-llama2c.c -- `loom convert-llama2c`: a llama2.c checkpoint + tokenizer -> GGUF. */
 #include "cli-util.h"
 #include "commands.h"
-#include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <getopt.h>
 #include <stdio.h>

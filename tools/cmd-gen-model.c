@@ -1,7 +1,7 @@
 /* cmd-gen-model.c -- `loom gen-model`: write a llama or qwen2 GGUF with random weights of a named or given shape. */
 #include "cli-util.h"
 #include "commands.h"
-#include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -112,7 +112,8 @@ static double neg_log_prob(const float * logits, int32_t n_vocab, int32_t token)
 }
 
 struct ppl_state {
-    struct loom_vocab * vocab;
+    struct loom_model_file * file;   /* opened and parsed once: the text is tokenized, then the weights load */
+    const struct loom_vocab * vocab; /* the file's */
     struct loom_model * model;
     struct loom_llama_context * lctx;
     int32_t * tokens;
@@ -125,7 +126,7 @@ static int finish(struct ppl_state * s, int rc, const char * what) {
     free(s->tokens);
     loom_llama_context_free(s->lctx);
     loom_model_free(s->model);
-    loom_vocab_free(s->vocab);
+    loom_model_file_free(s->file);
     return rc;
 }
 
@@ -159,8 +160,8 @@ int loom_cmd_perplexity(int argc, char ** argv) {
         fprintf(stderr, "loom perplexity: cannot open model '%s': %s\n", o.model, strerror(errno));
         return 1;
     }
-    struct loom_hparams hp;
-    if (loom_model_read_meta(o.model, &hp, &s.vocab) != LOOM_OK) return finish(&s, 1, "cannot read the model");
+    if (loom_model_file_open(o.model, &s.file) != LOOM_OK) return finish(&s, 1, "cannot read the model");
+    s.vocab = loom_model_file_vocab(s.file);
     const int64_t t0 = loom_time_us();
     const int32_t n_tokens = tokenize_text(&o, &s);
     if (n_tokens < 0) return finish(&s, 1, NULL);
@@ -177,7 +178,7 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     mp.device = o.device;
     cli_split_apply(&o.split, &mp);
     mp.use_mmap = !o.no_mmap;
-    if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
+    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;

@@ -1,7 +1,7 @@
 /* cmd-quantize.c -- `loom quantize IN.gguf OUT.gguf TYPE [NTHREADS]`: write a model in a quantized preset. */
 #include "cli-util.h"
 #include "commands.h"
-#include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <stdio.h>
 #include <string.h>

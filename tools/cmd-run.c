@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "gen-controls.h"
 #include "loom-llama.h"
+#include "loom-sampler.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -253,9 +254,9 @@ static void on_sigint(int sig) {
 
 /* -ngl auto: sets mp->n_gpu_layers to the layers that fit and prints the choice with the sizes it
  * rests on. Returns 0, or 1 when the dry run failed (its error logged). */
-static int fit_layers(struct run_opts * o, struct loom_model_params * mp, struct loom_llama_context_params cp) {
+static int fit_layers(struct run_opts * o, struct loom_model_file * file, struct loom_model_params * mp, struct loom_llama_context_params cp) {
     struct loom_fit * f = malloc(sizeof *f);
-    if (!f || loom_model_fit(o->model, *mp, cp, (size_t)o->fit_margin << 20, f) != LOOM_OK) {
+    if (!f || loom_model_fit(file, *mp, cp, (size_t)o->fit_margin << 20, f) != LOOM_OK) {
         free(f);
         return 1;
     }
@@ -281,7 +282,8 @@ static void print_timing(const char * what, double ms, int n, const char * unit)
 }
 
 struct run_state {
-    struct loom_vocab * vocab;
+    struct loom_model_file * file;   /* opened and parsed once: the prompt is checked, then the weights load */
+    const struct loom_vocab * vocab; /* the file's */
     struct loom_model * model;
     struct loom_llama_context * lctx;
     struct loom_sampler * sampler;
@@ -297,7 +299,7 @@ static void run_state_free(struct run_state * s) {
     loom_sampler_free(s->sampler);
     loom_llama_context_free(s->lctx);
     loom_model_free(s->model);
-    loom_vocab_free(s->vocab);
+    loom_model_file_free(s->file);
     free(s->tokens);
     free(s->logits);
 }
@@ -360,11 +362,12 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
     if (o->escape && !prompt_buf && o->prompt && !(prompt_buf = strdup(o->prompt))) return fail(s, "out of memory");
     if (o->escape && prompt_buf) plen = process_escapes(prompt_buf, o->prompt_file ? plen : strlen(prompt_buf));
     const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
-    struct loom_hparams hp;
-    if (loom_model_read_meta(o->model, &hp, &s->vocab) != LOOM_OK) {
+    if (loom_model_file_open(o->model, &s->file) != LOOM_OK) {
         free(prompt_buf);
         return fail(s, "cannot read the model");
     }
+    s->vocab = loom_model_file_vocab(s->file);
+    const struct loom_hparams hp = *loom_model_file_hparams(s->file);
     if (!logit_bias_check("run", o->biases, o->n_biases, hp.n_vocab)) {
         free(prompt_buf);
         run_state_free(s);
@@ -462,11 +465,11 @@ int loom_cmd_run(int argc, char ** argv) {
     const bool ngl_auto = o.n_gpu_layers == NGL_AUTO;
     if (ngl_auto) {
         cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN); /* the dry run's loading is not the run's */
-        const int fr = fit_layers(&o, &mp, cp);
+        const int fr = fit_layers(&o, s.file, &mp, cp);
         cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_INFO);
         if (fr) return fail(&s, "cannot measure what fits on the device");
     }
-    if (loom_model_load(o.model, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
+    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
     /* warned only now, so that a request refused above still gets its one line */
     if (o.device && o.n_gpu_layers == 0 && !ngl_auto) {
         fprintf(stderr, "warning: --device %s has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n", o.device);

@@ -16,6 +16,8 @@ int loom_cmd_serve(int argc, char ** argv) {
 
 #include "loom-llama.h"
 #include "serve-accept.h"
+#include "loom-chat.h"
+#include "loom-sampler.h"
 #include "serve-gen.h"
 
 #include <arpa/inet.h>

@@ -3,6 +3,7 @@
 #define LOOM_TOOLS_SERVE_GEN_H
 
 #include "loom-llama.h"
+#include "loom-sampler.h"
 
 #include <pthread.h>
 #include <stdbool.h>

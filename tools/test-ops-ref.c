@@ -1,6 +1,8 @@
-/* test-ops-ref.c -- the independent reference for the op tests: naive loops in double precision
- * over the sources' host images, honouring every stride; and the error bound of each op. */
-#include "test-ops.h"
+/* test-ops-ref.c -- the independent reference for every op test (test-ref.h): naive loops in
+ * double precision over the sources' host images, honouring every stride; and the error bound of
+ * each op. */
+#include "test-ref.h"
+#include "core/loom-internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 
 double test_view_get(const struct test_view * v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const struct loom_tensor * t = v->t;
+    if (!v->image) return NAN;
     size_t offs = t->view_offs + (size_t)i0 * t->nb[0] + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
     const uint8_t * p = v->image + offs;
     uint16_t h;
@@ -76,17 +79,18 @@ static void ref_mul_mat(const struct test_view * src, int64_t ne0, int64_t j, in
  * original context L keeps its frequency when r > beta_fast, is fully interpolated (times s = the
  * frequency scale) when r < beta_slow, and mixes linearly between, over pair indices rounded out to
  * whole pairs; the attention temperature is 1 + 0.1 ln(1/s). */
-static void ref_rope_freq(const struct test_case * c, const struct test_view * src, int i, double * freq, double * mag) {
-    const int n_dims = c->ip[0];
-    const double base = c->fp[0], s = c->fp[1], ext = c->fp[2];
-    const double theta = pow(base, -2.0 * i / n_dims) / (c->n_src > 2 ? test_view_get(&src[2], i, 0, 0, 0) : 1.0);
+static void ref_rope_freq(const struct loom_tensor * dst, const struct test_view * src, int i, double * freq, double * mag) {
+    const int n_dims = loom_get_op_param_i32(dst, 0);
+    const struct loom_rope_ext_params e = loom_rope_get_ext_params(dst);
+    const double base = loom_get_op_param_f32(dst, 2), s = loom_get_op_param_f32(dst, 3), ext = e.ext_factor;
+    const double theta = pow(base, -2.0 * i / n_dims) / (dst->src[2] ? test_view_get(&src[2], i, 0, 0, 0) : 1.0);
     *freq = s * theta;
-    *mag = c->fp[3] != 0.0f ? c->fp[3] : 1.0;
-    if (c->fp[3] == 0.0f || ext == 0.0) return;
+    *mag = e.attn_factor;
+    if (ext == 0.0) return;
     /* the (fractional) pair index at which the rotation count over L equals b: L * base^(-2d/n) / (2 pi) = b */
-    const double L = c->ip[2];
-    const double d_fast = n_dims / 2.0 * log(L / (2 * M_PI * c->fp[4])) / log(base);
-    const double d_slow = n_dims / 2.0 * log(L / (2 * M_PI * c->fp[5])) / log(base);
+    const double L = e.n_ctx_orig;
+    const double d_fast = n_dims / 2.0 * log(L / (2 * M_PI * e.beta_fast)) / log(base);
+    const double d_slow = n_dims / 2.0 * log(L / (2 * M_PI * e.beta_slow)) / log(base);
     const double lo = d_fast > 0 ? floor(d_fast) : 0, hi = ceil(d_slow) < n_dims - 1 ? ceil(d_slow) : n_dims - 1;
     double gamma; /* 1: keep the frequency, 0: interpolate */
     if (i <= lo) {
@@ -101,15 +105,15 @@ static void ref_rope_freq(const struct test_case * c, const struct test_view * s
     *mag *= 1 + 0.1 * log(1 / s);
 }
 
-static void ref_rope(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
+static void ref_rope(const struct loom_tensor * dst, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
                      int64_t i3, double * out) {
-    const int n_dims = c->ip[0];
-    const bool neox = c->ip[1] == LOOM_ROPE_NEOX;
+    const int n_dims = loom_get_op_param_i32(dst, 0);
+    const bool neox = loom_get_op_param_i32(dst, 1) == LOOM_ROPE_NEOX;
     const double pos = test_view_get(&src[1], i2, 0, 0, 0);
     for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3);
     for (int i = 0; i < n_dims / 2; i++) {
         double freq, mag;
-        ref_rope_freq(c, src, i, &freq, &mag);
+        ref_rope_freq(dst, src, i, &freq, &mag);
         const double theta = pos * freq;
         const int64_t e0 = neox ? i : 2 * i, e1 = neox ? i + n_dims / 2 : 2 * i + 1;
         const double x0 = test_view_get(&src[0], e0, i1, i2, i3), x1 = test_view_get(&src[0], e1, i1, i2, i3);
@@ -118,12 +122,12 @@ static void ref_rope(const struct test_case * c, const struct test_view * src, i
     }
 }
 
-static void ref_soft_max(const struct test_case * c, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
+static void ref_soft_max(const struct loom_tensor * dst, const struct test_view * src, int64_t ne0, int64_t i1, int64_t i2,
                          int64_t i3, double * out) {
-    const struct loom_tensor * m = c->n_src > 1 ? src[1].t : NULL;
+    const struct loom_tensor * m = dst->src[1];
     double max = -INFINITY;
     for (int64_t i = 0; i < ne0; i++) {
-        out[i] = test_view_get(&src[0], i, i1, i2, i3) * (double)c->fp[0];
+        out[i] = test_view_get(&src[0], i, i1, i2, i3) * (double)loom_get_op_param_f32(dst, 0);
         if (m) out[i] += test_view_get(&src[1], i, i1, i2 % m->ne[2], i3 % m->ne[3]);
         if (out[i] > max) max = out[i];
     }
@@ -140,9 +144,9 @@ static void ref_soft_max(const struct test_case * c, const struct test_view * sr
 }
 
 /* Row (h, iq, b) of FLASH_ATTN_EXT: the scores of every cell, their softmax, the weighted values. */
-static void ref_flash_attn(const struct test_case * c, const struct test_view * src, int64_t h, int64_t iq, int64_t b,
+static void ref_flash_attn(const struct loom_tensor * dst, const struct test_view * src, int64_t h, int64_t iq, int64_t b,
                            double * out) {
-    const struct loom_tensor * q = src[0].t, * k = src[1].t, * v = src[2].t, * m = c->n_src > 3 ? src[3].t : NULL;
+    const struct loom_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * m = dst->src[3];
     const int64_t D = q->ne[0], Dv = v->ne[0], n_kv = k->ne[1], hk = h / (q->ne[2] / k->ne[2]);
     double max = -INFINITY, sum = 0.0;
     for (int64_t i = 0; i < Dv; i++) out[i] = 0.0;
@@ -150,7 +154,7 @@ static void ref_flash_attn(const struct test_case * c, const struct test_view * 
         for (int64_t j = 0; j < n_kv; j++) {
             double s = 0.0;
             for (int64_t d = 0; d < D; d++) s += test_view_get(&src[0], d, iq, h, b) * test_view_get(&src[1], d, j, hk, b);
-            s *= (double)c->fp[0];
+            s *= (double)loom_get_op_param_f32(dst, 0);
             if (m) s += test_view_get(&src[3], j, iq, h % m->ne[2], b % m->ne[3]);
             if (pass == 0) {
                 if (s > max) max = s;
@@ -164,7 +168,7 @@ static void ref_flash_attn(const struct test_case * c, const struct test_view * 
     for (int64_t i = 0; i < Dv; i++) out[i] = sum > 0 ? out[i] / sum : 0.0;
 }
 
-/* SET_ROWS into a block type: source row 'from' quantized by the type's from_float, then decoded. */
+/* SET_ROWS into a block type: row 'from' of the rows (src[0]) quantized by the type's from_float, then decoded. */
 static void ref_set_row_blocks(enum loom_type type, const struct test_view * src, int64_t from, int64_t ne0, double * out) {
     const struct loom_type_traits * tt = loom_type_get_traits(type);
     float * x = malloc((size_t)ne0 * sizeof *x);
@@ -172,7 +176,7 @@ static void ref_set_row_blocks(enum loom_type type, const struct test_view * src
     if (!x || !q || !tt->from_float || !tt->to_float) {
         for (int64_t i = 0; i < ne0; i++) out[i] = NAN;
     } else {
-        for (int64_t i = 0; i < ne0; i++) x[i] = (float)test_view_get(&src[1], i, from, 0, 0);
+        for (int64_t i = 0; i < ne0; i++) x[i] = (float)test_view_get(&src[0], i, from, 0, 0);
         tt->from_float(x, q, ne0);
         tt->to_float(q, x, ne0);
         for (int64_t i = 0; i < ne0; i++) out[i] = x[i];
@@ -212,10 +216,10 @@ static void ref_argmax(const struct test_view * src, int64_t n, double * out) {
     }
 }
 
-void test_ops_reference_row(const struct test_case * c, const struct loom_tensor * dst, const struct test_view * src,
-                            int64_t i1, int64_t i2, int64_t i3, double * out) {
+bool test_ref_row(const struct loom_tensor * dst, const struct test_view * src, int64_t i1, int64_t i2, int64_t i3,
+                  double * out) {
     const int64_t ne0 = dst->ne[0];
-    switch (c->op) {
+    switch (dst->op) {
     case LOOM_OP_GET_ROWS: {
         const double id = test_view_get(&src[1], i1, i2, i3, 0);
         if (id >= 0 && id < src[0].t->ne[1]) view_row(&src[0], (int64_t)id, i2, i3, out);
@@ -229,12 +233,12 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
         for (int64_t i = 0; i < ne0; i++) {
             const double x = test_view_get(&src[0], i, i1, i2, i3);
             const double y = test_view_get(&src[1], i % b->ne[0], i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-            out[i] = c->op == LOOM_OP_ADD ? x + y : x * y;
+            out[i] = dst->op == LOOM_OP_ADD ? x + y : x * y;
         }
         break;
     }
     case LOOM_OP_SCALE:
-        for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3) * (double)c->fp[0];
+        for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3) * (double)loom_get_op_param_f32(dst, 0);
         break;
     case LOOM_OP_SILU:
         for (int64_t i = 0; i < ne0; i++) {
@@ -254,21 +258,21 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
             const double x = test_view_get(&src[0], i, i1, i2, i3);
             ss += x * x;
         }
-        const double scale = 1.0 / sqrt(ss / (double)ne0 + (double)c->fp[0]);
+        const double scale = 1.0 / sqrt(ss / (double)ne0 + (double)loom_get_op_param_f32(dst, 0));
         for (int64_t i = 0; i < ne0; i++) out[i] = test_view_get(&src[0], i, i1, i2, i3) * scale;
         break;
     }
-    case LOOM_OP_ROPE: ref_rope(c, src, ne0, i1, i2, i3, out); break;
-    case LOOM_OP_SOFT_MAX: ref_soft_max(c, src, ne0, i1, i2, i3, out); break;
+    case LOOM_OP_ROPE: ref_rope(dst, src, ne0, i1, i2, i3, out); break;
+    case LOOM_OP_SOFT_MAX: ref_soft_max(dst, src, ne0, i1, i2, i3, out); break;
     case LOOM_OP_DUP:
     case LOOM_OP_CPY:
     case LOOM_OP_CONT: ref_copy(dst, src, i1, i2, i3, out); break;
     case LOOM_OP_ARGMAX: ref_argmax(src, ne0, out); break;
-    case LOOM_OP_FLASH_ATTN_EXT: ref_flash_attn(c, src, i1, i2, i3, out); break;
-    case LOOM_OP_SET_ROWS: { /* the row some id names, else the destination's own values */
+    case LOOM_OP_FLASH_ATTN_EXT: ref_flash_attn(dst, src, i1, i2, i3, out); break;
+    case LOOM_OP_SET_ROWS: { /* the row some id (src[1]) names, else the destination's own values (src[2]) */
         int64_t from = -1;
-        for (int64_t i = 0; i < src[2].t->ne[0]; i++) {
-            if ((int64_t)test_view_get(&src[2], i, 0, 0, 0) == i1) from = i;
+        for (int64_t i = 0; i < dst->src[1]->ne[0]; i++) {
+            if ((int64_t)test_view_get(&src[1], i, 0, 0, 0) == i1) from = i;
         }
         if (from >= 0 && loom_blck_size(dst->type) > 1) {
             /* a block type stores what its quantizer makes of the row (the quantizers are held to
@@ -277,14 +281,15 @@ void test_ops_reference_row(const struct test_case * c, const struct loom_tensor
             break;
         }
         for (int64_t i = 0; i < ne0; i++) {
-            out[i] = from >= 0 ? round_to(dst->type, test_view_get(&src[1], i, from, 0, 0)) : test_view_get(&src[0], i, i1, 0, 0);
+            out[i] = from >= 0 ? round_to(dst->type, test_view_get(&src[0], i, from, 0, 0)) : test_view_get(&src[2], i, i1, 0, 0);
         }
         break;
     }
     default:
         for (int64_t i = 0; i < ne0; i++) out[i] = NAN;
-        break;
+        return false;
     }
+    return true;
 }
 
 /* Bits per value of a block type (0 for the others). */
@@ -320,13 +325,14 @@ static int value_bits(enum loom_type t) {
  *    kernels add the same products as the dequantized weights is test-qdot's check (F32 rounding);
  *  - MUL_MAT with F16/BF16 weights: 5e-4 -- a device may round the F32 columns to the weights'
  *    type (BF16 keeps 8 bits: ~1e-6 typical) before multiplying. */
-double test_ops_threshold(const struct test_case * c) {
-    switch (c->op) {
-    case LOOM_OP_MUL_MAT: return c->type[0] == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(c->type[0]) > 1 ? 1e-3 : 5e-4;
+double test_ref_threshold(const struct loom_tensor * dst) {
+    const enum loom_type t0 = dst->src[0] ? dst->src[0]->type : dst->type;
+    switch (dst->op) {
+    case LOOM_OP_MUL_MAT: return t0 == LOOM_TYPE_F32 ? 1e-8 : loom_blck_size(t0) > 1 ? 1e-3 : 5e-4;
     case LOOM_OP_FLASH_ATTN_EXT: return 1e-9;
     case LOOM_OP_CPY:
-        if (value_bits(c->type[1]) > 0 && c->type[0] != c->type[1]) {
-            const double step = 1.5 / ((1 << value_bits(c->type[1])) - 1);
+        if (value_bits(dst->type) > 0 && t0 != dst->type) {
+            const double step = 1.5 / ((1 << value_bits(dst->type)) - 1);
             return step * step;
         }
         return 0.0;

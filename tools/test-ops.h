@@ -1,10 +1,11 @@
 /* test-ops.h -- the op test harness behind `loom test-ops`: a table of cases (every op x type x
  * layout x shape), run on any registered device through the backend interface only, compared
- * against an independent double-precision reference. */
+ * against the independent double-precision reference (test-ref.h). */
 #ifndef LOOM_TOOLS_TEST_OPS_H
 #define LOOM_TOOLS_TEST_OPS_H
 
 #include "loom-backend.h"
+#include "test-ref.h"
 
 /* How a source tensor is laid out in memory (every source is a view into a larger base whose
  * spare bytes are guard bytes). */
@@ -44,22 +45,6 @@ void test_ops_make_cases(struct test_case_list * list);
 void test_ops_free_cases(struct test_case_list * list);
 /* A one-line description: op, types, shapes, layouts, parameters. */
 void test_ops_describe(const struct test_case * c, char * buf, size_t size);
-
-/* A tensor as the reference sees it: metadata plus the host image of its base's bytes. */
-struct test_view {
-    const struct loom_tensor * t;
-    const uint8_t * image;   /* the base's bytes; element (i0..i3) at view_offs + sum i*nb */
-};
-
-double test_view_get(const struct test_view * v, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
-
-/* Reference: row (i1, i2, i3) of the case's result (node 'dst' shape) in double precision,
- * reading the sources through 'src' (same order as the case's sources). 'out' has dst->ne[0]. */
-void test_ops_reference_row(const struct test_case * c, const struct loom_tensor * dst, const struct test_view * src,
-                            int64_t i1, int64_t i2, int64_t i3, double * out);
-
-/* Normalized mean squared error bound the result must meet (see test-ops-ref.c). */
-double test_ops_threshold(const struct test_case * c);
 
 struct test_ops_options {
     const char * device;   /* registry name; "CPU" by default */

@@ -1,6 +1,6 @@
 /* chat.c -- chat templates: recognizing a model's tokenizer.chat_template by its text and
  * writing a conversation in that family's format (no Jinja interpreter: the common families). */
-#include "loom-llama.h"
+#include "loom-chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +240,20 @@ static void write_gemma(struct sbuf * b, const struct loom_chat_message * msgs, 
     free(sys.s);
 }
 
+/* The families that write every turn as 'open' role 'sep' content 'close' (the content trimmed of
+ * surrounding white space with 'trim'): ChatML, Llama 3, Phi-3, Zephyr. */
+static void write_role_turns(struct sbuf * b, const struct loom_chat_message * msgs, size_t n, const char * open, const char * sep,
+                             const char * close, bool trim) {
+    for (size_t i = 0; i < n; i++) {
+        put(b, open);
+        put(b, msgs[i].role);
+        put(b, sep);
+        if (trim) put_trimmed(b, msgs[i].content);
+        else put(b, msgs[i].content);
+        put(b, close);
+    }
+}
+
 static void write_messages(struct sbuf * b, enum loom_chat_template t, const struct loom_chat_message * msgs, size_t n, bool add_ass) {
     switch (t) {
     case LOOM_CHAT_TEMPLATE_LLAMA2:
@@ -262,24 +276,12 @@ static void write_messages(struct sbuf * b, enum loom_chat_template t, const str
         if (add_ass) put(b, "<start_of_turn>model\n");
         break;
     case LOOM_CHAT_TEMPLATE_LLAMA3:
-        for (size_t i = 0; i < n; i++) {
-            put(b, "<|start_header_id|>");
-            put(b, msgs[i].role);
-            put(b, "<|end_header_id|>\n\n");
-            put_trimmed(b, msgs[i].content);
-            put(b, "<|eot_id|>");
-        }
+        write_role_turns(b, msgs, n, "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", true);
         if (add_ass) put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         break;
     case LOOM_CHAT_TEMPLATE_PHI3:
     case LOOM_CHAT_TEMPLATE_ZEPHYR:
-        for (size_t i = 0; i < n; i++) {
-            put(b, "<|");
-            put(b, msgs[i].role);
-            put(b, "|>\n");
-            put(b, msgs[i].content);
-            put(b, t == LOOM_CHAT_TEMPLATE_PHI3 ? "<|end|>\n" : "<|endoftext|>\n");
-        }
+        write_role_turns(b, msgs, n, "<|", "|>\n", t == LOOM_CHAT_TEMPLATE_PHI3 ? "<|end|>\n" : "<|endoftext|>\n", false);
         if (add_ass) put(b, "<|assistant|>\n");
         break;
     case LOOM_CHAT_TEMPLATE_DEEPSEEK:
@@ -305,13 +307,7 @@ static void write_messages(struct sbuf * b, enum loom_chat_template t, const str
         break;
     }
     default: /* ChatML */
-        for (size_t i = 0; i < n; i++) {
-            put(b, "<|im_start|>");
-            put(b, msgs[i].role);
-            put(b, "\n");
-            put(b, msgs[i].content);
-            put(b, "<|im_end|>\n");
-        }
+        write_role_turns(b, msgs, n, "<|im_start|>", "\n", "<|im_end|>\n", false);
         if (add_ass) put(b, "<|im_start|>assistant\n");
         break;
     }

@@ -38,7 +38,7 @@ static enum loom_status measure_compute(struct loom_model * m, struct loom_llama
 
 static int il_last(const struct loom_hparams * hp) { return hp->n_layer - 1; }
 
-enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+enum loom_status loom_model_fit(struct loom_model_file * file, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
                                 struct loom_fit * out) {
     memset(out, 0, sizeof *out);
     struct loom_model probe; /* only the device choice of a load that offloads */
@@ -62,7 +62,7 @@ enum loom_status loom_model_fit(const char * path, struct loom_model_params mp, 
     mp.use_mlock = false;
     mp.progress = NULL;
     struct loom_model * m = NULL;
-    enum loom_status st = loom_model_load(path, mp, &m);
+    enum loom_status st = loom_model_load_file(file, mp, &m);
     if (st != LOOM_OK) return st;
     const struct loom_hparams hparams = m->hp, * hp = &hparams; /* kept past loom_model_free */
     out->n_layer = hp->n_layer;

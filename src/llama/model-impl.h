@@ -40,9 +40,29 @@ struct loom_layer_part {
 
 #define LOOM_MODEL_MAX_BUFFERS 64
 
+/* What a model file's metadata says, shared by the file handle and every model loaded from it (the
+ * last of them to be freed frees it). */
+struct loom_model_meta {
+    int refs;                        /* atomic */
+    struct loom_hparams hp;          /* n_vocab included */
+    struct loom_vocab * vocab;
+    char * chat_template;            /* tokenizer.chat_template (NUL-terminated copy), or NULL */
+};
+
+/* An opened model file: its parsed GGUF metadata and tensor index (phase 1 of the load). */
+struct loom_model_file {
+    char * path;
+    struct loom_gguf * g;
+    struct loom_model_meta * meta;
+};
+
+/* Drops one reference to 'meta' (NULL is a no-op). */
+void loom_model_meta_release(struct loom_model_meta * meta);
+
 struct loom_model {
     struct loom_hparams hp;
-    struct loom_vocab * vocab;
+    struct loom_model_meta * meta;   /* a reference: the file's metadata */
+    const struct loom_vocab * vocab; /* meta->vocab */
     enum loom_type wtype;            /* the type of most weight matrices */
 
     struct loom_tensor * tok_embd;   /* [n_embd, n_vocab] */
@@ -73,7 +93,7 @@ struct loom_model {
     uint64_t n_params;
     uint64_t n_bytes;
     char desc[64];
-    char * chat_template;            /* tokenizer.chat_template (NUL-terminated copy), or NULL */
+    const char * chat_template;      /* meta->chat_template */
 };
 
 /* The input and output tensors of a step's graph. */

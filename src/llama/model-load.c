@@ -195,8 +195,7 @@ void loom_model_free(struct loom_model * m) {
     for (int d = 0; d < m->n_devs; d++) loom_free(m->ctx_devs[d]), loom_free(m->ctx_parts[d]);
     loom_free(m->ctx_whole);
     free(m->parts);
-    loom_vocab_free(m->vocab);
-    free(m->chat_template);
+    loom_model_meta_release(m->meta);
     free(m->layers);
     free(m);
 }
@@ -208,32 +207,23 @@ static const char * size_label(uint64_t n_params, char * buf, size_t size) {
     return buf;
 }
 
-enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out) {
+/* Phase 2 (phase 1 is model-meta.c): the weights of an opened file. */
+enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom_model_params params, struct loom_model ** out) {
+    if (!out) return LOOM_ERR_INVALID_ARG;
     *out = NULL;
+    if (!file) return LOOM_ERR_INVALID_ARG;
     int64_t t0 = loom_time_us();
-    struct loom_gguf * g = NULL;
-    enum loom_status st = loom_gguf_open(path, &g, NULL, 0); /* logs the reason on failure */
-    if (st != LOOM_OK) return st;
+    const struct loom_gguf * g = file->g;
+    const char * path = file->path;
     struct loom_model * m = calloc(1, sizeof *m);
-    if (!m) {
-        loom_gguf_free(g);
-        return LOOM_ERR_OOM;
-    }
-    st = loom_model_read_hparams(g, &m->hp);
-    if (st == LOOM_OK) st = loom_model_read_vocab(g, &m->vocab);
-    if (st == LOOM_OK && loom_gguf_find_key(g, "tokenizer.chat_template") >= 0 &&
-        loom_gguf_kv_type(g, loom_gguf_find_key(g, "tokenizer.chat_template")) == LOOM_GGUF_TYPE_STRING) {
-        size_t len = 0;
-        const char * t = loom_gguf_get_str(g, "tokenizer.chat_template", NULL, &len);
-        if (t && (m->chat_template = malloc(len + 1))) {
-            memcpy(m->chat_template, t, len);
-            m->chat_template[len] = 0; /* a NUL inside only shortens the text the families are recognized in */
-        } else if (t) {
-            st = LOOM_ERR_OOM;
-        }
-    }
+    if (!m) return LOOM_ERR_OOM;
+    __atomic_add_fetch(&file->meta->refs, 1, __ATOMIC_ACQ_REL);
+    m->meta = file->meta;
+    m->hp = m->meta->hp;
+    m->vocab = m->meta->vocab;
+    m->chat_template = m->meta->chat_template;
+    enum loom_status st = LOOM_OK;
     if (st == LOOM_OK) {
-        m->hp.n_vocab = loom_vocab_n_tokens(m->vocab);
         st = loom_model_pick_devices(m, &params);
     }
     if (st == LOOM_OK) {
@@ -258,7 +248,6 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
         if (st == LOOM_OK) st = create_weights(m, g);
     }
     if (st == LOOM_OK) st = loom_model_place_weights(m, g, path, &params);
-    loom_gguf_free(g);
     if (st != LOOM_OK) {
         loom_model_free(m);
         return st;
@@ -272,6 +261,15 @@ enum loom_status loom_model_load(const char * path, struct loom_model_params par
              m->n_params ? 8.0 * m->n_bytes / m->n_params : 0.0, (loom_time_us() - t0) / 1000.0);
     *out = m;
     return LOOM_OK;
+}
+
+enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out) {
+    if (out) *out = NULL;
+    struct loom_model_file * f = NULL;
+    enum loom_status st = loom_model_file_open(path, &f);
+    if (st == LOOM_OK) st = loom_model_load_file(f, params, out);
+    loom_model_file_free(f);
+    return st;
 }
 
 const struct loom_hparams * loom_model_hparams(const struct loom_model * m) { return &m->hp; }

@@ -1,4 +1,5 @@
-/* model-meta.c -- hyper-parameters from a GGUF file's metadata, and the metadata-only reads (the vocabulary is vocab-gguf.c). */
+/* model-meta.c -- phase 1 of the load: the model file opened once, its hyper-parameters (from the
+ * GGUF metadata), vocabulary (vocab-gguf.c) and chat template; the metadata-only reads. */
 #include "loom-gguf.h"
 #include "model-loader.h"
 
@@ -197,7 +198,74 @@ enum loom_status loom_model_read_hparams(const struct loom_gguf * g, struct loom
     return read_rope_scaling(g, hp);
 }
 
-/* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both. */
+/* ---------------------------------------------------------------- phase 1: the model file */
+
+void loom_model_meta_release(struct loom_model_meta * meta) {
+    if (!meta || __atomic_sub_fetch(&meta->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    loom_vocab_free(meta->vocab);
+    free(meta->chat_template);
+    free(meta);
+}
+
+/* tokenizer.chat_template into meta->chat_template when the file has it as a string. */
+static enum loom_status read_chat_template(const struct loom_gguf * g, struct loom_model_meta * meta) {
+    const int64_t k = loom_gguf_find_key(g, "tokenizer.chat_template");
+    if (k < 0 || loom_gguf_kv_type(g, k) != LOOM_GGUF_TYPE_STRING) return LOOM_OK;
+    size_t len = 0;
+    const char * t = loom_gguf_get_str(g, "tokenizer.chat_template", NULL, &len);
+    if (!t) return LOOM_OK;
+    if (!(meta->chat_template = malloc(len + 1))) return LOOM_ERR_OOM;
+    memcpy(meta->chat_template, t, len);
+    meta->chat_template[len] = 0; /* a NUL inside only shortens the text the families are recognized in */
+    return LOOM_OK;
+}
+
+enum loom_status loom_model_file_open(const char * path, struct loom_model_file ** out) {
+    if (!out) return LOOM_ERR_INVALID_ARG;
+    *out = NULL;
+    struct loom_gguf * g = NULL;
+    enum loom_status st = loom_gguf_open(path, &g, NULL, 0); /* logs the reason on failure */
+    if (st != LOOM_OK) return st;
+    struct loom_model_file * f = calloc(1, sizeof *f);
+    struct loom_model_meta * meta = calloc(1, sizeof *meta);
+    char * p = strdup(path);
+    if (!f || !meta || !p) {
+        loom_log(LOOM_LOG_ERROR, "%s: out of memory", path);
+        st = LOOM_ERR_OOM;
+    }
+    if (st == LOOM_OK) {
+        meta->refs = 1;
+        st = loom_model_read_hparams(g, &meta->hp);
+    }
+    if (st == LOOM_OK) st = loom_model_read_vocab(g, &meta->vocab);
+    if (st == LOOM_OK) st = read_chat_template(g, meta);
+    if (st != LOOM_OK) {
+        if (meta && meta->refs) loom_model_meta_release(meta);
+        else free(meta);
+        free(f);
+        free(p);
+        loom_gguf_free(g);
+        return st;
+    }
+    meta->hp.n_vocab = loom_vocab_n_tokens(meta->vocab);
+    *f = (struct loom_model_file){.path = p, .g = g, .meta = meta};
+    *out = f;
+    return LOOM_OK;
+}
+
+void loom_model_file_free(struct loom_model_file * f) {
+    if (!f) return;
+    loom_gguf_free(f->g);
+    loom_model_meta_release(f->meta);
+    free(f->path);
+    free(f);
+}
+
+const struct loom_hparams * loom_model_file_hparams(const struct loom_model_file * f) { return &f->meta->hp; }
+const struct loom_vocab * loom_model_file_vocab(const struct loom_model_file * f) { return f->meta->vocab; }
+
+/* Opens 'path' and reads what the caller asks for: hyper-parameters, vocabulary or both (for a
+ * caller that needs nothing else; a vocabulary-only GGUF has no hyper-parameters). */
 static enum loom_status read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab) {
     if (vocab) *vocab = NULL;
     struct loom_gguf * g = NULL;

@@ -5,7 +5,7 @@
  * sampling of Holtzman et al. 2019; min-p of Nguyen et al. 2024. The PRNG is xoshiro256**
  * (Blackman & Vigna 2018) seeded through splitmix64 (Steele et al. 2014), so every seed, 0
  * included, gives a well-mixed state. */
-#include "loom-llama.h"
+#include "loom-sampler.h"
 
 #include <math.h>
 #include <stdlib.h>

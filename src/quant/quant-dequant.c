@@ -142,40 +142,34 @@ static inline void k4_scale_min(const uint8_t * q, int s, int * sc, int * m) {
     }
 }
 
-/* Q4_K: 8 sub-blocks of 32; element 64 c + l (l < 32) is the low nibble of qs[32 c + l] and
- * element 64 c + 32 + l its high nibble. */
-void loom_dequant_q4_K(const void * src, float * dst, int64_t n) {
-    const struct block_q4_K * b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
-        const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-        for (int s = 0; s < 8; s++) {
-            int sc, m;
-            k4_scale_min(b[i].scales, s, &sc, &m);
-            const float dl = d * (float)sc, ml = dmin * (float)m;
-            const uint8_t * q = b[i].qs + 32 * (s / 2);
-            const int shift = 4 * (s % 2);
+/* One Q4_K / Q5_K super-block (both share the 6-bit scale and min packing and the nibble layout):
+ * element 64 c + l (l < 32) is the low nibble of qs[32 c + l] and element 64 c + 32 + l its high
+ * nibble; with 'qh' (Q5_K) the fifth bit of element 32 s + l (s the sub-block) is bit s of qh[l]. */
+static inline __attribute__((always_inline)) void dequant_k4_block(loom_half d16, loom_half dmin16, const uint8_t * scales,
+                                                                   const uint8_t * qs, const uint8_t * qh, float * dst) {
+    const float d = h2f(d16), dmin = h2f(dmin16);
+    for (int s = 0; s < 8; s++) {
+        int sc, m;
+        k4_scale_min(scales, s, &sc, &m);
+        const float dl = d * (float)sc, ml = dmin * (float)m;
+        const uint8_t * q = qs + 32 * (s / 2);
+        const int shift = 4 * (s % 2);
+        if (qh) {
+            for (int l = 0; l < 32; l++) dst[32 * s + l] = dl * (float)(((q[l] >> shift) & 0x0f) | ((qh[l] >> s) & 1) << 4) - ml;
+        } else {
             for (int l = 0; l < 32; l++) dst[32 * s + l] = dl * (float)((q[l] >> shift) & 0x0f) - ml;
         }
     }
 }
 
-/* Q5_K: as Q4_K, with the fifth bit of element 32 s + l (s the sub-block) at bit s of qh[l]. */
+void loom_dequant_q4_K(const void * src, float * dst, int64_t n) {
+    const struct block_q4_K * b = src;
+    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) dequant_k4_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, NULL, dst);
+}
+
 void loom_dequant_q5_K(const void * src, float * dst, int64_t n) {
     const struct block_q5_K * b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
-        const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-        for (int s = 0; s < 8; s++) {
-            int sc, m;
-            k4_scale_min(b[i].scales, s, &sc, &m);
-            const float dl = d * (float)sc, ml = dmin * (float)m;
-            const uint8_t * q = b[i].qs + 32 * (s / 2);
-            const int shift = 4 * (s % 2);
-            for (int l = 0; l < 32; l++) {
-                const int code = ((q[l] >> shift) & 0x0f) | ((b[i].qh[l] >> s) & 1) << 4;
-                dst[32 * s + l] = dl * (float)code - ml;
-            }
-        }
-    }
+    for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) dequant_k4_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, b[i].qh, dst);
 }
 
 /* Q6_K: per half h (128 elements), element 128 h + 32 p + l (p < 4, l < 32) takes its low four

@@ -21,18 +21,27 @@
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* The value of the largest magnitude among x[0 .. n) (the first of equal ones; 0 when all are 0),
+ * its magnitude in '*amax'. */
+static float signed_absmax(int n, const float * x, float * amax) {
+    float max = 0.f, m = 0.f;
+    for (int i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (a > m) {
+            m = a;
+            max = x[i];
+        }
+    }
+    *amax = m;
+    return max;
+}
+
 /* Symmetric scale for 'n' values with codes -nmax .. nmax-1 (stored as L + nmax), weights x^2:
  * tries inverse scales -(nmax + 0.1 k) / max for k in -9..9, keeps the largest sumlx^2 / suml2
  * (the least-squares gain), returns the least-squares scale. */
 static float fit_scale_sym(int n, int nmax, const float * x, uint8_t * L) {
-    float max = 0.f, amax = 0.f;
-    for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        if (a > amax) {
-            amax = a;
-            max = x[i];
-        }
-    }
+    float amax;
+    const float max = signed_absmax(n, x, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
@@ -70,14 +79,8 @@ static float fit_scale_sym(int n, int nmax, const float * x, uint8_t * L) {
 /* Q3_K's sub-block scale: codes -nmax .. nmax-1 from the absolute maximum, then up to five sweeps
  * that move single codes where that raises the weighted gain sumlx^2 / suml2 (weights x^2). */
 static float fit_scale_q3(int n, int nmax, const float * x, int8_t * L) {
-    float max = 0.f, amax = 0.f;
-    for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        if (a > amax) {
-            amax = a;
-            max = x[i];
-        }
-    }
+    float amax;
+    const float max = signed_absmax(n, x, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
@@ -234,15 +237,9 @@ static void block_q3_K(const float * x, void * out) {
     struct block_q3_K * y = out;
     int8_t L[QK_K];
     float scales[QK_K / 16];
-    float max_scale = 0.f, amax = 0.f;
-    for (int j = 0; j < QK_K / 16; j++) {
-        scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
-        const float a = fabsf(scales[j]);
-        if (a > amax) {
-            amax = a;
-            max_scale = scales[j];
-        }
-    }
+    for (int j = 0; j < QK_K / 16; j++) scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
+    float amax;
+    const float max_scale = signed_absmax(QK_K / 16, scales, &amax);
     memset(y->scales, 0, sizeof y->scales);
     if (max_scale != 0.f) {
         const float iscale = -32.f / max_scale;
@@ -427,14 +424,8 @@ static void block_q6_K(const float * x, void * out) {
  * of each 16 codes. */
 static void block_q8_K(const float * x, void * out) {
     struct block_q8_K * y = out;
-    float max = 0.f, amax = 0.f;
-    for (int j = 0; j < QK_K; j++) {
-        const float a = fabsf(x[j]);
-        if (a > amax) {
-            amax = a;
-            max = x[j];
-        }
-    }
+    float amax;
+    const float max = signed_absmax(QK_K, x, &amax);
     if (amax == 0.f) {
         memset(y, 0, sizeof *y);
         return;
@@ -476,15 +467,9 @@ static float fit_scale_iq4(const float * xb, uint8_t * L) {
     const int ntry = 7;
     const int8_t * values = loom_kvalues_iq4nl;
     float weight[32];
-    float amax = 0.f, max = 0.f;
-    for (int j = 0; j < 32; j++) {
-        weight[j] = xb[j] * xb[j];
-        const float a = fabsf(xb[j]);
-        if (a > amax) {
-            amax = a;
-            max = xb[j];
-        }
-    }
+    for (int j = 0; j < 32; j++) weight[j] = xb[j] * xb[j];
+    float amax;
+    const float max = signed_absmax(32, xb, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, 32);
         return 0.f;

@@ -174,6 +174,7 @@ static loom_backend_buffer_t sim_buft_alloc(loom_backend_buffer_type_t buft, siz
     if (!ok) return NULL;
     size_t host_size = loom_pad(size ? size : 1, SIM_HOST_ALIGN);
     uint8_t * host = host_size >= size ? aligned_alloc(SIM_HOST_ALIGN, host_size) : NULL;
+    if (host && sd->params.host_memory) base = (uintptr_t)host; /* host memory at its own addresses */
     loom_backend_buffer_t b = host ? sim_buffer_make(sd, host, base, size, false) : NULL;
     if (!b) {
         loom_log(LOOM_LOG_ERROR, "%s: out of host memory behind a %.2f MiB buffer", sd->name, size / 1048576.0);
@@ -184,14 +185,20 @@ static loom_backend_buffer_t sim_buft_alloc(loom_backend_buffer_type_t buft, siz
 }
 
 static size_t sim_buft_alignment(loom_backend_buffer_type_t buft) { return ((struct sim_device *)buft->context)->params.alignment; }
-static size_t sim_buft_max_size(loom_backend_buffer_type_t buft) { return ((struct sim_device *)buft->context)->params.max_buffer_size; }
+static size_t sim_buft_max_size(loom_backend_buffer_type_t buft) {
+    struct sim_device * sd = buft->context;
+    pthread_mutex_lock(&sd->lock);
+    size_t n = sd->params.max_buffer_size; /* loom_sim_set_max_buffer_size may change it */
+    pthread_mutex_unlock(&sd->lock);
+    return n;
+}
 
 static size_t sim_buft_alloc_size(loom_backend_buffer_type_t buft, const struct loom_tensor * t) {
     size_t n = loom_nbytes(t), extra = t->view_src ? 0 : ((struct sim_device *)buft->context)->params.alloc_extra;
     return extra > SIZE_MAX - n ? SIZE_MAX : n + extra;
 }
 
-static bool sim_buft_is_host(loom_backend_buffer_type_t buft) { (void)buft; return false; }
+static bool sim_buft_is_host(loom_backend_buffer_type_t buft) { return ((struct sim_device *)buft->context)->params.host_memory; }
 
 const struct loom_backend_buffer_type_i loom_sim_buft_iface = {
     .get_name = sim_buft_name,

@@ -15,6 +15,7 @@ struct loom_sim_params loom_sim_default_params(void) {
         .memory_size = 0,
         .alloc_extra = 0,
         .host_access = false,
+        .host_memory = false,
         .buffer_from_host_ptr = false,
         .async = false,
         .events = false,
@@ -50,7 +51,9 @@ static void sim_dev_memory(loom_backend_dev_t dev, size_t * free_mem, size_t * t
     *free_mem = used < t ? t - used : 0;
 }
 
-static enum loom_backend_dev_type sim_dev_type(loom_backend_dev_t dev) { (void)dev; return LOOM_BACKEND_DEV_TYPE_GPU; }
+static enum loom_backend_dev_type sim_dev_type(loom_backend_dev_t dev) {
+    return sim_dev(dev)->params.host_memory ? LOOM_BACKEND_DEV_TYPE_ACCEL : LOOM_BACKEND_DEV_TYPE_GPU;
+}
 
 static void sim_dev_caps(loom_backend_dev_t dev, struct loom_backend_dev_caps * caps) {
     const struct loom_sim_params * p = &sim_dev(dev)->params;
@@ -90,6 +93,7 @@ static bool valid_params(const char * name, const struct loom_sim_params * p) {
 loom_backend_dev_t loom_sim_device_new(const char * name, const struct loom_sim_params * params) {
     struct loom_sim_params p = params ? *params : loom_sim_default_params();
     if (!valid_params(name, &p)) return NULL;
+    if (p.host_memory) p.host_access = true;
     struct sim_device * sd = calloc(1, sizeof *sd);
     if (!sd) {
         loom_log(LOOM_LOG_ERROR, "sim device '%s': out of host memory", name);
@@ -176,6 +180,14 @@ void loom_sim_set_fail_init_tensor(loom_backend_dev_t dev, uint64_t n) {
     struct sim_device * sd = sim_dev(dev);
     pthread_mutex_lock(&sd->lock);
     sd->fail_init_in = n;
+    pthread_mutex_unlock(&sd->lock);
+}
+
+void loom_sim_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes) {
+    LOOM_ASSERT(loom_sim_device_is_sim(dev));
+    struct sim_device * sd = sim_dev(dev);
+    pthread_mutex_lock(&sd->lock);
+    sd->params.max_buffer_size = bytes ? bytes : SIZE_MAX;
     pthread_mutex_unlock(&sd->lock);
 }
 

@@ -14,6 +14,13 @@ for f in include/loom.h include/loom-backend.h "$lib/libloom.a" "$lib/libloom.so
   case $f in /*) p=$f ;; *) p=$P/$f ;; esac
   [ -e "$p" ] || { echo "FAIL: not installed: $f"; fail=1; }
 done
+# every public header, one per subsystem: installed, compiling on its own, included by consumer.c
+for h in "$S"/include/*.h; do
+  [ -e "$P/include/$(basename "$h")" ] || { echo "FAIL: not installed: include/$(basename "$h")"; fail=1; }
+  grep -q "#include \"$(basename "$h")\"" "$S/tests/install/consumer.c" || { echo "FAIL: consumer.c does not include $(basename "$h")"; fail=1; }
+  printf '#include "%s"\nint main(void) { return 0; }\n' "$(basename "$h")" | cc -fsyntax-only -Wall -Werror -I"$P/include" -x c - ||
+    { echo "FAIL: include/$(basename "$h") does not compile on its own"; fail=1; }
+done
 if [ -e "$B/libloom-cuda.so" ] && [ ! -e "$lib/libloom-cuda.so" ]; then echo "FAIL: not installed: the CUDA module"; fail=1; fi
 # the shared library exports the API only
 if nm -D --defined-only "$lib/libloom.so" | awk '{print $3}' | grep -v '^loom_' | grep -q .; then

@@ -1,9 +1,19 @@
 /* consumer.c -- a program built against an installed Loom (tests/install/check-install.sh): it adds
  * two vectors on the CPU backend and checks the sums, so that headers, library and its
- * dependencies (OpenMP, threads) all reach the consumer. */
+ * dependencies (OpenMP, threads) all reach the consumer; it includes every public header (each
+ * also compiles on its own: check-install.sh). */
 #include "loom.h"
+#include "loom-alloc.h"
 #include "loom-backend.h"
+#include "loom-chat.h"
+#include "loom-convert.h"
 #include "loom-cpu.h"
+#include "loom-cuda.h"
+#include "loom-gguf.h"
+#include "loom-llama.h"
+#include "loom-sampler.h"
+#include "loom-sim.h"
+#include "loom-vocab.h"
 
 #include <stdio.h>
 

@@ -11,7 +11,15 @@
 #ifndef LOOM_TEST_RGRAPH_H
 #define LOOM_TEST_RGRAPH_H
 
-#include "test-devices.h"
+#include "backend/backend-impl.h"
+#include "loom-cpu.h"
+#include "test-util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TU static __attribute__((unused))
 
 #define RG_MAX_PLACES 4
 #define RG_MAX_POOL 512
@@ -253,7 +261,7 @@ TU void rg_fill(uint64_t seed, struct loom_tensor * t, int kind, int range) {
         float v = (float)(test_rand_uniform(&s) - 0.5);
         if (kind == RG_IN_MASK) v = test_rand_uniform(&s) < 0.3 ? -INFINITY : 0.0f;
         if (kind == RG_IN_IDS) v = (float)test_rand_range(&s, 0, range - 1);
-        tv_set(t->type, buf + (size_t)i * es, v);
+        test_store_value(t->type, buf + (size_t)i * es, v);
     }
     CHECK(loom_backend_tensor_set(t, buf, 0, (size_t)n * es) == LOOM_OK, "set '%s'", t->name);
     free(buf);

@@ -6,13 +6,14 @@
 #include <string.h>
 
 int test_failures = 0;
+long test_checks = 0;
 
 int test_finish(const char * name) {
     if (test_failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+        fprintf(stderr, "%s: %d of %ld check(s) failed\n", name, test_failures, test_checks);
         return 1;
     }
-    fprintf(stderr, "%s: all checks passed\n", name);
+    fprintf(stderr, "%s: all %ld checks passed\n", name, test_checks);
     return 0;
 }
 
@@ -77,4 +78,53 @@ bool test_dir_has_temp(const char * dir) {
     while (d && (e = readdir(d)) != NULL) found |= strstr(e->d_name, ".tmp.") != NULL;
     if (d) closedir(d);
     return found;
+}
+
+void test_store_value(enum loom_type type, void * p, float v) {
+    switch (type) {
+    case LOOM_TYPE_F32: memcpy(p, &v, 4); break;
+    case LOOM_TYPE_F16: { uint16_t h = loom_fp32_to_fp16(v); memcpy(p, &h, 2); break; }
+    case LOOM_TYPE_BF16: { uint16_t h = loom_fp32_to_bf16(v); memcpy(p, &h, 2); break; }
+    case LOOM_TYPE_I32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
+    default: break;
+    }
+}
+
+loom_backend_dev_t test_sim_new(const char * name, struct loom_sim_params params) {
+    params.n_threads = 1;
+    loom_backend_dev_t dev = loom_sim_device_new(name, &params);
+    if (!dev) {
+        fprintf(stderr, "cannot make sim device '%s'\n", name);
+        exit(1);
+    }
+    return dev;
+}
+
+size_t test_sim_live_buffers(loom_backend_dev_t dev) {
+    struct loom_sim_stats st;
+    loom_sim_get_stats(dev, &st);
+    return st.n_buffers;
+}
+
+uint64_t test_sim_alloc_calls(loom_backend_dev_t dev) {
+    struct loom_sim_stats st;
+    loom_sim_get_stats(dev, &st);
+    return st.n_alloc_calls;
+}
+
+uint8_t * test_read_file(const char * path, size_t * size) {
+    FILE * f = fopen(path, "rb");
+    if (!f) return NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t * buf = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *size = (size_t)n;
+    }
+    return buf;
 }

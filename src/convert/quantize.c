@@ -2,7 +2,7 @@
  * each tensor's type as the field's quantizer does (more bits for output, attn_v, ffn_down and the
  * first / last layers; fallbacks where a row does not fit the blocks). */
 #include "loom-gguf.h"
-#include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* convert-llama2c.c -- a llama2.c checkpoint + tokenizer -> a GGUF llama model. */
 #include "loom-gguf.h"
-#include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* gen-model.c -- synthetic llama and qwen2 models with random weights (any vocabulary), streamed into a GGUF file. */
 #include "loom-gguf.h"
-#include "loom-llama.h"
+#include "loom-convert.h"
 
 #include <math.h>
 #include <stdio.h>
