@@ -32,7 +32,7 @@ static uint8_t * make_rows(int type, int64_t k, int64_t m, size_t * ldw) {
 
 int main(int argc, char ** argv) {
     const int type = argc > 1 ? atoi(argv[1]) : LOOM_TYPE_Q4_0;
-    const struct cpu_vec * v = argc > 2 && !strcmp(argv[2], "avx2") ? cpu_vec_avx2() : cpu_vec_avx512(false, false);
+    const struct cpu_vec * v = argc > 2 && !strcmp(argv[2], "avx2") ? lcpu_vec_avx2() : lcpu_vec_avx512(false, false);
     if (!v || type < 0 || type >= LOOM_TYPE_COUNT) return 1;
     const int64_t K = 768; /* the 110m model's rows */
     float * x = malloc((size_t)K * 512 * 4);

@@ -25,44 +25,44 @@ static void capture_log(enum loom_log_level level, const char * text, void * use
 
 /* ---------------------------------------------------------------- the free list itself */
 
-static struct galloc_slot arena_take(struct galloc_arena * a, size_t size) {
-    struct galloc_slot s = {0};
-    CHECK(galloc_arena_alloc(a, size, &s) == LOOM_OK, "alloc %zu", size);
+static struct lgal_slot arena_take(struct lgal_arena * a, size_t size) {
+    struct lgal_slot s = {0};
+    CHECK(lgal_arena_alloc(a, size, &s) == LOOM_OK, "alloc %zu", size);
     return s;
 }
 
 static void test_freelist(void) {
-    struct galloc_arena a;
-    galloc_arena_init(&a, 64, SIZE_MAX);
-    struct galloc_slot x = arena_take(&a, 100), y = arena_take(&a, 200), z = arena_take(&a, 50);
+    struct lgal_arena a;
+    lgal_arena_init(&a, 64, SIZE_MAX);
+    struct lgal_slot x = arena_take(&a, 100), y = arena_take(&a, 200), z = arena_take(&a, 50);
     CHECK(x.offset == 0 && y.offset == 128 && z.offset == 384 && a.chunks[0].high == 448, "aligned, packed");
-    galloc_arena_free(&a, &x);
-    galloc_arena_free(&a, &z);
-    galloc_arena_free(&a, &y); /* joins both neighbours */
+    lgal_arena_free(&a, &x);
+    lgal_arena_free(&a, &z);
+    lgal_arena_free(&a, &y); /* joins both neighbours */
     CHECK(a.chunks[0].n_blocks == 1 && a.chunks[0].blocks[0].offset == 0, "coalesced into one block");
-    galloc_arena_release(&a);
+    lgal_arena_release(&a);
 
-    galloc_arena_init(&a, 64, SIZE_MAX);
-    struct galloc_slot s1 = arena_take(&a, 128), s2 = arena_take(&a, 64), s3 = arena_take(&a, 256), s4 = arena_take(&a, 64);
-    struct galloc_slot s5 = arena_take(&a, 64);
+    lgal_arena_init(&a, 64, SIZE_MAX);
+    struct lgal_slot s1 = arena_take(&a, 128), s2 = arena_take(&a, 64), s3 = arena_take(&a, 256), s4 = arena_take(&a, 64);
+    struct lgal_slot s5 = arena_take(&a, 64);
     (void)s3;
     (void)s5;
-    galloc_arena_free(&a, &s2);
-    galloc_arena_free(&a, &s4);
-    galloc_arena_free(&a, &s1); /* holes: [0, 192) and [448, 512) */
-    struct galloc_slot f = arena_take(&a, 60);
+    lgal_arena_free(&a, &s2);
+    lgal_arena_free(&a, &s4);
+    lgal_arena_free(&a, &s1); /* holes: [0, 192) and [448, 512) */
+    struct lgal_slot f = arena_take(&a, 60);
     CHECK(f.offset == 448, "best fit picks the smallest hole: %zu", f.offset);
-    struct galloc_slot g = arena_take(&a, 150);
+    struct lgal_slot g = arena_take(&a, 150);
     CHECK(g.offset == 0 && a.chunks[0].high == 576, "a hole before growing: %zu", g.offset);
-    galloc_arena_release(&a);
+    lgal_arena_release(&a);
 
-    galloc_arena_init(&a, 64, 1000); /* chunks of at most 1000 bytes */
-    struct galloc_slot c1 = arena_take(&a, 600), c2 = arena_take(&a, 600), c3 = arena_take(&a, 300), c4 = arena_take(&a, 380);
+    lgal_arena_init(&a, 64, 1000); /* chunks of at most 1000 bytes */
+    struct lgal_slot c1 = arena_take(&a, 600), c2 = arena_take(&a, 600), c3 = arena_take(&a, 300), c4 = arena_take(&a, 380);
     CHECK(c1.chunk == 0 && c2.chunk == 1 && c3.chunk == 0 && c3.offset == 640 && c4.chunk == 2, "spread over chunks");
     CHECK(c3.size == 320 && a.chunks[0].high <= 1000, "padding clipped at max_size");
-    struct galloc_slot c5 = arena_take(&a, 1000);
+    struct lgal_slot c5 = arena_take(&a, 1000);
     CHECK(c5.chunk == 3 && c5.size == 1000, "a tensor of exactly max_size fits a chunk of its own");
-    galloc_arena_release(&a);
+    lgal_arena_release(&a);
 }
 
 /* ---------------------------------------------------------------- reuse on long chains */

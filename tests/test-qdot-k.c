@@ -33,7 +33,7 @@ static void check_quantizer(void) {
     for (int i = 2 * QK_K; i < 3 * QK_K; i++) x[i] = 0.0f;
     x[17] = -3.5f; /* the block's largest magnitude, negative */
     struct block_q8_K b[NB];
-    cpu_quantize_q8_K(x, b, NB * QK_K);
+    lcpu_quantize_q8_K(x, b, NB * QK_K);
     CHECK(b[0].qs[17] == -127, "the largest |x| maps to -127 (got %d)", b[0].qs[17]);
     CHECK(b[2].d == 0.0f, "an all-zero block has d = 0");
     for (int i = 0; i < NB; i++) {
@@ -131,15 +131,15 @@ int main(void) {
         {LOOM_TYPE_Q6_K, "Q6_K", sizeof(struct block_q6_K), offsetof(struct block_q6_K, d), 0, loom_dequant_q6_K},
         {LOOM_TYPE_IQ4_XS, "IQ4_XS", sizeof(struct block_iq4_xs), offsetof(struct block_iq4_xs, d), 0, loom_dequant_iq4_xs},
     };
-    const struct cpu_vec * tables[3] = {cpu_vec_scalar(), NULL, NULL};
+    const struct cpu_vec * tables[3] = {lcpu_vec_scalar(), NULL, NULL};
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     unsigned ca, cb, cc, cd; /* F16C by CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports does not know "f16c" */
     const bool f16c = __get_cpuid(1, &ca, &cb, &cc, &cd) && (cc & (1u << 29));
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) tables[1] = cpu_vec_avx2();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) tables[1] = lcpu_vec_avx2();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq"))
-        tables[2] = cpu_vec_avx512(false, false);
+        tables[2] = lcpu_vec_avx512(false, false);
 #endif
     for (int v = 0; v < 3; v++) {
         if (!tables[v]) continue;

@@ -186,14 +186,14 @@ static int check_qgemm(const struct cpu_vec * v, const char * name) {
 }
 
 int main(void) {
-    check_table(cpu_vec_scalar(), "scalar");
+    check_table(lcpu_vec_scalar(), "scalar");
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_vec_avx2())
-        CHECK(check_table(cpu_vec_avx2(), "AVX2") > 0 && check_qgemm(cpu_vec_avx2(), "AVX2") > 0, "AVX2 table has integer kernels");
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && lcpu_vec_avx2())
+        CHECK(check_table(lcpu_vec_avx2(), "AVX2") > 0 && check_qgemm(lcpu_vec_avx2(), "AVX2") > 0, "AVX2 table has integer kernels");
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") && cpu_vec_avx512(false, false))
-        CHECK(check_table(cpu_vec_avx512(false, false), "AVX-512") > 0 && check_qgemm(cpu_vec_avx512(false, false), "AVX-512") > 0,
+        __builtin_cpu_supports("avx512dq") && lcpu_vec_avx512(false, false))
+        CHECK(check_table(lcpu_vec_avx512(false, false), "AVX-512") > 0 && check_qgemm(lcpu_vec_avx512(false, false), "AVX-512") > 0,
               "AVX-512 table has integer kernels");
 #endif
     return test_finish("test-qdot");

@@ -25,7 +25,7 @@ struct rec {
 struct checker {
     loom_gallocr_t galloc;
     const struct loom_cgraph * g;
-    struct galloc_index ix;
+    struct lgal_index ix;
     struct life * life; /* per node i at [i], per leaf j at [n_nodes + j] */
     int n_bad;
 };
@@ -35,7 +35,7 @@ static struct loom_tensor * tensor_at(const struct loom_cgraph * g, int i) {
 }
 
 static struct life * life_of(struct checker * c, const struct loom_tensor * t) {
-    int k = galloc_index_find(&c->ix, t);
+    int k = lgal_index_find(&c->ix, t);
     if (k == INT32_MIN) return NULL;
     return &c->life[k >= 0 ? k : c->g->n_nodes + (-k - 1)];
 }
@@ -44,8 +44,8 @@ static const struct loom_tensor * storage(const struct loom_tensor * t) { return
 
 static void violation(struct checker * c, const char * what, const struct loom_tensor * a, const struct loom_tensor * b) {
     if (c->n_bad++ < MAX_REPORTS) {
-        loom_log(LOOM_LOG_ERROR, "graph allocator check: %s: '%s'%s%s%s", what, galloc_describe(a).s, b ? " and '" : "",
-                 b ? galloc_describe(b).s : "", b ? "'" : "");
+        loom_log(LOOM_LOG_ERROR, "graph allocator check: %s: '%s'%s%s%s", what, lgal_describe(a).s, b ? " and '" : "",
+                 b ? lgal_describe(b).s : "", b ? "'" : "");
     }
 }
 
@@ -84,7 +84,7 @@ static int collect(struct checker * c, struct rec * recs) {
             violation(c, "no memory", t, NULL);
             continue;
         }
-        if (t->view_src || !galloc_owns_buffer(c->galloc, t->buffer)) continue;
+        if (t->view_src || !lgal_owns_buffer(c->galloc, t->buffer)) continue;
         loom_backend_buffer_t buf = t->buffer;
         uintptr_t base = (uintptr_t)loom_backend_buffer_get_base(buf), addr = (uintptr_t)t->data;
         size_t size = loom_backend_buft_get_alloc_size(loom_backend_buffer_get_type(buf), t);
@@ -109,7 +109,7 @@ static bool inplace_ok(const struct rec * w, const struct rec * r) {
     const struct loom_tensor * n = w->t;
     if (n->view_src || r->t->view_src || w->addr != r->addr || !loom_are_same_layout(n, r->t)) return false;
     for (int k = 0; k < LOOM_MAX_SRC; k++) {
-        if (n->src[k] == r->t && galloc_op_can_inplace(n->op, k)) return true;
+        if (n->src[k] == r->t && lgal_op_can_inplace(n->op, k)) return true;
     }
     return false;
 }
@@ -130,7 +130,7 @@ enum loom_status loom_gallocr_check(loom_gallocr_t galloc, struct loom_cgraph * 
     int n = graph->n_nodes + graph->n_leafs;
     c.life = calloc((size_t)(n ? n : 1), sizeof *c.life);
     struct rec * recs = calloc((size_t)(n ? n : 1), sizeof *recs);
-    enum loom_status st = c.life && recs ? galloc_index_build(&c.ix, graph) : LOOM_ERR_OOM;
+    enum loom_status st = c.life && recs ? lgal_index_build(&c.ix, graph) : LOOM_ERR_OOM;
     if (st == LOOM_OK) {
         compute_lifetimes(&c);
         int m = collect(&c, recs);
@@ -145,7 +145,7 @@ enum loom_status loom_gallocr_check(loom_gallocr_t galloc, struct loom_cgraph * 
             st = LOOM_ERR_INVALID_ARG;
         }
     }
-    galloc_index_release(&c.ix);
+    lgal_index_release(&c.ix);
     free(c.life);
     free(recs);
     return st;

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void galloc_arena_init(struct galloc_arena * a, size_t alignment, size_t max_size) {
+void lgal_arena_init(struct lgal_arena * a, size_t alignment, size_t max_size) {
     memset(a, 0, sizeof *a);
     a->alignment = alignment;
     a->max_size = max_size;
 }
 
-void galloc_arena_release(struct galloc_arena * a) {
+void lgal_arena_release(struct lgal_arena * a) {
     for (int i = 0; i < a->n_chunks; i++) free(a->chunks[i].blocks);
     free(a->chunks);
     a->chunks = NULL;
@@ -18,29 +18,29 @@ void galloc_arena_release(struct galloc_arena * a) {
 }
 
 /* Makes room for at least 'need' blocks in 'c'. */
-static enum loom_status chunk_reserve(struct galloc_chunk * c, int need) {
+static enum loom_status chunk_reserve(struct lgal_chunk * c, int need) {
     if (need <= c->cap_blocks) return LOOM_OK;
     int cap = c->cap_blocks ? c->cap_blocks * 2 : 8;
     while (cap < need) cap *= 2;
-    struct galloc_block * b = realloc(c->blocks, (size_t)cap * sizeof *b);
+    struct lgal_block * b = realloc(c->blocks, (size_t)cap * sizeof *b);
     if (!b) return LOOM_ERR_OOM;
     c->blocks = b;
     c->cap_blocks = cap;
     return LOOM_OK;
 }
 
-static enum loom_status arena_add_chunk(struct galloc_arena * a) {
+static enum loom_status arena_add_chunk(struct lgal_arena * a) {
     if (a->n_chunks == a->cap_chunks) {
         int cap = a->cap_chunks ? a->cap_chunks * 2 : 4;
-        struct galloc_chunk * c = realloc(a->chunks, (size_t)cap * sizeof *c);
+        struct lgal_chunk * c = realloc(a->chunks, (size_t)cap * sizeof *c);
         if (!c) return LOOM_ERR_OOM;
         a->chunks = c;
         a->cap_chunks = cap;
     }
-    struct galloc_chunk * c = &a->chunks[a->n_chunks];
+    struct lgal_chunk * c = &a->chunks[a->n_chunks];
     memset(c, 0, sizeof *c);
     if (chunk_reserve(c, 4) != LOOM_OK) return LOOM_ERR_OOM;
-    c->blocks[0] = (struct galloc_block){.offset = 0, .size = a->max_size};
+    c->blocks[0] = (struct lgal_block){.offset = 0, .size = a->max_size};
     c->n_blocks = 1;
     a->n_chunks++;
     return LOOM_OK;
@@ -48,7 +48,7 @@ static enum loom_status arena_add_chunk(struct galloc_arena * a) {
 
 /* Bytes a request of 'size' takes from block 'b': the padded size, clipped at the chunk's end
  * (max_size need not be a multiple of the alignment). 0 when it does not fit. */
-static size_t take_from(const struct galloc_arena * a, const struct galloc_block * b, size_t size) {
+static size_t take_from(const struct lgal_arena * a, const struct lgal_block * b, size_t size) {
     if (size > b->size) return 0;
     size_t padded = loom_pad(size, a->alignment);
     return padded < size || padded > b->size ? b->size : padded;
@@ -66,11 +66,11 @@ static bool better(const struct fit * f, const struct fit * best) {
     return f->size < best->size;
 }
 
-enum loom_status galloc_arena_alloc(struct galloc_arena * a, size_t size, struct galloc_slot * out) {
+enum loom_status lgal_arena_alloc(struct lgal_arena * a, size_t size, struct lgal_slot * out) {
     LOOM_ASSERT(size > 0 && size <= a->max_size);
     struct fit best = {.chunk = -1};
     for (int ci = 0; ci < a->n_chunks; ci++) {
-        const struct galloc_chunk * c = &a->chunks[ci];
+        const struct lgal_chunk * c = &a->chunks[ci];
         for (int bi = 0; bi < c->n_blocks; bi++) {
             size_t take = take_from(a, &c->blocks[bi], size);
             if (!take) continue;
@@ -84,12 +84,12 @@ enum loom_status galloc_arena_alloc(struct galloc_arena * a, size_t size, struct
         if (st != LOOM_OK) return st;
         best = (struct fit){a->n_chunks - 1, 0, 0, a->max_size};
     }
-    struct galloc_chunk * c = &a->chunks[best.chunk];
+    struct lgal_chunk * c = &a->chunks[best.chunk];
     /* frees never need to grow the block array: blocks <= live allocations + 1 */
     if (chunk_reserve(c, c->n_live + 3) != LOOM_OK) return LOOM_ERR_OOM;
-    struct galloc_block * b = &c->blocks[best.block];
+    struct lgal_block * b = &c->blocks[best.block];
     size_t take = take_from(a, b, size);
-    *out = (struct galloc_slot){.chunk = best.chunk, .offset = b->offset, .size = take};
+    *out = (struct lgal_slot){.chunk = best.chunk, .offset = b->offset, .size = take};
     b->offset += take;
     b->size -= take;
     if (b->size == 0) {
@@ -101,9 +101,9 @@ enum loom_status galloc_arena_alloc(struct galloc_arena * a, size_t size, struct
     return LOOM_OK;
 }
 
-void galloc_arena_free(struct galloc_arena * a, const struct galloc_slot * s) {
+void lgal_arena_free(struct lgal_arena * a, const struct lgal_slot * s) {
     LOOM_ASSERT(s->chunk >= 0 && s->chunk < a->n_chunks);
-    struct galloc_chunk * c = &a->chunks[s->chunk];
+    struct lgal_chunk * c = &a->chunks[s->chunk];
     size_t start = s->offset, end = s->offset + s->size;
     int i = 0; /* first block after the freed range */
     while (i < c->n_blocks && c->blocks[i].offset < start) i++;
@@ -123,7 +123,7 @@ void galloc_arena_free(struct galloc_arena * a, const struct galloc_slot * s) {
     } else {
         LOOM_ASSERT(c->n_blocks < c->cap_blocks);
         memmove(&c->blocks[i + 1], &c->blocks[i], (size_t)(c->n_blocks - i) * sizeof *c->blocks);
-        c->blocks[i] = (struct galloc_block){start, s->size};
+        c->blocks[i] = (struct lgal_block){start, s->size};
         c->n_blocks++;
     }
     c->n_live--;

@@ -7,7 +7,7 @@
 
 /* ---------------------------------------------------------------- tensor index */
 
-enum loom_status galloc_index_build(struct galloc_index * ix, const struct loom_cgraph * g) {
+enum loom_status lgal_index_build(struct lgal_index * ix, const struct loom_cgraph * g) {
     size_t need = loom_hash_size((size_t)g->n_nodes + (size_t)g->n_leafs);
     if (need > ix->cap) {
         struct loom_tensor ** keys = malloc(need * sizeof *keys);
@@ -36,12 +36,12 @@ enum loom_status galloc_index_build(struct galloc_index * ix, const struct loom_
     return LOOM_OK;
 }
 
-int galloc_index_find(const struct galloc_index * ix, const struct loom_tensor * t) {
+int lgal_index_find(const struct lgal_index * ix, const struct loom_tensor * t) {
     size_t slot = loom_hash_set_find(&ix->set, t);
     return slot == SIZE_MAX ? INT32_MIN : ix->idx[slot];
 }
 
-void galloc_index_release(struct galloc_index * ix) {
+void lgal_index_release(struct lgal_index * ix) {
     free(ix->set.keys);
     free(ix->idx);
     memset(ix, 0, sizeof *ix);
@@ -51,7 +51,7 @@ void galloc_index_release(struct galloc_index * ix) {
 
 /* Only the first source: a kernel may write its result before it has read all of a second
  * source (e.g. dst = a, then dst += b), but never before reading the first element-wise. */
-bool galloc_op_can_inplace(enum loom_op op, int src_slot) {
+bool lgal_op_can_inplace(enum loom_op op, int src_slot) {
     if (src_slot != 0) return false;
     switch (op) {
     case LOOM_OP_ADD:
@@ -65,13 +65,13 @@ bool galloc_op_can_inplace(enum loom_op op, int src_slot) {
     }
 }
 
-size_t galloc_tensor_size(loom_backend_buffer_type_t buft, const struct loom_tensor * t, size_t align) {
+size_t lgal_tensor_size(loom_backend_buffer_type_t buft, const struct loom_tensor * t, size_t align) {
     size_t sz = loom_backend_buft_get_alloc_size(buft, t);
     return loom_pad(sz ? sz : 1, align);
 }
 
-struct galloc_name galloc_describe(const struct loom_tensor * t) {
-    struct galloc_name n;
+struct lgal_name lgal_describe(const struct loom_tensor * t) {
+    struct lgal_name n;
     if (t->name[0]) {
         snprintf(n.s, sizeof n.s, "%s", t->name);
     } else {
@@ -89,22 +89,22 @@ struct tinfo {
     bool allocated;   /* holds a slot of this plan */
     bool handed_over; /* its slot now belongs to an in-place consumer */
     int buffer_id;
-    struct galloc_slot slot;
+    struct lgal_slot slot;
 };
 
 struct planner {
     const struct loom_cgraph * g;
-    const struct galloc_index * ix;
+    const struct lgal_index * ix;
     struct tinfo * info;  /* per node, then per leaf: [n_nodes + j] */
     loom_backend_buffer_type_t * bufts;
-    struct galloc_arena * arenas;
+    struct lgal_arena * arenas;
     int n_bufs;
-    struct galloc_plan_out * out;
+    struct lgal_plan_out * out;
 };
 
 /* The planning record of 't', or NULL when 't' is not in the graph. */
 static struct tinfo * info_of(struct planner * p, const struct loom_tensor * t) {
-    int k = galloc_index_find(p->ix, t);
+    int k = lgal_index_find(p->ix, t);
     if (k == INT32_MIN) return NULL;
     return k >= 0 ? &p->info[k] : &p->info[p->g->n_nodes + (-k - 1)];
 }
@@ -116,26 +116,26 @@ static bool has_storage(const struct loom_tensor * t) {
 /* True when 't' is a non-view tensor of the graph that this plan must place. */
 static bool needs_alloc(const struct loom_tensor * t) { return !t->view_src && !t->data; }
 
-static struct galloc_place * place_of(struct planner * p, const struct loom_tensor * t) {
-    int k = galloc_index_find(p->ix, t);
+static struct lgal_place * place_of(struct planner * p, const struct loom_tensor * t) {
+    int k = lgal_index_find(p->ix, t);
     return k >= 0 ? &p->out->nodes[k] : &p->out->leafs[-k - 1];
 }
 
 static enum loom_status allocate(struct planner * p, struct loom_tensor * t, struct tinfo * ti) {
     loom_backend_buffer_type_t buft = p->bufts[ti->buffer_id];
-    struct galloc_arena * a = &p->arenas[ti->buffer_id];
-    size_t size = galloc_tensor_size(buft, t, a->alignment);
+    struct lgal_arena * a = &p->arenas[ti->buffer_id];
+    size_t size = lgal_tensor_size(buft, t, a->alignment);
     size_t real = loom_backend_buft_get_alloc_size(buft, t);
     if ((real ? real : 1) > a->max_size) {
         loom_log(LOOM_LOG_ERROR, "graph allocator: tensor '%s' needs %zu bytes, more than the largest buffer of %s (%zu bytes)",
-                 galloc_describe(t).s, real, loom_backend_buft_name(buft), a->max_size);
+                 lgal_describe(t).s, real, loom_backend_buft_name(buft), a->max_size);
         return LOOM_ERR_TOO_LARGE;
     }
-    enum loom_status st = galloc_arena_alloc(a, real ? real : 1, &ti->slot);
+    enum loom_status st = lgal_arena_alloc(a, real ? real : 1, &ti->slot);
     if (st != LOOM_OK) return st;
     ti->allocated = true;
     p->out->naive[ti->buffer_id] += size;
-    *place_of(p, t) = (struct galloc_place){.kind = GALLOC_KIND_ALLOC, .buffer_id = ti->buffer_id, .slot = ti->slot};
+    *place_of(p, t) = (struct lgal_place){.kind = GALLOC_KIND_ALLOC, .buffer_id = ti->buffer_id, .slot = ti->slot};
     return LOOM_OK;
 }
 
@@ -143,7 +143,7 @@ static enum loom_status allocate(struct planner * p, struct loom_tensor * t, str
 static struct loom_tensor * inplace_parent(struct planner * p, struct loom_tensor * node, struct tinfo * ni) {
     for (int k = 0; k < LOOM_MAX_SRC; k++) {
         struct loom_tensor * s = node->src[k];
-        if (!s || !galloc_op_can_inplace(node->op, k)) continue;
+        if (!s || !lgal_op_can_inplace(node->op, k)) continue;
         struct tinfo * si = info_of(p, s);
         if (!si || !si->allocated || si->handed_over || s->view_src) continue;
         if (si->n_children != 1 || si->n_views != 0) continue;
@@ -164,8 +164,8 @@ static enum loom_status allocate_node(struct planner * p, struct loom_tensor * n
     ni->allocated = true;
     ni->slot = pi->slot;
     loom_backend_buffer_type_t buft = p->bufts[ni->buffer_id];
-    p->out->naive[ni->buffer_id] += galloc_tensor_size(buft, node, p->arenas[ni->buffer_id].alignment);
-    *place_of(p, node) = (struct galloc_place){.kind = GALLOC_KIND_ALLOC, .buffer_id = ni->buffer_id, .slot = ni->slot};
+    p->out->naive[ni->buffer_id] += lgal_tensor_size(buft, node, p->arenas[ni->buffer_id].alignment);
+    *place_of(p, node) = (struct lgal_place){.kind = GALLOC_KIND_ALLOC, .buffer_id = ni->buffer_id, .slot = ni->slot};
     return LOOM_OK;
 }
 
@@ -180,7 +180,7 @@ static void release(struct planner * p, struct loom_tensor * t) {
         return;
     }
     struct tinfo * ti = info_of(p, t);
-    if (ti && ti->allocated && !ti->handed_over) galloc_arena_free(&p->arenas[ti->buffer_id], &ti->slot);
+    if (ti && ti->allocated && !ti->handed_over) lgal_arena_free(&p->arenas[ti->buffer_id], &ti->slot);
 }
 
 /* ---------------------------------------------------------------- passes */
@@ -195,7 +195,7 @@ static enum loom_status check_sources(struct planner * p) {
             struct loom_tensor * base = s->view_src ? s->view_src : s;
             if (!info_of(p, s) || !info_of(p, base)) {
                 loom_log(LOOM_LOG_ERROR, "graph allocator: '%s' (used by '%s') needs memory but is not in the graph",
-                         galloc_describe(s).s, galloc_describe(n).s);
+                         lgal_describe(s).s, lgal_describe(n).s);
                 return LOOM_ERR_INVALID_ARG;
             }
         }
@@ -264,9 +264,9 @@ static enum loom_status place_nodes(struct planner * p) {
     return LOOM_OK;
 }
 
-enum loom_status galloc_plan(const struct loom_cgraph * g, const struct galloc_index * ix, const int * node_ids,
-                             const int * leaf_ids, loom_backend_buffer_type_t * bufts, struct galloc_arena * arenas,
-                             int n_bufs, struct galloc_plan_out * out) {
+enum loom_status lgal_plan(const struct loom_cgraph * g, const struct lgal_index * ix, const int * node_ids,
+                             const int * leaf_ids, loom_backend_buffer_type_t * bufts, struct lgal_arena * arenas,
+                             int n_bufs, struct lgal_plan_out * out) {
     size_t n = (size_t)g->n_nodes + (size_t)g->n_leafs;
     struct planner p = {.g = g, .ix = ix, .bufts = bufts, .arenas = arenas, .n_bufs = n_bufs, .out = out};
     p.info = calloc(n ? n : 1, sizeof *p.info);

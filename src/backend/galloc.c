@@ -14,15 +14,15 @@ struct loom_gallocr {
     int n_bufs;
     loom_backend_buffer_type_t * bufts;
     struct id_buffers * buffers;     /* per buffer id */
-    struct galloc_arena * arenas;    /* per buffer id: the last plan's free lists and chunk sizes */
+    struct lgal_arena * arenas;    /* per buffer id: the last plan's free lists and chunk sizes */
     size_t * naive;                  /* per buffer id: bytes without reuse in the last plan */
 
     /* the last plan, replayed while the graph keeps its shape */
     bool plan_valid;
     uint64_t plan_sig;
     int plan_n_nodes, plan_n_leafs;
-    struct galloc_place * node_place;
-    struct galloc_place * leaf_place;
+    struct lgal_place * node_place;
+    struct lgal_place * leaf_place;
     int cap_nodes, cap_leafs;
 
     /* Chunks replaced or dropped: their memory is released but the handles stay (as dead buffers)
@@ -32,7 +32,7 @@ struct loom_gallocr {
     loom_backend_buffer_t * retired;
     int n_retired, cap_retired;
 
-    struct galloc_index ix;
+    struct lgal_index ix;
     int n_plans;
     bool check;                      /* LOOM_ALLOC_CHECK=1: verify every alloc_graph */
 };
@@ -60,7 +60,7 @@ loom_gallocr_t loom_gallocr_new_n(loom_backend_buffer_type_t * bufts, int n_bufs
     if (!g->bufts || !g->buffers || !g->arenas || !g->naive) goto oom;
     memcpy(g->bufts, bufts, (size_t)n_bufs * sizeof *bufts);
     for (int i = 0; i < n_bufs; i++) {
-        galloc_arena_init(&g->arenas[i], loom_backend_buft_get_alignment(bufts[i]), loom_backend_buft_get_max_size(bufts[i]));
+        lgal_arena_init(&g->arenas[i], loom_backend_buft_get_alignment(bufts[i]), loom_backend_buft_get_max_size(bufts[i]));
     }
     g->check = loom_env_flag("LOOM_ALLOC_CHECK", false);
     return g;
@@ -141,7 +141,7 @@ void loom_gallocr_free(loom_gallocr_t g) {
     for (int i = 0; i < g->n_retired; i++) loom_backend_buffer_free(g->retired[i]);
     free(g->retired);
     if (g->arenas) {
-        for (int i = 0; i < g->n_bufs; i++) galloc_arena_release(&g->arenas[i]);
+        for (int i = 0; i < g->n_bufs; i++) lgal_arena_release(&g->arenas[i]);
     }
     free(g->bufts);
     free(g->buffers);
@@ -149,11 +149,11 @@ void loom_gallocr_free(loom_gallocr_t g) {
     free(g->naive);
     free(g->node_place);
     free(g->leaf_place);
-    galloc_index_release(&g->ix);
+    lgal_index_release(&g->ix);
     free(g);
 }
 
-bool galloc_owns_buffer(loom_gallocr_t g, loom_backend_buffer_t buffer) {
+bool lgal_owns_buffer(loom_gallocr_t g, loom_backend_buffer_t buffer) {
     if (!buffer) return false;
     for (int i = 0; i < g->n_bufs; i++) {
         for (int c = 0; c < g->buffers[i].n_chunks; c++) {
@@ -170,7 +170,7 @@ bool galloc_owns_buffer(loom_gallocr_t g, loom_backend_buffer_t buffer) {
 
 static bool is_mine(loom_gallocr_t g, const struct loom_tensor * t) {
     const struct loom_tensor * base = t->view_src ? t->view_src : t;
-    return base->buffer && galloc_owns_buffer(g, base->buffer);
+    return base->buffer && lgal_owns_buffer(g, base->buffer);
 }
 
 /* Forgets the placement of every tensor of 'graph' that lives in this allocator's buffers. */
@@ -198,7 +198,7 @@ static void fp_tensor(struct loom_fp * f, const struct loom_tensor * t) {
 /* Where 't' sits in the graph, for the signature: an index, or a marker when absent. */
 static uint64_t code_of(loom_gallocr_t g, const struct loom_tensor * t) {
     if (!t) return 0;
-    int k = galloc_index_find(&g->ix, t);
+    int k = lgal_index_find(&g->ix, t);
     return k == INT32_MIN ? 1 : (uint64_t)(int64_t)k + 2;
 }
 
@@ -227,13 +227,13 @@ static uint64_t graph_signature(loom_gallocr_t g, const struct loom_cgraph * gra
 
 static enum loom_status grow_place_arrays(loom_gallocr_t g, int n_nodes, int n_leafs) {
     if (n_nodes > g->cap_nodes) {
-        struct galloc_place * p = realloc(g->node_place, (size_t)n_nodes * sizeof *p);
+        struct lgal_place * p = realloc(g->node_place, (size_t)n_nodes * sizeof *p);
         if (!p) return LOOM_ERR_OOM;
         g->node_place = p;
         g->cap_nodes = n_nodes;
     }
     if (n_leafs > g->cap_leafs) {
-        struct galloc_place * p = realloc(g->leaf_place, (size_t)n_leafs * sizeof *p);
+        struct lgal_place * p = realloc(g->leaf_place, (size_t)n_leafs * sizeof *p);
         if (!p) return LOOM_ERR_OOM;
         g->leaf_place = p;
         g->cap_leafs = n_leafs;
@@ -246,11 +246,11 @@ static enum loom_status plan(loom_gallocr_t g, const struct loom_cgraph * graph,
     enum loom_status st = grow_place_arrays(g, graph->n_nodes, graph->n_leafs);
     if (st != LOOM_OK) return st;
     for (int i = 0; i < g->n_bufs; i++) {
-        galloc_arena_release(&g->arenas[i]);
-        galloc_arena_init(&g->arenas[i], loom_backend_buft_get_alignment(g->bufts[i]), loom_backend_buft_get_max_size(g->bufts[i]));
+        lgal_arena_release(&g->arenas[i]);
+        lgal_arena_init(&g->arenas[i], loom_backend_buft_get_alignment(g->bufts[i]), loom_backend_buft_get_max_size(g->bufts[i]));
     }
-    struct galloc_plan_out out = {.nodes = g->node_place, .leafs = g->leaf_place, .naive = g->naive};
-    st = galloc_plan(graph, &g->ix, node_ids, leaf_ids, g->bufts, g->arenas, g->n_bufs, &out);
+    struct lgal_plan_out out = {.nodes = g->node_place, .leafs = g->leaf_place, .naive = g->naive};
+    st = lgal_plan(graph, &g->ix, node_ids, leaf_ids, g->bufts, g->arenas, g->n_bufs, &out);
     g->n_plans++;
     if (st != LOOM_OK) return st;
     g->plan_n_nodes = graph->n_nodes;
@@ -262,7 +262,7 @@ static enum loom_status plan(loom_gallocr_t g, const struct loom_cgraph * graph,
 /* Makes every chunk's buffer at least as large as the plan needs (buffers only grow). */
 static enum loom_status ensure_buffers(loom_gallocr_t g) {
     for (int i = 0; i < g->n_bufs; i++) {
-        const struct galloc_arena * a = &g->arenas[i];
+        const struct lgal_arena * a = &g->arenas[i];
         struct id_buffers * b = &g->buffers[i];
         if (a->n_chunks > b->n_chunks) {
             loom_backend_buffer_t * c = realloc(b->chunks, (size_t)a->n_chunks * sizeof *c);
@@ -300,7 +300,7 @@ static enum loom_status fail(loom_gallocr_t g, enum loom_status st) {
 
 static enum loom_status prepare(loom_gallocr_t g, struct loom_cgraph * graph, const int * node_ids, const int * leaf_ids,
                                 bool force_plan) {
-    enum loom_status st = galloc_index_build(&g->ix, graph);
+    enum loom_status st = lgal_index_build(&g->ix, graph);
     if (st != LOOM_OK) return st;
     uint64_t sig = graph_signature(g, graph, node_ids, leaf_ids);
     bool same = g->plan_valid && g->plan_sig == sig && g->plan_n_nodes == graph->n_nodes && g->plan_n_leafs == graph->n_leafs;
@@ -324,7 +324,7 @@ enum loom_status loom_gallocr_reserve(loom_gallocr_t g, struct loom_cgraph * gra
 
 /* ---------------------------------------------------------------- placement */
 
-static enum loom_status place_one(loom_gallocr_t g, struct loom_tensor * t, const struct galloc_place * p) {
+static enum loom_status place_one(loom_gallocr_t g, struct loom_tensor * t, const struct lgal_place * p) {
     if (p->kind != GALLOC_KIND_ALLOC || t->data) return LOOM_OK;
     loom_backend_buffer_t buf = g->buffers[p->buffer_id].chunks[p->slot.chunk];
     uint8_t * base = loom_backend_buffer_get_base(buf);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
+int lsch_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
     if (!buffer) return -1;
     loom_backend_buffer_type_t buft = loom_backend_buffer_get_type(buffer);
     for (int i = 0; i < s->n_backends; i++) {
@@ -29,7 +29,7 @@ static bool owns(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
     for (int i = 0; i < s->n_owns; i++) {
         if (s->owns[i].buffer == buffer) return s->owns[i].owned;
     }
-    const bool owned = galloc_owns_buffer(s->galloc, buffer);
+    const bool owned = lgal_owns_buffer(s->galloc, buffer);
     if (s->n_owns < (int)(sizeof s->owns / sizeof s->owns[0])) {
         s->owns[s->n_owns].buffer = buffer;
         s->owns[s->n_owns].owned = owned;
@@ -38,14 +38,14 @@ static bool owns(loom_backend_sched_t s, loom_backend_buffer_t buffer) {
     return owned;
 }
 
-bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t) {
+bool lsch_is_external(loom_backend_sched_t s, const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);
     return b->data != NULL && !(b->buffer && owns(s, b->buffer));
 }
 
-int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t) {
+int lsch_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);
-    if (sched_is_external(s, t)) return sched_backend_of_buffer(s, b->buffer);
+    if (lsch_is_external(s, t)) return lsch_backend_of_buffer(s, b->buffer);
     int * id = sched_tb(s, b);
     return id ? *id : -1;
 }
@@ -71,7 +71,7 @@ static bool supports(loom_backend_sched_t s, int b, const struct loom_tensor * n
 
 static void table_insert(loom_backend_sched_t s, struct loom_tensor * t) { s->hs.keys[sched_probe(s, t)] = t; }
 
-bool sched_is_weight(const struct loom_tensor * t) {
+bool lsch_is_weight(const struct loom_tensor * t) {
     const struct loom_tensor * b = sched_base(t);
     if ((t->flags | b->flags) & LOOM_TENSOR_FLAG_WEIGHT) return true;
     return b->buffer && loom_backend_buffer_get_usage(b->buffer) == LOOM_BACKEND_BUFFER_USAGE_WEIGHTS;
@@ -112,8 +112,8 @@ static int from_sources(loom_backend_sched_t s, const struct loom_tensor * node,
     int best = -1;
     for (int k = 0; k < LOOM_MAX_SRC; k++) {
         const struct loom_tensor * src = node->src[k];
-        if (!src || !sched_is_external(s, src) || (weights && !sched_is_weight(src))) continue;
-        int b = sched_backend_of_buffer(s, sched_base(src)->buffer);
+        if (!src || !lsch_is_external(s, src) || (weights && !lsch_is_weight(src))) continue;
+        int b = lsch_backend_of_buffer(s, sched_base(src)->buffer);
         if (b >= 0 && (best < 0 || b < best) && supports(s, b, node)) best = b;
     }
     return best;
@@ -133,7 +133,7 @@ static bool supports_with_copies(loom_backend_sched_t s, int b, const struct loo
     for (int k = 0; k < LOOM_MAX_SRC; k++) {
         if (!node->src[k]) continue;
         srcs[k] = *node->src[k];
-        if (sched_is_external(s, node->src[k])) {
+        if (lsch_is_external(s, node->src[k])) {
             srcs[k].buffer = NULL;
             srcs[k].data = NULL;
             srcs[k].view_src = NULL;
@@ -150,7 +150,7 @@ static bool supports_with_copies(loom_backend_sched_t s, int b, const struct loo
 static int offload_large_batch(loom_backend_sched_t s, const struct loom_tensor * n, int b) {
     if (n->op != LOOM_OP_MUL_MAT || b != s->n_backends - 1 || s->offload_min_batch <= 0) return b;
     if (n->src[1]->ne[1] * n->src[1]->ne[2] * n->src[1]->ne[3] < s->offload_min_batch) return b;
-    if (!sched_is_weight(n->src[0])) return b;
+    if (!lsch_is_weight(n->src[0])) return b;
     for (int k = 0; k < s->n_backends - 1; k++) {
         if (loom_backend_dev_type(loom_backend_get_device(s->backends[k])) != LOOM_BACKEND_DEV_TYPE_GPU) continue;
         if (supports_with_copies(s, k, n)) return k;
@@ -163,8 +163,8 @@ static void pass_anchors(loom_backend_sched_t s, struct loom_cgraph * g) {
         struct loom_tensor * n = g->nodes[i];
         if (!sched_is_compute_node(n)) continue;
         int b = pinned(s, n);
-        if (b < 0 && sched_is_external(s, n)) {
-            int own = sched_backend_of_buffer(s, sched_base(n)->buffer);
+        if (b < 0 && lsch_is_external(s, n)) {
+            int own = lsch_backend_of_buffer(s, sched_base(n)->buffer);
             if (supports(s, own, n)) b = own;
         }
         if (b < 0) {
@@ -210,12 +210,12 @@ static enum loom_status pass_fallback(loom_backend_sched_t s, struct loom_cgraph
                 if (supports(s, c, n)) found = c;
             }
             if (found < 0) {
-                loom_log(LOOM_LOG_ERROR, "scheduler: no backend supports %s node '%s'", loom_op_name(n->op), galloc_describe(n).s);
+                loom_log(LOOM_LOG_ERROR, "scheduler: no backend supports %s node '%s'", loom_op_name(n->op), lgal_describe(n).s);
                 return LOOM_ERR_UNSUPPORTED;
             }
             if (from >= 0) {
                 loom_log(LOOM_LOG_DEBUG, "scheduler: %s cannot run %s '%s'; moved to %s", loom_backend_name(s->backends[from]),
-                         loom_op_name(n->op), galloc_describe(n).s, loom_backend_name(s->backends[found]));
+                         loom_op_name(n->op), lgal_describe(n).s, loom_backend_name(s->backends[found]));
             }
             *b = found;
         }
@@ -229,19 +229,19 @@ static enum loom_status pass_fallback(loom_backend_sched_t s, struct loom_cgraph
 static enum loom_status pass_view_writers(loom_backend_sched_t s, struct loom_cgraph * g) {
     for (int i = 0; i < g->n_nodes; i++) {
         struct loom_tensor * n = g->nodes[i];
-        if (!sched_is_compute_node(n) || !n->view_src || sched_is_external(s, n)) continue;
+        if (!sched_is_compute_node(n) || !n->view_src || lsch_is_external(s, n)) continue;
         int * nb = sched_tb(s, n), * bb = sched_tb(s, n->view_src);
         if (!bb) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: the base '%s' of '%s' is not in the graph", galloc_describe(n->view_src).s,
-                     galloc_describe(n).s);
+            loom_log(LOOM_LOG_ERROR, "scheduler: the base '%s' of '%s' is not in the graph", lgal_describe(n->view_src).s,
+                     lgal_describe(n).s);
             return LOOM_ERR_INVALID_ARG;
         }
         if (*bb < 0) {
             *bb = *nb;
         } else if (*bb != *nb) {
             if (!supports(s, *bb, n)) {
-                loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into '%s' on %s, which cannot run %s", galloc_describe(n).s,
-                         galloc_describe(n->view_src).s, loom_backend_name(s->backends[*bb]), loom_op_name(n->op));
+                loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into '%s' on %s, which cannot run %s", lgal_describe(n).s,
+                         lgal_describe(n->view_src).s, loom_backend_name(s->backends[*bb]), loom_op_name(n->op));
                 return LOOM_ERR_UNSUPPORTED;
             }
             *nb = *bb;
@@ -258,7 +258,7 @@ static void pass_sources(loom_backend_sched_t s, struct loom_cgraph * g) {
         if (!sched_is_compute_node(n)) continue;
         int b = *sched_tb(s, n);
         for (int k = 0; k < LOOM_MAX_SRC; k++) {
-            if (!n->src[k] || sched_is_external(s, n->src[k])) continue;
+            if (!n->src[k] || lsch_is_external(s, n->src[k])) continue;
             int * sb = sched_tb(s, sched_base(n->src[k]));
             if (sb && *sb < 0) *sb = b;
         }
@@ -267,19 +267,19 @@ static void pass_sources(loom_backend_sched_t s, struct loom_cgraph * g) {
         struct loom_tensor * t = i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes];
         int * tb = sched_tb(s, t);
         if (t->view_src) {
-            int b = sched_storage_backend(s, t->view_src);
-            if (b < 0 && !sched_is_external(s, t->view_src)) { /* a base only views use: the last backend */
+            int b = lsch_storage_backend(s, t->view_src);
+            if (b < 0 && !lsch_is_external(s, t->view_src)) { /* a base only views use: the last backend */
                 int * bb = sched_tb(s, t->view_src);
                 if (bb) *bb = b = s->n_backends - 1;
             }
             if (!sched_is_compute_node(t)) *tb = b;
         } else if (*tb < 0) {
-            *tb = sched_is_external(s, t) ? sched_backend_of_buffer(s, t->buffer) : s->n_backends - 1;
+            *tb = lsch_is_external(s, t) ? lsch_backend_of_buffer(s, t->buffer) : s->n_backends - 1;
         }
     }
 }
 
-enum loom_status sched_assign(loom_backend_sched_t s, struct loom_cgraph * g) {
+enum loom_status lsch_assign(loom_backend_sched_t s, struct loom_cgraph * g) {
     enum loom_status st = init_table(s, g);
     if (st != LOOM_OK) return st;
     pass_anchors(s, g);

@@ -33,7 +33,7 @@ static enum loom_status copy_inputs(loom_backend_sched_t s, const struct sched_s
             st = loom_backend_tensor_set_async(dst, in->copy, in->src->data, 0, loom_nbytes(in->src));
         }
         if (st != LOOM_OK) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: copying '%s' to %s failed: %s", galloc_describe(in->src).s, loom_backend_name(dst),
+            loom_log(LOOM_LOG_ERROR, "scheduler: copying '%s' to %s failed: %s", lgal_describe(in->src).s, loom_backend_name(dst),
                      loom_status_str(st));
             return st;
         }
@@ -125,14 +125,14 @@ static enum loom_status run_splits(loom_backend_sched_t s) {
     return LOOM_OK;
 }
 
-enum loom_status sched_compute_splits(loom_backend_sched_t s) {
+enum loom_status lsch_compute_splits(loom_backend_sched_t s) {
     s->copy_bytes = 0;
-    sched_apply_rewires(s);
+    lsch_apply_rewires(s);
     enum loom_status st = run_splits(s);
     for (int b = 0; b < s->n_backends; b++) { /* before un-rewiring: queued work may still read the sources */
         enum loom_status st2 = loom_backend_synchronize(s->backends[b]);
         if (st == LOOM_OK) st = st2;
     }
-    sched_undo_rewires(s);
+    lsch_undo_rewires(s);
     return st;
 }

@@ -89,22 +89,22 @@ struct loom_backend_sched {
 
     size_t copy_bytes;            /* per compute */
 
-    /* galloc_owns_buffer answers, kept while the allocator's buffers cannot change (one plan,
-     * one signature): sched_is_external asks for every tensor, many times a plan */
+    /* lgal_owns_buffer answers, kept while the allocator's buffers cannot change (one plan,
+     * one signature): lsch_is_external asks for every tensor, many times a plan */
     struct { loom_backend_buffer_t buffer; bool owned; } owns[8];
     int n_owns;
 };
 
 /* sched-assign.c */
-enum loom_status sched_assign(loom_backend_sched_t s, struct loom_cgraph * graph);
+enum loom_status lsch_assign(loom_backend_sched_t s, struct loom_cgraph * graph);
 /* Backend whose memory holds 't' (its base): the owner of its buffer, or where the plan puts it;
  * -1 when neither. */
-int sched_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t);
+int lsch_storage_backend(loom_backend_sched_t s, const struct loom_tensor * t);
 /* The backend id of a buffer placed outside the scheduler, or -1. */
-int sched_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer);
+int lsch_backend_of_buffer(loom_backend_sched_t s, loom_backend_buffer_t buffer);
 /* True when the base of 't' lives in memory placed outside the scheduler (weights, KV cache). */
-bool sched_is_external(loom_backend_sched_t s, const struct loom_tensor * t);
-/* Forgets the answers sched_is_external keeps; call where the allocator's buffers may have changed. */
+bool lsch_is_external(loom_backend_sched_t s, const struct loom_tensor * t);
+/* Forgets the answers lsch_is_external keeps; call where the allocator's buffers may have changed. */
 static inline void sched_owns_reset(loom_backend_sched_t s) { s->n_owns = 0; }
 /* The slot of s->hs (open addressing, linear probing, at most half full, s->hs.size > 0) that
  * holds 't', or the empty one where it would go. */
@@ -134,18 +134,18 @@ static inline int * sched_tb(loom_backend_sched_t s, const struct loom_tensor * 
 }
 
 /* True for a model weight (its flag, or a weights buffer): read-only during a compute. */
-bool sched_is_weight(const struct loom_tensor * t);
+bool lsch_is_weight(const struct loom_tensor * t);
 
 /* sched-split.c */
-enum loom_status sched_split_graph(loom_backend_sched_t s, struct loom_cgraph * graph);
-void sched_apply_rewires(loom_backend_sched_t s);
-void sched_undo_rewires(loom_backend_sched_t s);
+enum loom_status lsch_split_graph(loom_backend_sched_t s, struct loom_cgraph * graph);
+void lsch_apply_rewires(loom_backend_sched_t s);
+void lsch_undo_rewires(loom_backend_sched_t s);
 
 /* sched-compute.c */
-enum loom_status sched_compute_splits(loom_backend_sched_t s);
+enum loom_status lsch_compute_splits(loom_backend_sched_t s);
 
 /* sched.c */
-void sched_log_plan(loom_backend_sched_t s);
+void lsch_log_plan(loom_backend_sched_t s);
 
 static inline bool sched_is_compute_node(const struct loom_tensor * t) {
     return t->op != LOOM_OP_NONE && !loom_op_is_view(t->op);

@@ -34,11 +34,11 @@
 /* True when backend 'b' can read (and write) the memory of 't' in place. */
 static bool can_access(loom_backend_sched_t s, int b, const struct loom_tensor * t) {
     const struct loom_tensor * base = sched_base(t);
-    if (sched_is_external(s, t)) {
+    if (lsch_is_external(s, t)) {
         if (!base->buffer) return loom_backend_buft_is_host(s->bufts[b]); /* context-allocated host data */
         return loom_backend_supports_buft(s->backends[b], loom_backend_buffer_get_type(base->buffer));
     }
-    int sb = sched_storage_backend(s, base);
+    int sb = lsch_storage_backend(s, base);
     return sb < 0 || sb == b || loom_backend_supports_buft(s->backends[b], s->bufts[sb]);
 }
 
@@ -53,8 +53,8 @@ static enum loom_status form_splits(loom_backend_sched_t s, struct loom_cgraph *
         struct loom_tensor * node = g->nodes[i];
         if (!sched_is_compute_node(node)) continue;
         int b = *sched_tb(s, node);
-        if (sched_is_external(s, node) && !can_access(s, b, node)) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into memory %s cannot reach", galloc_describe(node).s,
+        if (lsch_is_external(s, node) && !can_access(s, b, node)) {
+            loom_log(LOOM_LOG_ERROR, "scheduler: '%s' writes into memory %s cannot reach", lgal_describe(node).s,
                      loom_backend_name(s->backends[b]));
             return LOOM_ERR_UNSUPPORTED;
         }
@@ -79,7 +79,7 @@ static int find_or_add_input(loom_backend_sched_t s, int first, struct loom_tens
     }
     SCHED_GROW(s->inputs, s->cap_inputs, s->n_inputs + 1, *st);
     if (*st != LOOM_OK) return -1;
-    s->inputs[s->n_inputs] = (struct sched_input){.src = src, .src_backend = sched_storage_backend(s, src)};
+    s->inputs[s->n_inputs] = (struct sched_input){.src = src, .src_backend = lsch_storage_backend(s, src)};
     return s->n_inputs++;
 }
 
@@ -95,9 +95,9 @@ static enum loom_status collect_inputs(loom_backend_sched_t s) {
             for (int slot = 0; slot < LOOM_MAX_SRC; slot++) {
                 struct loom_tensor * src = node->src[slot];
                 if (!src) continue;
-                const int sb = sched_storage_backend(s, src);
+                const int sb = lsch_storage_backend(s, src);
                 if (can_access(s, sp->backend, src)) { /* read in place: wait for its backend (weights never change) */
-                    if (sb >= 0 && sb != sp->backend && !sched_is_weight(src)) sp->deps |= 1u << sb;
+                    if (sb >= 0 && sb != sp->backend && !lsch_is_weight(src)) sp->deps |= 1u << sb;
                     continue;
                 }
                 if (sb >= 0 && sb != sp->backend) sp->copy_from |= 1u << sb;
@@ -116,11 +116,11 @@ static enum loom_status collect_inputs(loom_backend_sched_t s) {
 static void make_copy(loom_backend_sched_t s, struct sched_input * in, int b, int k) {
     struct loom_tensor * src = in->src;
     struct loom_tensor * c = loom_new_tensor(s->ctx, src->type, LOOM_MAX_DIMS, src->ne);
-    loom_format_name(c, "%s#%s#%d", galloc_describe(src).s, loom_backend_name(s->backends[b]), k);
+    loom_format_name(c, "%s#%s#%d", lgal_describe(src).s, loom_backend_name(s->backends[b]), k);
     in->copy = in->base = c;
     if (!loom_is_contiguous(src)) {
         struct loom_tensor * bytes = loom_new_tensor_1d(s->ctx, LOOM_TYPE_I8, (int64_t)loom_nbytes(src));
-        loom_format_name(bytes, "%s#%s#%d (bytes)", galloc_describe(src).s, loom_backend_name(s->backends[b]), k);
+        loom_format_name(bytes, "%s#%s#%d (bytes)", lgal_describe(src).s, loom_backend_name(s->backends[b]), k);
         memcpy(c->nb, src->nb, sizeof c->nb);
         c->view_src = bytes;
         c->view_offs = 0;
@@ -172,10 +172,10 @@ static enum loom_status build_gcopy(loom_backend_sched_t s, struct loom_cgraph *
             }
             c++;
         }
-        emit(s, t, sched_storage_backend(s, t));
+        emit(s, t, lsch_storage_backend(s, t));
     }
     for (int j = 0; j < g->n_leafs; j++) {
-        int id = sched_storage_backend(s, g->leafs[j]);
+        int id = lsch_storage_backend(s, g->leafs[j]);
         s->leaf_ids[j] = id < 0 ? 0 : id;
     }
     s->gcopy.size = s->cap_gcopy_nodes;
@@ -185,7 +185,7 @@ static enum loom_status build_gcopy(loom_backend_sched_t s, struct loom_cgraph *
     return LOOM_OK;
 }
 
-enum loom_status sched_split_graph(loom_backend_sched_t s, struct loom_cgraph * g) {
+enum loom_status lsch_split_graph(loom_backend_sched_t s, struct loom_cgraph * g) {
     enum loom_status st = form_splits(s, g);
     if (st == LOOM_OK) st = collect_inputs(s);
     if (st == LOOM_OK) st = make_copies(s);
@@ -193,10 +193,10 @@ enum loom_status sched_split_graph(loom_backend_sched_t s, struct loom_cgraph * 
     return st;
 }
 
-void sched_apply_rewires(loom_backend_sched_t s) {
+void lsch_apply_rewires(loom_backend_sched_t s) {
     for (int r = 0; r < s->n_rewires; r++) s->rewires[r].node->src[s->rewires[r].slot] = s->rewires[r].copy;
 }
 
-void sched_undo_rewires(loom_backend_sched_t s) {
+void lsch_undo_rewires(loom_backend_sched_t s) {
     for (int r = s->n_rewires - 1; r >= 0; r--) s->rewires[r].node->src[s->rewires[r].slot] = s->rewires[r].orig;
 }

@@ -88,7 +88,7 @@ static void fp_tensor(loom_backend_sched_t s, struct loom_fp * f, const struct l
         loom_fp_add(f, (uint64_t)(uint32_t)t->op_params[k] << 32 | (uint32_t)t->op_params[k + 1]);
     }
     /* memory placed outside the scheduler decides assignments; the scheduler's own does not */
-    loom_fp_add(f, sched_is_external(s, t) ? (uintptr_t)sched_base(t)->buffer + 1 : 0);
+    loom_fp_add(f, lsch_is_external(s, t) ? (uintptr_t)sched_base(t)->buffer + 1 : 0);
 }
 
 /* A cheap fingerprint of the graph: its pointer, every node's and leaf's identity, op, shape,
@@ -121,12 +121,12 @@ static enum loom_status plan(loom_backend_sched_t s, struct loom_cgraph * g) {
     s->graph = NULL;
     s->allocated = false;
     sched_owns_reset(s);
-    enum loom_status st = sched_assign(s, g);
-    if (st == LOOM_OK) st = sched_split_graph(s, g);
+    enum loom_status st = lsch_assign(s, g);
+    if (st == LOOM_OK) st = lsch_split_graph(s, g);
     if (st != LOOM_OK) return st;
     s->copy_bytes = 0;
     for (int i = 0; i < s->n_inputs; i++) s->copy_bytes += loom_nbytes(s->inputs[i].src);
-    if (s->debug) sched_log_plan(s);
+    if (s->debug) lsch_log_plan(s);
     s->n_plans++;
     s->graph = g;
     s->sig = graph_signature(s, g);
@@ -137,9 +137,9 @@ static enum loom_status plan(loom_backend_sched_t s, struct loom_cgraph * g) {
 enum loom_status loom_backend_sched_reserve(loom_backend_sched_t s, struct loom_cgraph * g) {
     enum loom_status st = plan(s, g);
     if (st == LOOM_OK) {
-        sched_apply_rewires(s);
+        lsch_apply_rewires(s);
         st = loom_gallocr_reserve_n(s->galloc, &s->gcopy, s->node_ids, s->leaf_ids);
-        sched_undo_rewires(s);
+        lsch_undo_rewires(s);
     }
     s->graph = NULL; /* measured, not placed: the next alloc plans again */
     s->allocated = false;
@@ -149,9 +149,9 @@ enum loom_status loom_backend_sched_reserve(loom_backend_sched_t s, struct loom_
 enum loom_status loom_backend_sched_alloc_graph(loom_backend_sched_t s, struct loom_cgraph * g) {
     enum loom_status st = is_current(s, g) ? LOOM_OK : plan(s, g);
     if (st == LOOM_OK) {
-        sched_apply_rewires(s);
+        lsch_apply_rewires(s);
         st = loom_gallocr_alloc_graph_n(s->galloc, &s->gcopy, s->node_ids, s->leaf_ids);
-        sched_undo_rewires(s);
+        lsch_undo_rewires(s);
     }
     s->allocated = st == LOOM_OK;
     if (st != LOOM_OK) s->graph = NULL;
@@ -163,7 +163,7 @@ enum loom_status loom_backend_sched_graph_compute(loom_backend_sched_t s, struct
         enum loom_status st = loom_backend_sched_alloc_graph(s, g);
         if (st != LOOM_OK) return st;
     }
-    return sched_compute_splits(s);
+    return lsch_compute_splits(s);
 }
 
 void loom_backend_sched_reset(loom_backend_sched_t s) {
@@ -202,7 +202,7 @@ static int backend_index(loom_backend_sched_t s, loom_backend_t backend) {
 void loom_backend_sched_set_tensor_backend(loom_backend_sched_t s, struct loom_tensor * node, loom_backend_t backend) {
     int b = backend_index(s, backend);
     if (b < 0) {
-        loom_log(LOOM_LOG_ERROR, "scheduler: cannot pin '%s' to a backend the scheduler does not have", galloc_describe(node).s);
+        loom_log(LOOM_LOG_ERROR, "scheduler: cannot pin '%s' to a backend the scheduler does not have", lgal_describe(node).s);
         return;
     }
     s->pins_version++;
@@ -216,7 +216,7 @@ void loom_backend_sched_set_tensor_backend(loom_backend_sched_t s, struct loom_t
         int cap = s->cap_pins ? 2 * s->cap_pins : 16;
         struct sched_pin * p = realloc(s->pins, (size_t)cap * sizeof *p);
         if (!p) {
-            loom_log(LOOM_LOG_ERROR, "scheduler: out of host memory pinning '%s'", galloc_describe(node).s);
+            loom_log(LOOM_LOG_ERROR, "scheduler: out of host memory pinning '%s'", lgal_describe(node).s);
             return;
         }
         s->pins = p;
@@ -257,7 +257,7 @@ size_t loom_backend_sched_get_naive_size(loom_backend_sched_t s, loom_backend_t 
 
 /* ---------------------------------------------------------------- LOOM_SCHED_DEBUG=1 */
 
-void sched_log_plan(loom_backend_sched_t s) {
+void lsch_log_plan(loom_backend_sched_t s) {
     loom_log(LOOM_LOG_INFO, "scheduler: %d splits, %d copies (%zu bytes per compute)", s->n_splits, s->n_inputs, s->copy_bytes);
     for (int k = 0; k < s->n_splits; k++) {
         const struct sched_split * sp = &s->splits[k];
@@ -266,12 +266,12 @@ void sched_log_plan(loom_backend_sched_t s) {
         for (int i = 0; i < sp->n_inputs; i++) {
             const struct sched_input * in = &s->inputs[sp->first_input + i];
             const char * from = in->src_backend >= 0 ? loom_backend_name(s->backends[in->src_backend]) : "its buffer";
-            loom_log(LOOM_LOG_INFO, "  copy '%s' (%zu bytes%s) from %s", galloc_describe(in->src).s, loom_nbytes(in->src),
+            loom_log(LOOM_LOG_INFO, "  copy '%s' (%zu bytes%s) from %s", lgal_describe(in->src).s, loom_nbytes(in->src),
                      loom_is_contiguous(in->src) ? "" : ", strided", from);
         }
         for (int i = 0; i < sp->n_nodes; i++) {
             const struct loom_tensor * n = s->split_nodes[sp->first_node + i];
-            loom_log(LOOM_LOG_INFO, "  %-10s %-24s -> %s", loom_op_name(n->op), galloc_describe(n).s, bname);
+            loom_log(LOOM_LOG_INFO, "  %-10s %-24s -> %s", loom_op_name(n->op), lgal_describe(n).s, bname);
         }
     }
 }

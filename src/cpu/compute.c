@@ -13,23 +13,23 @@
 #include <unistd.h>
 #endif
 
-static const struct cpu_op_impl * const op_table[LOOM_OP_COUNT] = {
-    [LOOM_OP_DUP] = &cpu_op_copy,
-    [LOOM_OP_CPY] = &cpu_op_copy,
-    [LOOM_OP_CONT] = &cpu_op_copy,
-    [LOOM_OP_ADD] = &cpu_op_binary,
-    [LOOM_OP_MUL] = &cpu_op_binary,
-    [LOOM_OP_SCALE] = &cpu_op_unary,
-    [LOOM_OP_RMS_NORM] = &cpu_op_rms_norm,
-    [LOOM_OP_MUL_MAT] = &cpu_op_mul_mat,
-    [LOOM_OP_GET_ROWS] = &cpu_op_get_rows,
-    [LOOM_OP_ROPE] = &cpu_op_rope,
-    [LOOM_OP_SOFT_MAX] = &cpu_op_soft_max,
-    [LOOM_OP_SILU] = &cpu_op_unary,
-    [LOOM_OP_GELU] = &cpu_op_unary,
-    [LOOM_OP_ARGMAX] = &cpu_op_argmax,
-    [LOOM_OP_SET_ROWS] = &cpu_op_set_rows,
-    [LOOM_OP_FLASH_ATTN_EXT] = &cpu_op_flash_attn,
+static const struct lcpu_op_impl * const op_table[LOOM_OP_COUNT] = {
+    [LOOM_OP_DUP] = &lcpu_op_copy,
+    [LOOM_OP_CPY] = &lcpu_op_copy,
+    [LOOM_OP_CONT] = &lcpu_op_copy,
+    [LOOM_OP_ADD] = &lcpu_op_binary,
+    [LOOM_OP_MUL] = &lcpu_op_binary,
+    [LOOM_OP_SCALE] = &lcpu_op_unary,
+    [LOOM_OP_RMS_NORM] = &lcpu_op_rms_norm,
+    [LOOM_OP_MUL_MAT] = &lcpu_op_mul_mat,
+    [LOOM_OP_GET_ROWS] = &lcpu_op_get_rows,
+    [LOOM_OP_ROPE] = &lcpu_op_rope,
+    [LOOM_OP_SOFT_MAX] = &lcpu_op_soft_max,
+    [LOOM_OP_SILU] = &lcpu_op_unary,
+    [LOOM_OP_GELU] = &lcpu_op_unary,
+    [LOOM_OP_ARGMAX] = &lcpu_op_argmax,
+    [LOOM_OP_SET_ROWS] = &lcpu_op_set_rows,
+    [LOOM_OP_FLASH_ATTN_EXT] = &lcpu_op_flash_attn,
 };
 
 /* Waiters spin this many pauses (some tens of microseconds, longer than a node's imbalance on an
@@ -51,7 +51,7 @@ static void barrier_sleep(struct cpu_barrier_state * b, unsigned phase) {
 #endif
 }
 
-void cpu_barrier(const struct cpu_params * p) {
+void lcpu_barrier(const struct cpu_params * p) {
     if (p->nth <= 1) return;
     struct cpu_barrier_state * b = p->barrier;
     unsigned phase = atomic_load(&b->phase);
@@ -131,7 +131,7 @@ static void work_release(uint8_t * work, bool cached) {
 
 static void node_work(const struct loom_tensor * t, const struct cpu_vec * vec, int n_threads, size_t * shared, size_t * local) {
     *shared = *local = 0;
-    const struct cpu_op_impl * impl = op_table[t->op];
+    const struct lcpu_op_impl * impl = op_table[t->op];
     if (impl->work_size) impl->work_size(t, vec, n_threads, shared, local);
     *shared = loom_pad(*shared, WORK_ALIGN);
     *local = loom_pad(*local, WORK_ALIGN);
@@ -143,7 +143,7 @@ static void node_work(const struct loom_tensor * t, const struct cpu_vec * vec, 
 
 enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    const struct cpu_vec * vec = cpu_vec_get();
+    const struct cpu_vec * vec = lcpu_vec_get();
     size_t work_size = 0;
     int n_work = 0;
     int64_t elements = 0; /* results, plus the weights products read */
@@ -192,7 +192,7 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
             p.shared = work;
             p.local = work + shared + (size_t)p.ith * local;
             op_table[t->op]->compute(&p, t);
-            cpu_barrier(&p);
+            lcpu_barrier(&p);
         }
     }
     work_release(work, cached);

@@ -2,7 +2,7 @@
  * and dequantizing quantized rows to F32. */
 #include "cpu/cpu-impl.h"
 
-void cpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n) {
+void lcpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n) {
     const uint8_t * s = src;
     if (cpu_is_quant_type(type)) {
         loom_type_get_traits(type)->to_float(src, dst, n);
@@ -27,7 +27,7 @@ static void from_f32(const struct cpu_vec * vec, const float * src, enum loom_ty
     }
 }
 
-void cpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type type, void * dst, size_t stride, int64_t n) {
+void lcpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type type, void * dst, size_t stride, int64_t n) {
     const size_t es = loom_type_size(type);
     uint8_t * d = dst;
     if (stride == es) {
@@ -44,14 +44,14 @@ void cpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type 
     }
 }
 
-void cpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type, void * dst,
+void lcpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type, void * dst,
                  int64_t n) {
     if (src_type == dst_type) {
         memcpy(dst, src, (size_t)n * loom_type_size(src_type));
     } else if (src_type == LOOM_TYPE_F32) {
         from_f32(vec, src, dst_type, dst, n);
     } else if (dst_type == LOOM_TYPE_F32) {
-        cpu_to_f32(vec, src_type, src, loom_type_size(src_type), dst, n);
+        lcpu_to_f32(vec, src_type, src, loom_type_size(src_type), dst, n);
     } else {
         /* F16 <-> BF16 through a small F32 buffer */
         float tmp[256];
@@ -59,16 +59,16 @@ void cpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void
         uint8_t * d = dst;
         for (int64_t i = 0; i < n; i += 256) {
             int64_t m = n - i < 256 ? n - i : 256;
-            cpu_to_f32(vec, src_type, s + 2 * i, 2, tmp, m);
+            lcpu_to_f32(vec, src_type, s + 2 * i, 2, tmp, m);
             from_f32(vec, tmp, dst_type, d + 2 * i, m);
         }
     }
 }
 
-const float * cpu_row_f32(const struct cpu_params * p, const struct loom_tensor * t, int64_t i1, int64_t i2, int64_t i3,
+const float * lcpu_row_f32(const struct cpu_params * p, const struct loom_tensor * t, int64_t i1, int64_t i2, int64_t i3,
                           float * buf) {
     const uint8_t * row = cpu_elem(t, 0, i1, i2, i3);
     if (t->type == LOOM_TYPE_F32 && t->nb[0] == 4) return (const float *)row;
-    cpu_to_f32(p->vec, t->type, row, t->nb[0], buf, t->ne[0]);
+    lcpu_to_f32(p->vec, t->type, row, t->nb[0], buf, t->ne[0]);
     return buf;
 }

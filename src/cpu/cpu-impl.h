@@ -30,7 +30,7 @@ struct cpu_params {
 };
 
 /* One op family's entry in the dispatch table (compute.c). */
-struct cpu_op_impl {
+struct lcpu_op_impl {
     /* true when 'dst' (with its sources' types and layouts) can be computed */
     bool (*supports)(const struct loom_tensor * dst);
     /* computes this thread's share of 'dst'; every thread of the team calls it */
@@ -40,20 +40,20 @@ struct cpu_op_impl {
 };
 
 /* The op families (one file each). */
-extern const struct cpu_op_impl cpu_op_copy;       /* ops-copy.c: DUP, CPY, CONT */
-extern const struct cpu_op_impl cpu_op_binary;     /* ops-elementwise.c: ADD, MUL */
-extern const struct cpu_op_impl cpu_op_unary;      /* ops-elementwise.c: SCALE, SILU, GELU */
-extern const struct cpu_op_impl cpu_op_rms_norm;   /* ops-norm.c */
-extern const struct cpu_op_impl cpu_op_mul_mat;    /* ops-matmul.c */
-extern const struct cpu_op_impl cpu_op_get_rows;   /* ops-rows.c */
-extern const struct cpu_op_impl cpu_op_argmax;     /* ops-rows.c */
-extern const struct cpu_op_impl cpu_op_set_rows;   /* ops-rows.c */
-extern const struct cpu_op_impl cpu_op_rope;       /* ops-rope.c */
-extern const struct cpu_op_impl cpu_op_soft_max;   /* ops-softmax.c */
-extern const struct cpu_op_impl cpu_op_flash_attn; /* ops-attn.c: FLASH_ATTN_EXT */
+extern const struct lcpu_op_impl lcpu_op_copy;       /* ops-copy.c: DUP, CPY, CONT */
+extern const struct lcpu_op_impl lcpu_op_binary;     /* ops-elementwise.c: ADD, MUL */
+extern const struct lcpu_op_impl lcpu_op_unary;      /* ops-elementwise.c: SCALE, SILU, GELU */
+extern const struct lcpu_op_impl lcpu_op_rms_norm;   /* ops-norm.c */
+extern const struct lcpu_op_impl lcpu_op_mul_mat;    /* ops-matmul.c */
+extern const struct lcpu_op_impl lcpu_op_get_rows;   /* ops-rows.c */
+extern const struct lcpu_op_impl lcpu_op_argmax;     /* ops-rows.c */
+extern const struct lcpu_op_impl lcpu_op_set_rows;   /* ops-rows.c */
+extern const struct lcpu_op_impl lcpu_op_rope;       /* ops-rope.c */
+extern const struct lcpu_op_impl lcpu_op_soft_max;   /* ops-softmax.c */
+extern const struct lcpu_op_impl lcpu_op_flash_attn; /* ops-attn.c: FLASH_ATTN_EXT */
 
 /* Waits for every thread of the team (an OpenMP barrier; all threads must call it). */
-void cpu_barrier(const struct cpu_params * p);
+void lcpu_barrier(const struct cpu_params * p);
 
 /* This thread's share [*i0, *i1) of 'n' items, in contiguous chunks (thread 0 first). */
 static inline void cpu_split(int64_t n, const struct cpu_params * p, int64_t * i0, int64_t * i1) {
@@ -124,19 +124,19 @@ static inline void cpu_store_f32(enum loom_type type, void * p, float v) {
 /* Converts 'n' elements of 'type' starting at 'src' with byte stride 'stride' to contiguous F32
  * in 'dst' (SIMD when the elements are dense). For a quantized type 'src' is the first block of
  * 'n' (a multiple of the block length) dense elements and 'stride' is ignored. */
-void cpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n);
+void lcpu_to_f32(const struct cpu_vec * vec, enum loom_type type, const void * src, size_t stride, float * dst, int64_t n);
 
 /* Converts 'n' contiguous F32 values to 'type' (F32, F16 or BF16) at 'dst' with byte stride
  * 'stride' (SIMD conversion, also for strided F16/BF16 destinations such as a transposed cache). */
-void cpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type type, void * dst, size_t stride, int64_t n);
+void lcpu_from_f32(const struct cpu_vec * vec, const float * src, enum loom_type type, void * dst, size_t stride, int64_t n);
 
 /* Converts 'n' contiguous elements between float types (either may be F32, F16 or BF16). */
-void cpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type,
+void lcpu_convert(const struct cpu_vec * vec, enum loom_type src_type, const void * src, enum loom_type dst_type,
                  void * dst, int64_t n);
 
 /* Row (i1, i2, i3) of a float-type tensor as 'ne0' contiguous floats: a pointer into the tensor
  * itself when it is F32 with dense rows, else the row converted into 'buf' (ne0 floats). */
-const float * cpu_row_f32(const struct cpu_params * p, const struct loom_tensor * t, int64_t i1, int64_t i2, int64_t i3,
+const float * lcpu_row_f32(const struct cpu_params * p, const struct loom_tensor * t, int64_t i1, int64_t i2, int64_t i3,
                           float * buf);
 
 #endif

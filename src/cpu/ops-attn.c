@@ -136,7 +136,7 @@ static const uint8_t * kv_rows(const struct cpu_params * p, const struct loom_te
     if (*wt != CPU_W_COUNT && t->nb[1] % es == 0) {
         const int64_t stride = (int64_t)(t->nb[1] / es), span = (n - 1) * stride + ne0; /* elements */
         if (span + FA_ROW_VEC <= FA_SPAN && (!zero_pad || stride >= lanes)) {
-            cpu_to_f32(p->vec, t->type, rows, es, l->span, span);
+            lcpu_to_f32(p->vec, t->type, rows, es, l->span, span);
             memset(l->span + span, 0, FA_ROW_VEC * sizeof(float)); /* the lanes the last row's kernel reads past it */
             if (zero_pad) { /* this copy's lanes past ne0 belong to rows (heads) this item does not read */
                 for (int64_t i = 0; i < n; i++) {
@@ -155,7 +155,7 @@ static const uint8_t * kv_rows(const struct cpu_params * p, const struct loom_te
         const uint8_t * row = rows + i * (int64_t)t->nb[1];
         float * out = l->tile + i * width;
         if (to_float) to_float(row, out, ne0);
-        else cpu_to_f32(p->vec, t->type, row, t->nb[0], out, ne0);
+        else lcpu_to_f32(p->vec, t->type, row, t->nb[0], out, ne0);
         memset(out + ne0, 0, (size_t)(width - ne0) * sizeof(float));
     }
     *wt = CPU_W_F32;
@@ -196,7 +196,7 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
     for (int c = 0; c < nc; c++) {
         int64_t iq, h;
         col_coords(pl, hk, c0 + c, &iq, &h);
-        const float * qr = cpu_row_f32(p, q, iq, h, b, l->row);
+        const float * qr = lcpu_row_f32(p, q, iq, h, b, l->row);
         float * qc = l->q + c * Dk;
         for (int64_t i = 0; i < Dk; i++) qc[i] = i < D ? qr[i] * scale : 0.0f;
         l->mx[c] = -INFINITY;
@@ -225,7 +225,7 @@ static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst,
                     }
                 }
                 const uint8_t * mr = cpu_elem(mask, t0, iq, h % mask->ne[2], b % mask->ne[3]);
-                cpu_to_f32(vec, mask->type, mr, mask->nb[0], mc, nt);
+                lcpu_to_f32(vec, mask->type, mr, mask->nb[0], mc, nt);
                 live[c] = false;
                 for (int t = 0; t < nt && !live[c]; t++) live[c] = mc[t] != -INFINITY;
             } else {
@@ -356,13 +356,13 @@ static void fa_compute(const struct cpu_params * p, struct loom_tensor * dst) {
         for (int64_t it = cpu_claim(p, 1); it < pl.n_items; it = cpu_claim(p, 1)) fa_run_item(p, dst, &pl, it, &l);
     }
     if (pl.n_chunks == 1) return;
-    cpu_barrier(p);
+    lcpu_barrier(p);
     int64_t b0, b1;
     cpu_split(pl.n_items / pl.n_chunks, p, &b0, &b1);
     for (int64_t blk = b0; blk < b1; blk++) fa_merge(p, dst, &pl, blk, l.acc);
 }
 
-const struct cpu_op_impl cpu_op_flash_attn = {
+const struct lcpu_op_impl lcpu_op_flash_attn = {
     .supports = fa_supports,
     .compute = fa_compute,
     .work_size = fa_work,

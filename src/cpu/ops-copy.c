@@ -60,7 +60,7 @@ static void copy_same_shape(const struct cpu_params * p, const struct loom_tenso
         const uint8_t * s = cpu_elem(src, 0, i1, i2, i3);
         uint8_t * d = cpu_elem(dst, 0, i1, i2, i3);
         if (dense) {
-            cpu_convert(p->vec, src->type, s, dst->type, d, ne0);
+            lcpu_convert(p->vec, src->type, s, dst->type, d, ne0);
         } else {
             for (int64_t i0 = 0; i0 < ne0; i0++) copy_elem(src->type, s + i0 * src->nb[0], dst->type, d + i0 * dst->nb[0]);
         }
@@ -73,7 +73,7 @@ static void copy_reshaped(const struct cpu_params * p, const struct loom_tensor 
         int64_t e0, e1;
         cpu_split(loom_nelements(dst), p, &e0, &e1);
         if (e1 > e0) {
-            cpu_convert(p->vec, src->type, (const uint8_t *)src->data + e0 * (int64_t)loom_type_size(src->type), dst->type,
+            lcpu_convert(p->vec, src->type, (const uint8_t *)src->data + e0 * (int64_t)loom_type_size(src->type), dst->type,
                         (uint8_t *)dst->data + e0 * (int64_t)loom_type_size(dst->type), e1 - e0);
         }
         return;
@@ -108,7 +108,7 @@ static void quant_row(const struct cpu_params * p, const struct loom_tensor * sr
     } else if (src->type == LOOM_TYPE_F32) {
         const float * x = (const float *)s;
         if (src->nb[0] != 4) {
-            cpu_to_f32(p->vec, LOOM_TYPE_F32, s, src->nb[0], buf, ne0);
+            lcpu_to_f32(p->vec, LOOM_TYPE_F32, s, src->nb[0], buf, ne0);
             x = buf;
         }
         loom_type_get_traits(dst->type)->from_float(x, d, ne0);
@@ -116,7 +116,7 @@ static void quant_row(const struct cpu_params * p, const struct loom_tensor * sr
         loom_type_get_traits(src->type)->to_float(s, (float *)d, ne0);
     } else {
         loom_type_get_traits(src->type)->to_float(s, buf, ne0);
-        cpu_from_f32(p->vec, buf, LOOM_TYPE_F32, d, dst->nb[0], ne0);
+        lcpu_from_f32(p->vec, buf, LOOM_TYPE_F32, d, dst->nb[0], ne0);
     }
 }
 
@@ -168,7 +168,7 @@ static void copy_compute(const struct cpu_params * p, struct loom_tensor * dst) 
     }
 }
 
-const struct cpu_op_impl cpu_op_copy = {
+const struct lcpu_op_impl lcpu_op_copy = {
     .supports = copy_supports,
     .compute = copy_compute,
     .work_size = copy_work,

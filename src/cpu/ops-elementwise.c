@@ -32,8 +32,8 @@ static void binary_compute(const struct cpu_params * p, struct loom_tensor * dst
     cpu_split(loom_nrows(dst), p, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         cpu_row_coords(dst, r, &i1, &i2, &i3);
-        const float * x = cpu_row_f32(p, a, i1, i2, i3, xbuf);
-        const float * y = cpu_row_f32(p, b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3], ybuf);
+        const float * x = lcpu_row_f32(p, a, i1, i2, i3, xbuf);
+        const float * y = lcpu_row_f32(p, b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3], ybuf);
         if (bne0 != ne0) { /* repeat b's row along dimension 0 */
             if (y != ybuf) memcpy(ybuf, y, (size_t)bne0 * 4);
             for (int64_t i = bne0; i < ne0; i++) ybuf[i] = ybuf[i - bne0];
@@ -48,7 +48,7 @@ static void binary_compute(const struct cpu_params * p, struct loom_tensor * dst
     }
 }
 
-const struct cpu_op_impl cpu_op_binary = {
+const struct lcpu_op_impl lcpu_op_binary = {
     .supports = binary_supports,
     .compute = binary_compute,
     .work_size = binary_work,
@@ -74,7 +74,7 @@ static void unary_compute(const struct cpu_params * p, struct loom_tensor * dst)
     cpu_split(loom_nrows(dst), p, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         cpu_row_coords(dst, r, &i1, &i2, &i3);
-        const float * x = cpu_row_f32(p, a, i1, i2, i3, (float *)p->local);
+        const float * x = lcpu_row_f32(p, a, i1, i2, i3, (float *)p->local);
         float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
         switch (op) {
         case LOOM_OP_SCALE: for (int64_t i = 0; i < ne0; i++) d[i] = x[i] * s; break;
@@ -84,7 +84,7 @@ static void unary_compute(const struct cpu_params * p, struct loom_tensor * dst)
     }
 }
 
-const struct cpu_op_impl cpu_op_unary = {
+const struct lcpu_op_impl lcpu_op_unary = {
     .supports = unary_supports,
     .compute = unary_compute,
     .work_size = unary_work,

@@ -160,12 +160,12 @@ static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor *
         const uint8_t * src = cpu_elem(b, 0, j, i2, i3);
         uint8_t * out = p->shared + (size_t)c * pl->b_row;
         if (pl->path != MM_GEMM_BF16 && pl->path != MM_QDOT && pl->path != MM_QGEMM) {
-            cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)out, pl->K);
+            lcpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)out, pl->K);
             continue;
         }
         const float * x = (const float *)src;
         if (b->nb[0] != 4) {
-            cpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)p->local, pl->K);
+            lcpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)p->local, pl->K);
             x = (const float *)p->local;
         }
         if (pl->path == MM_QDOT) {
@@ -211,7 +211,7 @@ static void mm_pack(const struct cpu_params * p, const struct loom_tensor * a, c
                 rows[r] = (const uint8_t *)t;
             } else {
                 float * t = (float *)(tmp + (size_t)r * MM_KC * 4);
-                cpu_to_f32(p->vec, a->type, src, nb0, t, kc);
+                lcpu_to_f32(p->vec, a->type, src, nb0, t, kc);
                 rows[r] = (const uint8_t *)t;
                 wt = CPU_W_F32;
             }
@@ -251,7 +251,7 @@ static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor *
         size_t ldw = a->nb[1];
         if (pl->path == MM_DOT && pl->quant) { /* the tile's rows dequantized into scratch, then an F32 dot */
             float * rows = (float *)p->local;
-            for (int r = 0; r < mr; r++) cpu_to_f32(p->vec, a->type, w + r * a->nb[1], 0, rows + r * pl->K, pl->K);
+            for (int r = 0; r < mr; r++) lcpu_to_f32(p->vec, a->type, w + r * a->nb[1], 0, rows + r * pl->K, pl->K);
             w = (const uint8_t *)rows;
             ldw = (size_t)pl->K * 4;
         }
@@ -417,7 +417,7 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     }
     if (pl.convert_b) {
         mm_convert_b(p, b, a->type, &pl);
-        cpu_barrier(p);
+        lcpu_barrier(p);
     }
 
     /* Work units: 'unit' weight rows x a part of the columns, of one batch. The columns are cut
@@ -458,7 +458,7 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     mm_units_run(p, dst, &pl, &w, u0, u1);
 }
 
-const struct cpu_op_impl cpu_op_mul_mat = {
+const struct lcpu_op_impl lcpu_op_mul_mat = {
     .supports = mm_supports,
     .compute = mm_compute,
     .work_size = mm_work,

@@ -38,14 +38,14 @@ static void rms_norm_compute(const struct cpu_params * p, struct loom_tensor * d
     cpu_split(loom_nrows(dst), p, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         cpu_row_coords(dst, r, &i1, &i2, &i3);
-        const float * x = cpu_row_f32(p, a, i1, i2, i3, (float *)p->local);
+        const float * x = lcpu_row_f32(p, a, i1, i2, i3, (float *)p->local);
         float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
         const float scale = (float)(1.0 / sqrt(sum_squares(x, ne0) / (double)ne0 + (double)eps));
         for (int64_t i = 0; i < ne0; i++) d[i] = x[i] * scale;
     }
 }
 
-const struct cpu_op_impl cpu_op_rms_norm = {
+const struct lcpu_op_impl lcpu_op_rms_norm = {
     .supports = rms_norm_supports,
     .compute = rms_norm_compute,
     .work_size = rms_norm_work,

@@ -83,7 +83,7 @@ static void rope_compute(const struct cpu_params * p, struct loom_tensor * dst) 
             }
             cached = i2;
         }
-        const float * x = cpu_row_f32(p, a, i1, i2, i3, xbuf);
+        const float * x = lcpu_row_f32(p, a, i1, i2, i3, xbuf);
         float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
         const int64_t stride = neox ? 1 : 2;    /* distance between the first elements of two pairs */
         const int64_t offs = neox ? half : 1;   /* distance between a pair's two elements */
@@ -97,7 +97,7 @@ static void rope_compute(const struct cpu_params * p, struct loom_tensor * dst) 
     }
 }
 
-const struct cpu_op_impl cpu_op_rope = {
+const struct lcpu_op_impl lcpu_op_rope = {
     .supports = rope_supports,
     .compute = rope_compute,
     .work_size = rope_work,

@@ -33,11 +33,11 @@ static void get_rows_compute(const struct cpu_params * p, struct loom_tensor * d
             memset(d, 0, (size_t)ne0 * sizeof(float));
             continue;
         }
-        cpu_to_f32(p->vec, a->type, cpu_elem(a, 0, id, i2, i3), a->nb[0], d, ne0);
+        lcpu_to_f32(p->vec, a->type, cpu_elem(a, 0, id, i2, i3), a->nb[0], d, ne0);
     }
 }
 
-const struct cpu_op_impl cpu_op_get_rows = {
+const struct lcpu_op_impl lcpu_op_get_rows = {
     .supports = get_rows_supports,
     .compute = get_rows_compute,
 };
@@ -103,7 +103,7 @@ static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * d
         const uint8_t * s = cpu_elem(b, j0, i, 0, 0);
         uint8_t * d = cpu_elem(dst, j0, id, 0, 0);
         if (dense) {
-            cpu_from_f32(p->vec, (const float *)s, dst->type, d, dst->nb[0], j1 - j0);
+            lcpu_from_f32(p->vec, (const float *)s, dst->type, d, dst->nb[0], j1 - j0);
         } else {
             for (int64_t j = 0; j < j1 - j0; j++) {
                 float v;
@@ -114,7 +114,7 @@ static void set_rows_compute(const struct cpu_params * p, struct loom_tensor * d
     }
 }
 
-const struct cpu_op_impl cpu_op_set_rows = {
+const struct lcpu_op_impl lcpu_op_set_rows = {
     .supports = set_rows_supports,
     .compute = set_rows_compute,
 };
@@ -148,7 +148,7 @@ static void argmax_compute(const struct cpu_params * p, struct loom_tensor * dst
     }
 }
 
-const struct cpu_op_impl cpu_op_argmax = {
+const struct lcpu_op_impl lcpu_op_argmax = {
     .supports = argmax_supports,
     .compute = argmax_compute,
 };

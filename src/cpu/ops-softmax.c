@@ -49,8 +49,8 @@ static void soft_max_compute(const struct cpu_params * p, struct loom_tensor * d
     cpu_split(loom_nrows(dst), p, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         cpu_row_coords(dst, r, &i1, &i2, &i3);
-        const float * x = cpu_row_f32(p, a, i1, i2, i3, xbuf);
-        const float * m = mask ? cpu_row_f32(p, mask, i1, i2 % mask->ne[2], i3 % mask->ne[3], mbuf) : NULL;
+        const float * x = lcpu_row_f32(p, a, i1, i2, i3, xbuf);
+        const float * m = mask ? lcpu_row_f32(p, mask, i1, i2 % mask->ne[2], i3 % mask->ne[3], mbuf) : NULL;
         float * d = (float *)cpu_elem(dst, 0, i1, i2, i3);
         if (m) {
             for (int64_t i = 0; i < ne0; i++) d[i] = x[i] * scale + m[i];
@@ -68,7 +68,7 @@ static void soft_max_compute(const struct cpu_params * p, struct loom_tensor * d
     }
 }
 
-const struct cpu_op_impl cpu_op_soft_max = {
+const struct lcpu_op_impl lcpu_op_soft_max = {
     .supports = soft_max_supports,
     .compute = soft_max_compute,
     .work_size = soft_max_work,

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-void cpu_quantize_q8_K(const float * x, void * y, int64_t k) {
+void lcpu_quantize_q8_K(const float * x, void * y, int64_t k) {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding and taking it off rounds |v| < 2^22 to nearest, ties to even */
     struct block_q8_K * b = y;
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {

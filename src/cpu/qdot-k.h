@@ -10,11 +10,11 @@
  * d = max|x| / 127 (F32), q = x / d rounded to nearest (halves to even), and bsums[i] the
  * sum of q over elements 16 i .. 16 i + 15; an all-zero super-block gets d = 0, q = 0. Every table
  * uses this one quantizer, so the columns are the same whatever the ISA or thread count. */
-void cpu_quantize_q8_K(const float * x, void * y, int64_t k);
+void lcpu_quantize_q8_K(const float * x, void * y, int64_t k);
 
-/* cpu_qdot_fn kernels (vec.h): weight rows of the named type, columns of Q8_K, 'k' a multiple of 256. */
+/* lcpu_qdot_fn kernels (vec.h): weight rows of the named type, columns of Q8_K, 'k' a multiple of 256. */
 #define CPU_QDOT_K_DECL(wt, isa)                                                                                    \
-    void cpu_qdot_##wt##_q8_K_##isa(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, \
+    void lcpu_qdot_##wt##_q8_K_##isa(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, \
                                     int nr, uint8_t * c, size_t ldc)
 CPU_QDOT_K_DECL(q2_K, scalar);
 CPU_QDOT_K_DECL(q3_K, scalar);
@@ -29,7 +29,7 @@ CPU_QDOT_K_DECL(q5_K, avx2);
 CPU_QDOT_K_DECL(q6_K, avx2);
 CPU_QDOT_K_DECL(iq4_xs, avx2);
 
-#define CPU_QDOT_K_ENTRY(T, wt, isa) [LOOM_TYPE_##T] = {LOOM_TYPE_Q8_K, cpu_quantize_q8_K, cpu_qdot_##wt##_q8_K_##isa}
+#define CPU_QDOT_K_ENTRY(T, wt, isa) [LOOM_TYPE_##T] = {LOOM_TYPE_Q8_K, lcpu_quantize_q8_K, lcpu_qdot_##wt##_q8_K_##isa}
 #define CPU_QDOT_K_TABLE(isa)                                                                            \
     CPU_QDOT_K_ENTRY(Q2_K, q2_K, isa), CPU_QDOT_K_ENTRY(Q3_K, q3_K, isa), CPU_QDOT_K_ENTRY(Q4_K, q4_K, isa), \
         CPU_QDOT_K_ENTRY(Q5_K, q5_K, isa), CPU_QDOT_K_ENTRY(Q6_K, q6_K, isa),                              \

@@ -18,18 +18,18 @@
 #define QG_NR 4
 #include "cpu/qgemm-legacy-tmpl.h"
 
-QL_DEFINE_QUANTIZE(cpu_quantize_q8_0_avx2)
-QL_DEFINE(QL_Q8_0, cpu_qdot_q8_0_avx2)
-QL_DEFINE(QL_Q4_0, cpu_qdot_q4_0_avx2)
-QL_DEFINE(QL_Q5_0, cpu_qdot_q5_0_avx2)
-QL_DEFINE(QL_Q5_1, cpu_qdot_q5_1_avx2)
-QL_DEFINE(QL_IQ4_NL, cpu_qdot_iq4_nl_avx2)
+QL_DEFINE_QUANTIZE(lcpu_quantize_q8_0_avx2)
+QL_DEFINE(QL_Q8_0, lcpu_qdot_q8_0_avx2)
+QL_DEFINE(QL_Q4_0, lcpu_qdot_q4_0_avx2)
+QL_DEFINE(QL_Q5_0, lcpu_qdot_q5_0_avx2)
+QL_DEFINE(QL_Q5_1, lcpu_qdot_q5_1_avx2)
+QL_DEFINE(QL_IQ4_NL, lcpu_qdot_iq4_nl_avx2)
 
-QG_DEFINE_QUANTIZE(cpu_quantize_q8_0x_avx2)
-QG_DEFINE(QL_Q8_0, cpu_qpack_q8_0_avx2, cpu_qgemm_q8_0_avx2)
-QG_DEFINE(QL_Q4_0, cpu_qpack_q4_0_avx2, cpu_qgemm_q4_0_avx2)
-QG_DEFINE(QL_Q5_0, cpu_qpack_q5_0_avx2, cpu_qgemm_q5_0_avx2)
-QG_DEFINE(QL_Q5_1, cpu_qpack_q5_1_avx2, cpu_qgemm_q5_1_avx2)
-QG_DEFINE(QL_IQ4_NL, cpu_qpack_iq4_nl_avx2, cpu_qgemm_iq4_nl_avx2)
+QG_DEFINE_QUANTIZE(lcpu_quantize_q8_0x_avx2)
+QG_DEFINE(QL_Q8_0, lcpu_qpack_q8_0_avx2, lcpu_qgemm_q8_0_avx2)
+QG_DEFINE(QL_Q4_0, lcpu_qpack_q4_0_avx2, lcpu_qgemm_q4_0_avx2)
+QG_DEFINE(QL_Q5_0, lcpu_qpack_q5_0_avx2, lcpu_qgemm_q5_0_avx2)
+QG_DEFINE(QL_Q5_1, lcpu_qpack_q5_1_avx2, lcpu_qgemm_q5_1_avx2)
+QG_DEFINE(QL_IQ4_NL, lcpu_qpack_iq4_nl_avx2, lcpu_qgemm_iq4_nl_avx2)
 
 #endif

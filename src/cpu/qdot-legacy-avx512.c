@@ -20,18 +20,18 @@
 #define QG_NR 8
 #include "cpu/qgemm-legacy-tmpl.h"
 
-QL_DEFINE_QUANTIZE(cpu_quantize_q8_0_vnni)
-QL_DEFINE(QL_Q8_0, cpu_qdot_q8_0_vnni)
-QL_DEFINE(QL_Q4_0, cpu_qdot_q4_0_vnni)
-QL_DEFINE(QL_Q5_0, cpu_qdot_q5_0_vnni)
-QL_DEFINE(QL_Q5_1, cpu_qdot_q5_1_vnni)
-QL_DEFINE(QL_IQ4_NL, cpu_qdot_iq4_nl_vnni)
+QL_DEFINE_QUANTIZE(lcpu_quantize_q8_0_vnni)
+QL_DEFINE(QL_Q8_0, lcpu_qdot_q8_0_vnni)
+QL_DEFINE(QL_Q4_0, lcpu_qdot_q4_0_vnni)
+QL_DEFINE(QL_Q5_0, lcpu_qdot_q5_0_vnni)
+QL_DEFINE(QL_Q5_1, lcpu_qdot_q5_1_vnni)
+QL_DEFINE(QL_IQ4_NL, lcpu_qdot_iq4_nl_vnni)
 
-QG_DEFINE_QUANTIZE(cpu_quantize_q8_0x_vnni)
-QG_DEFINE(QL_Q8_0, cpu_qpack_q8_0_vnni, cpu_qgemm_q8_0_vnni)
-QG_DEFINE(QL_Q4_0, cpu_qpack_q4_0_vnni, cpu_qgemm_q4_0_vnni)
-QG_DEFINE(QL_Q5_0, cpu_qpack_q5_0_vnni, cpu_qgemm_q5_0_vnni)
-QG_DEFINE(QL_Q5_1, cpu_qpack_q5_1_vnni, cpu_qgemm_q5_1_vnni)
-QG_DEFINE(QL_IQ4_NL, cpu_qpack_iq4_nl_vnni, cpu_qgemm_iq4_nl_vnni)
+QG_DEFINE_QUANTIZE(lcpu_quantize_q8_0x_vnni)
+QG_DEFINE(QL_Q8_0, lcpu_qpack_q8_0_vnni, lcpu_qgemm_q8_0_vnni)
+QG_DEFINE(QL_Q4_0, lcpu_qpack_q4_0_vnni, lcpu_qgemm_q4_0_vnni)
+QG_DEFINE(QL_Q5_0, lcpu_qpack_q5_0_vnni, lcpu_qgemm_q5_0_vnni)
+QG_DEFINE(QL_Q5_1, lcpu_qpack_q5_1_vnni, lcpu_qgemm_q5_1_vnni)
+QG_DEFINE(QL_IQ4_NL, lcpu_qpack_iq4_nl_vnni, lcpu_qgemm_iq4_nl_vnni)
 
 #endif

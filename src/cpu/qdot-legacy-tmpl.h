@@ -114,7 +114,7 @@ QL_AI float QL(hsum)(__m256 v) {
 
 /* F32 -> Q8_0 columns as the field's SIMD quantizer rounds them (so that the integer sums are the
  * field's): per block d = max|x| / 127 (F16), q = x * (127 / max|x|) rounded to nearest even
- * (cpu_quantize_q8_0, the portable one, divides by d and rounds halves away from zero: one
+ * (lcpu_quantize_q8_0, the portable one, divides by d and rounds halves away from zero: one
  * q may differ by one step). */
 QL_AI void QL(quantize_q8_0)(const float * x, void * y, int64_t k) {
     struct block_q8_0 * out = y;
@@ -210,7 +210,7 @@ QL_AI void QL(cols)(const enum ql_type T, const int MR, int64_t nb, const uint8_
     }
 }
 
-/* The cpu_qdot_fn of weight type T: whole tiles of QL_TILE_MR(T) rows, then the row tail one by one. */
+/* The lcpu_qdot_fn of weight type T: whole tiles of QL_TILE_MR(T) rows, then the row tail one by one. */
 QL_AI void QL(qdot)(const enum ql_type T, int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a,
                     size_t lda, int nr, uint8_t * c, size_t ldc) {
     const int64_t nb = k / 32;

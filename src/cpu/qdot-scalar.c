@@ -8,7 +8,7 @@
 
 /* Q8_0 activations as the field quantizes them: per block of 32, d = max|x| / 127 (stored as F16)
  * and q = x / d rounded to nearest (halves away from zero); an all-zero block gets d = 0, q = 0. */
-void cpu_quantize_q8_0(const float * x, void * y, int64_t k) {
+void lcpu_quantize_q8_0(const float * x, void * y, int64_t k) {
     struct block_q8_0 * b = y;
     for (int64_t i = 0; i < k / QK8_0; i++, x += QK8_0) {
         float amax = 0.0f;
@@ -30,7 +30,7 @@ static inline float dot_q8_0_q8_0(const struct block_q8_0 * w, const struct bloc
     return sum;
 }
 
-void cpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
+void lcpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
                         size_t ldc) {
     for (int j = 0; j < nr; j++) {
         for (int r = 0; r < mr; r++) {

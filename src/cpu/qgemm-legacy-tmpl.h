@@ -117,7 +117,7 @@ QL_AI void QL(qgemm_tile)(const enum ql_type T, const int NR, int64_t nb, const 
     }
 }
 
-/* cpu_qgemm_fn of type T: nr (1..QG_NR) columns. */
+/* lcpu_qgemm_fn of type T: nr (1..QG_NR) columns. */
 QL_AI void QL(qgemm)(const enum ql_type T, int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c,
                      size_t ldc, int mr) {
     const int64_t nb = k / 32;

@@ -103,7 +103,7 @@ static const struct cpu_vec g_table = {
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
     .qgemm = {CPU_QGEMM_LEGACY(avx2)},
-    .quantize_q8_0x = cpu_quantize_q8_0x_avx2,
+    .quantize_q8_0x = lcpu_quantize_q8_0x_avx2,
     .qgemm_nr = 4,
     .mad = {[CPU_W_F32] = mad_f32_avx2, [CPU_W_F16] = mad_f16_avx2, [CPU_W_BF16] = mad_bf16_avx2},
     .pack = pack_avx2,
@@ -113,10 +113,10 @@ static const struct cpu_vec g_table = {
     .gemm_bf16 = NULL,
 };
 
-const struct cpu_vec * cpu_vec_avx2(void) { return &g_table; }
+const struct cpu_vec * lcpu_vec_avx2(void) { return &g_table; }
 
 #else
 
-const struct cpu_vec * cpu_vec_avx2(void) { return NULL; }
+const struct cpu_vec * lcpu_vec_avx2(void) { return NULL; }
 
 #endif

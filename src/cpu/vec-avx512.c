@@ -189,7 +189,7 @@ static struct cpu_vec g_table = {
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
     .qgemm = {CPU_QGEMM_LEGACY(avx2)}, /* VNNI ones set below */
-    .quantize_q8_0x = cpu_quantize_q8_0x_avx2,
+    .quantize_q8_0x = lcpu_quantize_q8_0x_avx2,
     .qgemm_nr = 4,
     .mad = {[CPU_W_F32] = mad_f32_avx512, [CPU_W_F16] = mad_f16_avx512, [CPU_W_BF16] = mad_bf16_avx512},
     .pack = pack_avx512,
@@ -199,8 +199,8 @@ static struct cpu_vec g_table = {
 };
 static struct cpu_vec g_table_bf16;
 
-const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
-    g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? cpu_vec_avx2() : NULL;
+const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows) {
+    g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? lcpu_vec_avx2() : NULL;
     g_table.name = g_rows_1 ? "AVX512 FMA F16C (one-column products: AVX2)" : "AVX512 FMA F16C";
     if (__builtin_cpu_supports("avx512vnni")) {
         const struct cpu_qdot vnni[LOOM_TYPE_COUNT] = {CPU_QDOT_LEGACY(vnni)};
@@ -211,7 +211,7 @@ const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
         for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
             if (vnni_gemm[t].gemm) g_table.qgemm[t] = vnni_gemm[t];
         }
-        g_table.quantize_q8_0x = cpu_quantize_q8_0x_vnni;
+        g_table.quantize_q8_0x = lcpu_quantize_q8_0x_vnni;
         g_table.qgemm_nr = 8; /* 32 vector registers: 8 code vectors and 8 column sums stay in registers */
     }
     g_table_bf16 = g_table;
@@ -224,7 +224,7 @@ const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
 
 #else
 
-const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows) {
+const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows) {
     (void)with_bf16;
     (void)wide_rows;
     return NULL;

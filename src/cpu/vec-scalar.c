@@ -135,4 +135,4 @@ static const struct cpu_vec scalar_table = {
     .gemm_bf16 = NULL,
 };
 
-const struct cpu_vec * cpu_vec_scalar(void) { return &scalar_table; }
+const struct cpu_vec * lcpu_vec_scalar(void) { return &scalar_table; }

@@ -36,25 +36,25 @@ static const struct cpu_vec * detect(void) {
     __builtin_cpu_init();
     if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
-        has_f16c() && cpu_vec_avx512(false, false)) {
+        has_f16c() && lcpu_vec_avx512(false, false)) {
         /* named: the 512-bit kernels for every product (AMD processors otherwise take the AVX2 row kernels for one column) */
-        return cpu_vec_avx512(__builtin_cpu_supports("avx512bf16"), cap != NULL);
+        return lcpu_vec_avx512(__builtin_cpu_supports("avx512bf16"), cap != NULL);
     }
     if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() &&
-        cpu_vec_avx2()) {
-        return cpu_vec_avx2();
+        lcpu_vec_avx2()) {
+        return lcpu_vec_avx2();
     }
 #else
     (void)allow2;
 #endif
-    return cpu_vec_scalar();
+    return lcpu_vec_scalar();
 }
 
 static void init_once(void) { g_best = detect(); }
 
-const struct cpu_vec * cpu_vec_get(void) {
+const struct cpu_vec * lcpu_vec_get(void) {
     pthread_once(&g_once, init_once);
-    return atomic_load(&g_scalar) ? cpu_vec_scalar() : g_best;
+    return atomic_load(&g_scalar) ? lcpu_vec_scalar() : g_best;
 }
 
 void loom_cpu_set_scalar(bool scalar) {
@@ -67,4 +67,4 @@ bool loom_cpu_get_scalar(void) {
     return atomic_load(&g_scalar);
 }
 
-const char * loom_cpu_features(void) { return cpu_vec_get()->name; }
+const char * loom_cpu_features(void) { return lcpu_vec_get()->name; }

@@ -65,19 +65,19 @@ typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
  * through the traits' to_float and dotted with the F32 columns by dot[CPU_W_F32]. */
 
 /* Quantizes 'k' F32 values (a multiple of the activation type's block length) into blocks at 'y'. */
-typedef void (*cpu_quantize_act_fn)(const float * x, void * y, int64_t k);
+typedef void (*lcpu_quantize_act_fn)(const float * x, void * y, int64_t k);
 
 /* Dot products of 'mr' (1..dot_mr) quantized weight rows with 'nr' (1..dot_nr) quantized columns,
  * 'k' elements each: c[j][r] = sum_i w[r][i] * a[j][i] (F32). Row r of 'w' at w + r*ldw (blocks of
  * the weight type), column j of 'a' at a + j*lda (blocks of the entry's act_type), result j at
  * c + j*ldc (strides in bytes). Each result is summed in one order that depends only on 'k'. */
-typedef void (*cpu_qdot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr,
+typedef void (*lcpu_qdot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr,
                             uint8_t * c, size_t ldc);
 
 struct cpu_qdot {
     enum loom_type act_type;       /* the columns' type: LOOM_TYPE_Q8_0 or LOOM_TYPE_Q8_K */
-    cpu_quantize_act_fn quantize;  /* F32 -> act_type */
-    cpu_qdot_fn dot;               /* NULL: the F32 path */
+    lcpu_quantize_act_fn quantize;  /* F32 -> act_type */
+    lcpu_qdot_fn dot;               /* NULL: the F32 path */
 };
 
 /* The portable integer kernels (qdot-scalar.c). The scalar table uses them (4x the F32 path's
@@ -85,43 +85,43 @@ struct cpu_qdot {
  * no faster than their F32 path (110m Q8_0 tg16 on one thread: 13.4 / 15.2 against 19.2 / 10.9
  * t/s, alternating), so their Q8_0 products dequantize until SIMD integer kernels land (the super-block
  * types have theirs: qdot-k.h). */
-void cpu_quantize_q8_0(const float * x, void * y, int64_t k);
-void cpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
+void lcpu_quantize_q8_0(const float * x, void * y, int64_t k);
+void lcpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
                         size_t ldc);
 #define CPU_QDOT_PORTABLE \
-    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0, cpu_qdot_q8_0_q8_0}
+    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0, lcpu_qdot_q8_0_q8_0}
 
 /* The SIMD kernels of the 32-element weight types Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL
  * (qdot-legacy-avx2.c, qdot-legacy-avx512.c; *_vnni: vpdpbusd, AVX512-VNNI), with Q8_0 columns
- * quantized as the field's SIMD quantizer does (cpu_quantize_q8_0_*). Q5_1 takes Q8_0 columns
+ * quantized as the field's SIMD quantizer does (lcpu_quantize_q8_0_*). Q5_1 takes Q8_0 columns
  * too, not the field's Q8_1: its minimum's term needs each column block's sum, which the kernel
  * computes once per column and block (one more byte product, shared by the tile's rows) instead
  * of reading a stored F16 one. Q4_1 has no integer kernel yet: that same kernel changed the
  * reference engine's greedy text of the stories260K Q4_1 fixture (the field sums Q4_1 through
  * Q8_1's stored sums), so Q4_1 keeps the dequantizing path. */
 #define CPU_QDOT_LEGACY_DECL(sfx)                                                                                  \
-    void cpu_qdot_q8_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void lcpu_qdot_q8_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void cpu_qdot_q4_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void lcpu_qdot_q4_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void cpu_qdot_q5_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void lcpu_qdot_q5_0_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void cpu_qdot_q5_1_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
+    void lcpu_qdot_q5_1_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, \
                              uint8_t * c, size_t ldc);                                                            \
-    void cpu_qdot_iq4_nl_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda,      \
+    void lcpu_qdot_iq4_nl_##sfx(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda,      \
                                int nr, uint8_t * c, size_t ldc);
 CPU_QDOT_LEGACY_DECL(avx2)
-void cpu_quantize_q8_0_avx2(const float * x, void * y, int64_t k);
-void cpu_quantize_q8_0_vnni(const float * x, void * y, int64_t k);
+void lcpu_quantize_q8_0_avx2(const float * x, void * y, int64_t k);
+void lcpu_quantize_q8_0_vnni(const float * x, void * y, int64_t k);
 CPU_QDOT_LEGACY_DECL(vnni)
 #undef CPU_QDOT_LEGACY_DECL
 /* The table entries (designated initializers) of those kernels; sfx: avx2 or vnni. */
 #define CPU_QDOT_LEGACY(sfx)                                                          \
-    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q8_0_##sfx},     \
-    [LOOM_TYPE_Q4_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q4_0_##sfx},     \
-    [LOOM_TYPE_Q5_0] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_0_##sfx},     \
-    [LOOM_TYPE_Q5_1] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_q5_1_##sfx},     \
-    [LOOM_TYPE_IQ4_NL] = {LOOM_TYPE_Q8_0, cpu_quantize_q8_0_##sfx, cpu_qdot_iq4_nl_##sfx}
+    [LOOM_TYPE_Q8_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q8_0_##sfx},     \
+    [LOOM_TYPE_Q4_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q4_0_##sfx},     \
+    [LOOM_TYPE_Q5_0] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q5_0_##sfx},     \
+    [LOOM_TYPE_Q5_1] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_q5_1_##sfx},     \
+    [LOOM_TYPE_IQ4_NL] = {LOOM_TYPE_Q8_0, lcpu_quantize_q8_0_##sfx, lcpu_qdot_iq4_nl_##sfx}
 
 /* ---- quantized weights: integer GEMM (many columns)
  * Products with more columns than the qdot path serves (ops-matmul.c) and a weight type whose
@@ -144,27 +144,27 @@ struct cpu_q8_0x {
 /* Packs 'n_rows' (1..CPU_QGEMM_MR) weight rows of 'k' elements (a multiple of 32; row r at
  * w + r*ldw, blocks of the entry's type) into one panel of k / 32 * CPU_QGEMM_BLOCK bytes; rows
  * past n_rows are zeros. */
-typedef void (*cpu_qpack_fn)(const uint8_t * w, size_t ldw, int n_rows, int64_t k, void * panel);
+typedef void (*lcpu_qpack_fn)(const uint8_t * w, size_t ldw, int n_rows, int64_t k, void * panel);
 /* c[j][r] = sum_i w[r][i] * a[j][i] (F32) for r < mr (<= CPU_QGEMM_MR) and j < nr (1..qgemm_nr):
  * 'panel' as qpack made it, column j at a + j*lda (k / 32 cpu_q8_0x blocks), result j at
  * c + j*ldc (bytes). Each result is summed in one order that depends only on 'k'. */
-typedef void (*cpu_qgemm_fn)(int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c, size_t ldc,
+typedef void (*lcpu_qgemm_fn)(int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c, size_t ldc,
                              int mr);
 struct cpu_qgemm {
-    cpu_qpack_fn pack;
-    cpu_qgemm_fn gemm; /* NULL: the F32 GEMM path */
+    lcpu_qpack_fn pack;
+    lcpu_qgemm_fn gemm; /* NULL: the F32 GEMM path */
 };
 #define CPU_QGEMM_DECL(wt, sfx)                                                                   \
-    void cpu_qpack_##wt##_##sfx(const uint8_t * w, size_t ldw, int n_rows, int64_t k, void * panel); \
-    void cpu_qgemm_##wt##_##sfx(int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c, size_t ldc, int mr);
+    void lcpu_qpack_##wt##_##sfx(const uint8_t * w, size_t ldw, int n_rows, int64_t k, void * panel); \
+    void lcpu_qgemm_##wt##_##sfx(int64_t k, const void * panel, const uint8_t * a, size_t lda, int nr, uint8_t * c, size_t ldc, int mr);
 #define CPU_QGEMM_LEGACY_DECL(sfx)                                                                                   \
     CPU_QGEMM_DECL(q8_0, sfx) CPU_QGEMM_DECL(q4_0, sfx) CPU_QGEMM_DECL(q5_0, sfx)       \
-    CPU_QGEMM_DECL(q5_1, sfx) CPU_QGEMM_DECL(iq4_nl, sfx) void cpu_quantize_q8_0x_##sfx(const float * x, void * y, int64_t k);
+    CPU_QGEMM_DECL(q5_1, sfx) CPU_QGEMM_DECL(iq4_nl, sfx) void lcpu_quantize_q8_0x_##sfx(const float * x, void * y, int64_t k);
 CPU_QGEMM_LEGACY_DECL(avx2)
 CPU_QGEMM_LEGACY_DECL(vnni)
 #undef CPU_QGEMM_LEGACY_DECL
 #undef CPU_QGEMM_DECL
-#define CPU_QGEMM_ENTRY(T, wt, sfx) [LOOM_TYPE_##T] = {cpu_qpack_##wt##_##sfx, cpu_qgemm_##wt##_##sfx}
+#define CPU_QGEMM_ENTRY(T, wt, sfx) [LOOM_TYPE_##T] = {lcpu_qpack_##wt##_##sfx, lcpu_qgemm_##wt##_##sfx}
 #define CPU_QGEMM_LEGACY(sfx)                                                                                       \
     CPU_QGEMM_ENTRY(Q8_0, q8_0, sfx), CPU_QGEMM_ENTRY(Q4_0, q4_0, sfx),             \
         CPU_QGEMM_ENTRY(Q5_0, q5_0, sfx), CPU_QGEMM_ENTRY(Q5_1, q5_1, sfx), CPU_QGEMM_ENTRY(IQ4_NL, iq4_nl, sfx)
@@ -183,7 +183,7 @@ struct cpu_vec {
     struct cpu_qdot qdot[LOOM_TYPE_COUNT]; /* by quantized weight type (LOOM_TYPE_*) */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
     struct cpu_qgemm qgemm[LOOM_TYPE_COUNT]; /* by quantized weight type */
-    cpu_quantize_act_fn quantize_q8_0x; /* F32 -> cpu_q8_0x columns (set with any qgemm entry) */
+    lcpu_quantize_act_fn quantize_q8_0x; /* F32 -> cpu_q8_0x columns (set with any qgemm entry) */
     int qgemm_nr;                 /* most columns per qgemm call */
     cpu_mad_fn mad[CPU_W_COUNT];  /* weighted row sums, by row type */
 
@@ -197,13 +197,13 @@ struct cpu_vec {
 /* The kernels in use: the portable scalar table when forced (loom_cpu_set_scalar), else the best the
  * CPU supports (LOOM_CPU_ISA=avx2|avx512|scalar names the table, for tests; another value is ignored
  * with a warning). */
-const struct cpu_vec * cpu_vec_get(void);
+const struct cpu_vec * lcpu_vec_get(void);
 
 /* The tables; the SIMD ones return NULL when not compiled (non-x86 build) -- the CPU check is the caller's. */
-const struct cpu_vec * cpu_vec_scalar(void);
-const struct cpu_vec * cpu_vec_avx2(void);
+const struct cpu_vec * lcpu_vec_scalar(void);
+const struct cpu_vec * lcpu_vec_avx2(void);
 /* 'wide_rows': one-column products too on the 512-bit kernels (else AMD processors take the AVX2
  * row kernels for them, measured faster there). */
-const struct cpu_vec * cpu_vec_avx512(bool with_bf16, bool wide_rows);
+const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows);
 
 #endif

@@ -46,7 +46,7 @@ struct quant_codec {
  * (exact), quantized, and its scales multiplied back (saturating, flushing to zero), so the
  * quants never see overflowing products and every scale is finite. A block holding NaN or inf
  * is written as a block of zeros (callers that must refuse such input check it first). */
-void quant_run(const struct quant_codec * c, const float * x, void * y, int64_t n);
+void lqu_run(const struct quant_codec * c, const float * x, void * y, int64_t n);
 
 /* The per-type entry points of the from_float column (src/core/types.c): 'n' floats, a multiple
  * of the type's block length, into n / blck_size blocks. */

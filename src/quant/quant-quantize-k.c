@@ -562,11 +562,11 @@ static const struct quant_codec codec_iq4_nl = {QK4_NL, sizeof(struct block_iq4_
 static const struct quant_codec codec_iq4_xs = {QK_K, sizeof(struct block_iq4_xs), block_iq4_xs, 1,
                                                 {HALF_AT(block_iq4_xs, d)}, false};
 
-void loom_quantize_row_q2_K(const float * x, void * y, int64_t n) { quant_run(&codec_q2_K, x, y, n); }
-void loom_quantize_row_q3_K(const float * x, void * y, int64_t n) { quant_run(&codec_q3_K, x, y, n); }
-void loom_quantize_row_q4_K(const float * x, void * y, int64_t n) { quant_run(&codec_q4_K, x, y, n); }
-void loom_quantize_row_q5_K(const float * x, void * y, int64_t n) { quant_run(&codec_q5_K, x, y, n); }
-void loom_quantize_row_q6_K(const float * x, void * y, int64_t n) { quant_run(&codec_q6_K, x, y, n); }
-void loom_quantize_row_q8_K(const float * x, void * y, int64_t n) { quant_run(&codec_q8_K, x, y, n); }
-void loom_quantize_row_iq4_nl(const float * x, void * y, int64_t n) { quant_run(&codec_iq4_nl, x, y, n); }
-void loom_quantize_row_iq4_xs(const float * x, void * y, int64_t n) { quant_run(&codec_iq4_xs, x, y, n); }
+void loom_quantize_row_q2_K(const float * x, void * y, int64_t n) { lqu_run(&codec_q2_K, x, y, n); }
+void loom_quantize_row_q3_K(const float * x, void * y, int64_t n) { lqu_run(&codec_q3_K, x, y, n); }
+void loom_quantize_row_q4_K(const float * x, void * y, int64_t n) { lqu_run(&codec_q4_K, x, y, n); }
+void loom_quantize_row_q5_K(const float * x, void * y, int64_t n) { lqu_run(&codec_q5_K, x, y, n); }
+void loom_quantize_row_q6_K(const float * x, void * y, int64_t n) { lqu_run(&codec_q6_K, x, y, n); }
+void loom_quantize_row_q8_K(const float * x, void * y, int64_t n) { lqu_run(&codec_q8_K, x, y, n); }
+void loom_quantize_row_iq4_nl(const float * x, void * y, int64_t n) { lqu_run(&codec_iq4_nl, x, y, n); }
+void loom_quantize_row_iq4_xs(const float * x, void * y, int64_t n) { lqu_run(&codec_iq4_xs, x, y, n); }

@@ -19,7 +19,7 @@ static void rescale_half(uint8_t * p, int e) {
     memcpy(p, &h, 2);
 }
 
-void quant_run(const struct quant_codec * c, const float * x, void * y, int64_t n) {
+void lqu_run(const struct quant_codec * c, const float * x, void * y, int64_t n) {
     LOOM_ASSERT(n % c->blck == 0 && c->blck <= QK_K);
     uint8_t * out = y;
     float tmp[QK_K];
@@ -169,8 +169,8 @@ static const struct quant_codec codec_q5_1 = {QK5_1, sizeof(struct block_q5_1), 
                                               {HALF_AT(block_q5_1, d), HALF_AT(block_q5_1, m)}, false};
 static const struct quant_codec codec_q8_0 = {QK8_0, sizeof(struct block_q8_0), block_q8_0, 1, {HALF_AT(block_q8_0, d)}, false};
 
-void loom_quantize_row_q4_0(const float * x, void * y, int64_t n) { quant_run(&codec_q4_0, x, y, n); }
-void loom_quantize_row_q4_1(const float * x, void * y, int64_t n) { quant_run(&codec_q4_1, x, y, n); }
-void loom_quantize_row_q5_0(const float * x, void * y, int64_t n) { quant_run(&codec_q5_0, x, y, n); }
-void loom_quantize_row_q5_1(const float * x, void * y, int64_t n) { quant_run(&codec_q5_1, x, y, n); }
-void loom_quantize_row_q8_0(const float * x, void * y, int64_t n) { quant_run(&codec_q8_0, x, y, n); }
+void loom_quantize_row_q4_0(const float * x, void * y, int64_t n) { lqu_run(&codec_q4_0, x, y, n); }
+void loom_quantize_row_q4_1(const float * x, void * y, int64_t n) { lqu_run(&codec_q4_1, x, y, n); }
+void loom_quantize_row_q5_0(const float * x, void * y, int64_t n) { lqu_run(&codec_q5_0, x, y, n); }
+void loom_quantize_row_q5_1(const float * x, void * y, int64_t n) { lqu_run(&codec_q5_1, x, y, n); }
+void loom_quantize_row_q8_0(const float * x, void * y, int64_t n) { lqu_run(&codec_q8_0, x, y, n); }
