@@ -355,8 +355,11 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
     return ok;
 }
 
-/* Every combination of threads, batch size, flash attention and cache types for one loaded model. */
-static bool bench_model(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool * first) {
+/* Every combination of threads, batch size, flash attention and cache types for one loaded model;
+ * a combination no context can have (a V cache of a block type without flash attention) is
+ * skipped with one line on stderr, and counted in *n_skipped. */
+static bool bench_model(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool * first,
+                        int * n_skipped) {
     for (int ti = 0; ti < o->n_threads; ti++)
         for (int bi = 0; bi < o->n_batches; bi++)
             for (int fi = 0; fi < o->n_fas; fi++)
@@ -369,6 +372,12 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
                         cp.flash_attn = o->fas[fi] ? LOOM_LLAMA_FLASH_ATTN_ON : LOOM_LLAMA_FLASH_ATTN_OFF;
                         cp.type_k = o->types_k[ki];
                         cp.type_v = o->types_v[vi];
+                        if (!o->fas[fi] && loom_blck_size(cp.type_v) > 1) {
+                            fprintf(stderr, "loom bench: skipped -fa 0 -ctv %s: a V cache of a block type needs -fa 1\n",
+                                    loom_type_name(cp.type_v));
+                            (*n_skipped)++;
+                            continue;
+                        }
                         if (!bench_context(o, model, path, ngl, cp, first)) return false;
                     }
     return true;
@@ -397,6 +406,14 @@ int loom_cmd_bench(int argc, char ** argv) {
         fprintf(stderr, "loom bench: nothing to measure (-p, -n and -pg are all 0)\n");
         return 1;
     }
+    bool any_valid = false; /* some -fa / -ctv pair a context can have */
+    for (int fi = 0; fi < o.n_fas; fi++)
+        for (int vi = 0; vi < o.n_types_v; vi++) any_valid = any_valid || o.fas[fi] || loom_blck_size(o.types_v[vi]) == 1;
+    if (!any_valid) {
+        fprintf(stderr, "loom bench: -ctv %s needs -fa 1 (a V cache of a block type is read by flash attention only)\n",
+                loom_type_name(o.types_v[0]));
+        return 1;
+    }
     /* every file opened and parsed once, before anything is measured; the weights load per -ngl value */
     struct loom_model_file * files[MAX_LIST] = {NULL};
     for (int mi = 0; mi < o.n_models; mi++) {
@@ -409,6 +426,7 @@ int loom_cmd_bench(int argc, char ** argv) {
     }
     print_header(&o);
     bool first = true;
+    int n_skipped = 0; /* the combinations bench_model skipped (each said so) */
     for (int mi = 0; mi < o.n_models; mi++) {
         for (int gi = 0; gi < o.n_ngls; gi++) {
             struct loom_model_params mp = loom_model_default_params();
@@ -421,7 +439,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                 return bench_files_free(files, o.n_models, 1);
             }
             const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? o.ngls[gi] : 0; /* nothing offloaded: label 0 */
-            const bool ok = bench_model(&o, model, o.models[mi], ngl, &first);
+            const bool ok = bench_model(&o, model, o.models[mi], ngl, &first, &n_skipped);
             loom_model_free(model);
             if (!ok) return bench_files_free(files, o.n_models, 1);
         }

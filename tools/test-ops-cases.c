@@ -392,6 +392,11 @@ static void cases_flash_attn(struct test_case_list * l) {
         push_flash_attn(l, float_types[t], 64, 3, 4, 1, 40, LOOM_TYPE_F32, 1, 1, t);
         push_flash_attn(l, float_types[t], 64, 2, 4, 2, 300, LOOM_TYPE_F16, 1, 1, t + 1);
         push_flash_attn(l, float_types[t], 80, 5, 8, 2, 70, LOOM_TYPE_F16, 8, 0, t + 2);
+        /* token generation split into chunks with every KV head in one item: chunks of odd
+         * lengths (129 cells: 65 + 64; 520: five of 104), two column blocks per head (4
+         * queries x 8 heads per KV head), a mask per head, query 0 fully masked */
+        push_flash_attn(l, float_types[t], 64, 4, 16, 2, 129, LOOM_TYPE_F16, 1, 1, t);
+        push_flash_attn(l, float_types[t], 64, 2, 8, 8, 520, LOOM_TYPE_F32, 8, 0, t + 1);
         /* scores near the float limit: the maximum must be taken out before exp */
         push_flash_attn(l, float_types[t], 64, 3, 4, 4, 65, LOOM_TYPE_F32, 1, 2, t);
         push_flash_attn(l, float_types[t], 96, 1, 8, 1, 600, LOOM_TYPE_COUNT, 1, 2, t + 1);
@@ -405,6 +410,7 @@ static void cases_flash_attn(struct test_case_list * l) {
         push_flash_attn_kv(l, qkv[t], qkv[t], 96, 1, 4, 4, 4097, LOOM_TYPE_F16, 0, false);
         push_flash_attn_kv(l, qkv[t], LOOM_TYPE_F16, 64, 3, 4, 1, 100, LOOM_TYPE_F32, 1, true);
         push_flash_attn_kv(l, LOOM_TYPE_F16, qkv[t], 96, 2, 4, 2, 300, LOOM_TYPE_F16, 0, false);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 64, 1, 8, 4, 300, LOOM_TYPE_F16, 0, true);
     }
     /* the prompt of a 7B model's layer and its token generation at depth 4096 */
     struct test_case big = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = 4, .perf_only = true,
@@ -419,6 +425,23 @@ static void cases_flash_attn(struct test_case_list * l) {
     set_ne(big.ne[1], 128, 4096, 32, 1);
     set_ne(big.ne[2], 128, 4096, 32, 1);
     set_ne(big.ne[3], 4096, 1, 1, 1);
+    push(l, &big);
+    /* a 110m model's layer (12 heads of 64) generating at depth 1024, K and V as the cache lays
+     * them out (the heads of one cell adjacent), and its 512-token prompt */
+    big.layout[1] = big.layout[2] = TL_PERMUTED;
+    set_ne(big.ne[0], 64, 1, 12, 1);
+    set_ne(big.ne[1], 64, 1024, 12, 1);
+    set_ne(big.ne[2], 64, 1024, 12, 1);
+    set_ne(big.ne[3], 1024, 1, 1, 1);
+    push(l, &big);
+    set_ne(big.ne[1], 64, 16384, 12, 1); /* 48 MiB of K and V: read from memory, not from a cache */
+    set_ne(big.ne[2], 64, 16384, 12, 1);
+    set_ne(big.ne[3], 16384, 1, 1, 1);
+    push(l, &big);
+    set_ne(big.ne[0], 64, 512, 12, 1);
+    set_ne(big.ne[1], 64, 512, 12, 1);
+    set_ne(big.ne[2], 64, 512, 12, 1);
+    set_ne(big.ne[3], 512, 512, 1, 1);
     push(l, &big);
 }
 

@@ -1,12 +1,17 @@
 /* ops-attn.c -- FLASH_ATTN_EXT: softmax(q K^T * scale + mask) V in one pass over the KV cells, with
  * an online softmax (Milakov & Gimelshein 2018; Dao et al. 2022), tiled over the KV cells.
  *
- * Work is cut into items: one KV head of one batch entry, a block of its query columns (the
- * queries times the heads of the group that share the KV head, so K and V are read once for all of
- * them), and a chunk of the KV cells. Threads take items on demand. When the KV cells are cut into
- * several chunks (few queries: token generation), each item leaves its partial maximum, sum and
- * weighted values in scratch memory and, after a barrier, the chunks of each column are merged
- * in chunk order. The cut depends only on the shapes, so results do not depend on the thread count.
+ * Work is cut into items: a group of KV heads of one batch entry, a block of their query columns
+ * (the queries times the heads that share a KV head, so K and V are read once for all of them), and
+ * a chunk of the KV cells. Threads take items on demand. With many queries (a prompt) an item has
+ * one KV head and every KV cell. With few (token generation, flash-decoding: Dao et al. 2023) the
+ * cells are cut into chunks, so that two threads are busy whatever the head count, and an item
+ * takes every KV head of its chunk, tile by tile: the heads of one cell lie side by side in the
+ * cache, so a tile's rows of all heads are one dense stretch of memory (a head alone would read
+ * 128 of every 1,536 bytes on a 110m model, which ran 5x below the memory's streaming speed). Each
+ * item leaves its partial maximum, sum and weighted values in scratch memory and, after a barrier,
+ * the chunks of each column are merged in chunk order. The cut depends only on the shapes, so
+ * results do not depend on the thread count.
  *
  * K and V rows are read through one reader per row type: F32/F16/BF16 rows go straight into the
  * kernel table's dot products and weighted row sums; a block type (Q8_0, Q4_0, ...) is expanded
@@ -19,7 +24,7 @@
 enum {
     FA_TILE = 64,       /* KV cells per tile: the scores of a tile stay in L1 */
     FA_COLS = 16,       /* query columns per item at most */
-    FA_CHUNK = 256,     /* KV cells per chunk when the cells are split */
+    FA_CHUNK = 128,     /* KV cells per chunk when the cells are split */
     FA_SPLIT_NQ = 4,    /* split the KV cells when there are at most this many queries */
     /* float rows whose length is a multiple of this are read in place; shorter or odd ones (the
      * 8-element heads of small models) are expanded to F32 a tile at a time, zero-padded to a
@@ -35,7 +40,8 @@ struct fa_plan {
     int64_t n_cols;     /* query columns per KV head: n_q * group */
     int64_t n_cblk;     /* column blocks per KV head */
     int64_t n_chunks;   /* KV chunks */
-    int64_t n_items;    /* B * Hk * n_cblk * n_chunks */
+    int64_t hb;         /* KV heads per item: Hk when the cells are split, else 1 */
+    int64_t n_items;    /* B * (Hk / hb) * n_cblk * n_chunks */
 };
 
 static struct fa_plan fa_plan_of(const struct loom_tensor * dst) {
@@ -48,7 +54,8 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * dst) {
     pl.n_cols = pl.n_q * pl.group;
     pl.n_cblk = (pl.n_cols + FA_COLS - 1) / FA_COLS;
     pl.n_chunks = pl.n_q <= FA_SPLIT_NQ && pl.n_kv > FA_CHUNK ? (pl.n_kv + FA_CHUNK - 1) / FA_CHUNK : 1;
-    pl.n_items = pl.B * pl.Hk * pl.n_cblk * pl.n_chunks;
+    pl.hb = pl.n_chunks > 1 ? pl.Hk : 1;
+    pl.n_items = pl.B * (pl.Hk / pl.hb) * pl.n_cblk * pl.n_chunks;
     return pl;
 }
 
@@ -82,8 +89,9 @@ static bool fa_supports(const struct loom_tensor * dst) {
     return true;
 }
 
-/* Per-thread scratch, in floats: packed queries, scores, mask values, values, running max and sum,
- * one tile of expanded K or V rows, and one query row for the reader of a strided query. */
+/* Per-thread scratch, in floats: packed queries, scores, mask values, values, running max and sum
+ * (queries, values, max and sum for each of the item's hb KV heads, FA_COLS columns apiece), one
+ * tile of expanded K or V rows, and one query row for the reader of a strided query. */
 struct fa_local {
     float * q, * s, * m, * acc, * mx, * sum, * tile, * row, * span;
 };
@@ -91,8 +99,9 @@ struct fa_local {
 static size_t fa_local_floats(const struct fa_plan * pl, struct fa_local * l, float * base) {
     const int64_t wide = cpu_round_up(pl->D > pl->Dv ? pl->D : pl->Dv, FA_ROW_VEC);
     const bool short_rows = pl->D % FA_ROW_VEC != 0 || pl->Dv % FA_ROW_VEC != 0;
-    const int64_t sizes[9] = {FA_COLS * pl->Dk, FA_COLS * FA_TILE, FA_COLS * FA_TILE, FA_COLS * pl->Dvk,
-                              FA_COLS, FA_COLS, FA_TILE * wide, pl->D, short_rows ? FA_SPAN : 0};
+    const int64_t hc = pl->hb * FA_COLS;
+    const int64_t sizes[9] = {hc * pl->Dk, FA_COLS * FA_TILE, FA_COLS * FA_TILE, hc * pl->Dvk,
+                              hc, hc, FA_TILE * wide, pl->D, short_rows ? FA_SPAN : 0};
     float ** slots[9] = {&l->q, &l->s, &l->m, &l->acc, &l->mx, &l->sum, &l->tile, &l->row, &l->span};
     size_t off = 0;
     for (int i = 0; i < 9; i++) {
@@ -111,7 +120,7 @@ static void fa_work(const struct loom_tensor * dst, const struct cpu_vec * vec, 
     const struct fa_plan pl = fa_plan_of(dst);
     struct fa_local l;
     *local = fa_local_floats(&pl, &l, NULL) * sizeof(float);
-    *shared = pl.n_chunks > 1 ? (size_t)pl.n_items * FA_COLS * fa_partial_floats(&pl) * sizeof(float) : 0;
+    *shared = pl.n_chunks > 1 ? (size_t)(pl.n_items * pl.hb) * FA_COLS * fa_partial_floats(&pl) * sizeof(float) : 0;
 }
 
 /* Rows [t0, t0 + n) of KV head 'hk' of batch 'b' in a form the kernels read, 'lanes' elements of
@@ -184,91 +193,105 @@ static float fa_max(const float * x, int n) {
     return m;
 }
 
-/* One item: columns [c0, c0 + nc) of KV head hk of batch b over KV cells [k0, k1); leaves each
- * column's running max, sum and (unnormalized) values in l->mx, l->sum, l->acc. */
-static void fa_item(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
-                    int64_t hk, int64_t c0, int nc, int64_t k0, int64_t k1, const struct fa_local * l) {
-    const struct loom_tensor * q = dst->src[0], * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
-    const struct cpu_vec * vec = p->vec;
+/* The running state of the columns of one KV head in an item: queries (scaled, zero-padded to Dk),
+ * unnormalized values (Dvk apiece), running max and sum; FA_COLS columns each. */
+struct fa_state {
+    float * q, * acc, * mx, * sum;
+};
+
+static struct fa_state fa_state_of(const struct fa_plan * pl, const struct fa_local * l, int64_t j) {
+    const int64_t c = j * FA_COLS;
+    return (struct fa_state){l->q + c * pl->Dk, l->acc + c * pl->Dvk, l->mx + c, l->sum + c};
+}
+
+/* Loads columns [c0, c0 + nc) of KV head hk of batch b into 'st': the scale goes into the
+ * queries once, not into every score. */
+static void fa_begin(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
+                     int64_t hk, int64_t c0, int nc, const struct fa_local * l, const struct fa_state * st) {
+    const struct loom_tensor * q = dst->src[0];
     const float scale = loom_get_op_param_f32(dst, 0);
     const int64_t D = pl->D, Dk = pl->Dk, Dvk = pl->Dvk;
-    /* the scale goes into the queries once, not into every score */
     for (int c = 0; c < nc; c++) {
         int64_t iq, h;
         col_coords(pl, hk, c0 + c, &iq, &h);
         const float * qr = lcpu_row_f32(p, q, iq, h, b, l->row);
-        float * qc = l->q + c * Dk;
+        float * qc = st->q + c * Dk;
         for (int64_t i = 0; i < Dk; i++) qc[i] = i < D ? qr[i] * scale : 0.0f;
-        l->mx[c] = -INFINITY;
-        l->sum[c] = 0.0f;
-        memset(l->acc + c * Dvk, 0, (size_t)Dvk * sizeof(float));
+        st->mx[c] = -INFINITY;
+        st->sum[c] = 0.0f;
+        memset(st->acc + c * Dvk, 0, (size_t)Dvk * sizeof(float));
     }
+}
+
+/* Adds KV cells [t0, t0 + nt) (nt <= FA_TILE) of KV head hk to the columns [c0, c0 + nc) in 'st'. */
+static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
+                    int64_t hk, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l, const struct fa_state * st) {
+    const struct loom_tensor * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    const struct cpu_vec * vec = p->vec;
+    const int64_t Dk = pl->Dk, Dvk = pl->Dvk;
     const int dmr = vec->dot_mr, dnr = vec->dot_nr;
-    for (int64_t t0 = k0; t0 < k1; t0 += FA_TILE) {
-        const int nt = (int)(k1 - t0 < FA_TILE ? k1 - t0 : FA_TILE);
-        /* mask values of the tile; a tile every column masks out entirely is not read at all */
-        bool live[FA_COLS], any = false;
-        for (int c = 0; c < nc; c++) {
-            float * mc = l->m + c * FA_TILE;
-            live[c] = true;
-            if (mask) {
-                int64_t iq, h;
-                col_coords(pl, hk, c0 + c, &iq, &h);
-                if (c > 0 && (c0 + c) % pl->group != 0) { /* the same query as column c - 1: the same row unless m2 splits heads */
-                    int64_t iqp, hp;
-                    col_coords(pl, hk, c0 + c - 1, &iqp, &hp);
-                    if (h % mask->ne[2] == hp % mask->ne[2]) {
-                        memcpy(mc, mc - FA_TILE, (size_t)nt * sizeof(float));
-                        live[c] = live[c - 1];
-                        any = any || live[c];
-                        continue;
-                    }
+    /* mask values of the tile; a tile every column masks out entirely is not read at all */
+    bool live[FA_COLS], any = false;
+    for (int c = 0; c < nc; c++) {
+        float * mc = l->m + c * FA_TILE;
+        live[c] = true;
+        if (mask) {
+            int64_t iq, h;
+            col_coords(pl, hk, c0 + c, &iq, &h);
+            if (c > 0 && (c0 + c) % pl->group != 0) { /* the same query as column c - 1: the same row unless m2 splits heads */
+                int64_t iqp, hp;
+                col_coords(pl, hk, c0 + c - 1, &iqp, &hp);
+                if (h % mask->ne[2] == hp % mask->ne[2]) {
+                    memcpy(mc, mc - FA_TILE, (size_t)nt * sizeof(float));
+                    live[c] = live[c - 1];
+                    any = any || live[c];
+                    continue;
                 }
-                const uint8_t * mr = cpu_elem(mask, t0, iq, h % mask->ne[2], b % mask->ne[3]);
-                lcpu_to_f32(vec, mask->type, mr, mask->nb[0], mc, nt);
-                live[c] = false;
-                for (int t = 0; t < nt && !live[c]; t++) live[c] = mc[t] != -INFINITY;
-            } else {
-                memset(mc, 0, (size_t)nt * sizeof(float));
             }
-            any = any || live[c];
+            const uint8_t * mr = cpu_elem(mask, t0, iq, h % mask->ne[2], b % mask->ne[3]);
+            lcpu_to_f32(vec, mask->type, mr, mask->nb[0], mc, nt);
+            live[c] = false;
+            for (int t = 0; t < nt && !live[c]; t++) live[c] = mc[t] != -INFINITY;
+        } else {
+            memset(mc, 0, (size_t)nt * sizeof(float));
         }
-        if (!any) continue;
-        /* scores: the tile's K rows against every column's query */
-        enum cpu_wtype wk;
-        size_t ldk;
-        const uint8_t * kr = kv_rows(p, k, t0, nt, hk, b, Dk, true, l, &wk, &ldk);
-        for (int r0 = 0; r0 < nt; r0 += dmr) {
-            const int mr = nt - r0 < dmr ? nt - r0 : dmr;
-            for (int j0 = 0; j0 < nc; j0 += dnr) {
-                const int nr = nc - j0 < dnr ? nc - j0 : dnr;
-                vec->dot[wk](Dk, kr + r0 * ldk, ldk, mr, (const uint8_t *)(l->q + j0 * Dk), (size_t)Dk * sizeof(float), nr,
-                             (uint8_t *)(l->s + j0 * FA_TILE + r0), FA_TILE * sizeof(float));
-            }
+        any = any || live[c];
+    }
+    if (!any) return;
+    /* scores: the tile's K rows against every column's query */
+    enum cpu_wtype wk;
+    size_t ldk;
+    const uint8_t * kr = kv_rows(p, k, t0, nt, hk, b, Dk, true, l, &wk, &ldk);
+    for (int r0 = 0; r0 < nt; r0 += dmr) {
+        const int mr = nt - r0 < dmr ? nt - r0 : dmr;
+        for (int j0 = 0; j0 < nc; j0 += dnr) {
+            const int nr = nc - j0 < dnr ? nc - j0 : dnr;
+            vec->dot[wk](Dk, kr + r0 * ldk, ldk, mr, (const uint8_t *)(st->q + j0 * Dk), (size_t)Dk * sizeof(float), nr,
+                         (uint8_t *)(l->s + j0 * FA_TILE + r0), FA_TILE * sizeof(float));
         }
-        /* online softmax: rescale what came before by exp(old max - new max), add this tile */
-        enum cpu_wtype wv;
-        size_t ldv;
-        const uint8_t * vr = kv_rows(p, v, t0, nt, hk, b, Dvk, false, l, &wv, &ldv);
-        for (int c = 0; c < nc; c++) {
-            if (!live[c]) continue;
-            float * s = l->s + c * FA_TILE;
-            const float * mc = l->m + c * FA_TILE;
-            for (int t = 0; t < nt; t++) s[t] += mc[t];
-            const float tmax = fa_max(s, nt);
-            const float old = l->mx[c];
-            const float mnew = tmax > old ? tmax : old;
-            if (mnew == -INFINITY) continue;
-            const float alpha = old == -INFINITY ? 0.0f : expf(old - mnew);
-            const float tsum = (float)vec->exp_sum(s, nt, mnew);
-            float * acc = l->acc + c * Dvk;
-            if (alpha != 1.0f) {
-                for (int64_t i = 0; i < Dvk; i++) acc[i] *= alpha;
-            }
-            l->sum[c] = l->sum[c] * alpha + tsum;
-            l->mx[c] = mnew;
-            vec->mad[wv](Dvk, vr, ldv, nt, s, acc);
+    }
+    /* online softmax: rescale what came before by exp(old max - new max), add this tile */
+    enum cpu_wtype wv;
+    size_t ldv;
+    const uint8_t * vr = kv_rows(p, v, t0, nt, hk, b, Dvk, false, l, &wv, &ldv);
+    for (int c = 0; c < nc; c++) {
+        if (!live[c]) continue;
+        float * s = l->s + c * FA_TILE;
+        const float * mc = l->m + c * FA_TILE;
+        for (int t = 0; t < nt; t++) s[t] += mc[t];
+        const float tmax = fa_max(s, nt);
+        const float old = st->mx[c];
+        const float mnew = tmax > old ? tmax : old;
+        if (mnew == -INFINITY) continue;
+        const float alpha = old == -INFINITY ? 0.0f : expf(old - mnew);
+        const float tsum = (float)vec->exp_sum(s, nt, mnew);
+        float * acc = st->acc + c * Dvk;
+        if (alpha != 1.0f) {
+            for (int64_t i = 0; i < Dvk; i++) acc[i] *= alpha;
         }
+        st->sum[c] = st->sum[c] * alpha + tsum;
+        st->mx[c] = mnew;
+        vec->mad[wv](Dvk, vr, ldv, nt, s, acc);
     }
 }
 
@@ -282,67 +305,93 @@ static void fa_store(const struct loom_tensor * dst, const struct fa_plan * pl, 
     for (int64_t i = 0; i < pl->Dv; i++) out[i] = acc[i] * inv;
 }
 
-/* Item index -> (b, hk, column block, chunk), chunks innermost so that one column's partials are adjacent. */
-static void item_coords(const struct fa_plan * pl, int64_t it, int64_t * b, int64_t * hk, int64_t * cb, int64_t * ch) {
+/* Item index -> (b, first KV head, column block, chunk), chunks innermost so that one column's
+ * partials are adjacent. */
+static void item_coords(const struct fa_plan * pl, int64_t it, int64_t * b, int64_t * hk0, int64_t * cb, int64_t * ch) {
+    const int64_t n_hgrp = pl->Hk / pl->hb;
     *ch = it % pl->n_chunks;
     it /= pl->n_chunks;
     *cb = it % pl->n_cblk;
     it /= pl->n_cblk;
-    *hk = it % pl->Hk;
-    *b = it / pl->Hk;
+    *hk0 = it % n_hgrp * pl->hb;
+    *b = it / n_hgrp;
 }
 
+static inline int cblk_cols(const struct fa_plan * pl, int64_t cb) {
+    const int64_t c0 = cb * FA_COLS;
+    return (int)(pl->n_cols - c0 < FA_COLS ? pl->n_cols - c0 : FA_COLS);
+}
+
+/* One item: the columns of block cb of KV heads [hk0, hk0 + hb) over the cells of chunk ch, tile
+ * by tile, every head of a tile before the next tile. Stores the results (one chunk) or leaves
+ * the partials of (item, head, column) in shared scratch. */
 static void fa_run_item(const struct cpu_params * p, struct loom_tensor * dst, const struct fa_plan * pl, int64_t it,
                         const struct fa_local * l) {
-    int64_t b, hk, cb, ch;
-    item_coords(pl, it, &b, &hk, &cb, &ch);
+    int64_t b, hk0, cb, ch;
+    item_coords(pl, it, &b, &hk0, &cb, &ch);
     const int64_t c0 = cb * FA_COLS;
-    const int nc = (int)(pl->n_cols - c0 < FA_COLS ? pl->n_cols - c0 : FA_COLS);
+    const int nc = cblk_cols(pl, cb);
     const int64_t per = (pl->n_kv + pl->n_chunks - 1) / pl->n_chunks;
     const int64_t k0 = ch * per, k1 = k0 + per < pl->n_kv ? k0 + per : pl->n_kv;
-    fa_item(p, dst, pl, b, hk, c0, nc, k0, k1, l);
-    if (pl->n_chunks == 1) {
-        for (int c = 0; c < nc; c++) fa_store(dst, pl, b, hk, c0 + c, l->acc + c * pl->Dvk, l->sum[c]);
-        return;
+    for (int64_t j = 0; j < pl->hb; j++) {
+        const struct fa_state st = fa_state_of(pl, l, j);
+        fa_begin(p, dst, pl, b, hk0 + j, c0, nc, l, &st);
     }
-    float * part = (float *)p->shared + (size_t)it * FA_COLS * fa_partial_floats(pl);
-    for (int c = 0; c < nc; c++) {
-        float * pc = part + (size_t)c * fa_partial_floats(pl);
-        pc[0] = l->mx[c];
-        pc[1] = l->sum[c];
-        memcpy(pc + 2, l->acc + c * pl->Dvk, (size_t)pl->Dv * sizeof(float));
+    for (int64_t t0 = k0; t0 < k1; t0 += FA_TILE) {
+        const int nt = (int)(k1 - t0 < FA_TILE ? k1 - t0 : FA_TILE);
+        for (int64_t j = 0; j < pl->hb; j++) {
+            const struct fa_state st = fa_state_of(pl, l, j);
+            fa_tile(p, dst, pl, b, hk0 + j, c0, nc, t0, nt, l, &st);
+        }
+    }
+    const size_t pf = fa_partial_floats(pl);
+    for (int64_t j = 0; j < pl->hb; j++) {
+        const struct fa_state st = fa_state_of(pl, l, j);
+        if (pl->n_chunks == 1) {
+            for (int c = 0; c < nc; c++) fa_store(dst, pl, b, hk0 + j, c0 + c, st.acc + c * pl->Dvk, st.sum[c]);
+            continue;
+        }
+        float * part = (float *)p->shared + (size_t)(it * pl->hb + j) * FA_COLS * pf;
+        for (int c = 0; c < nc; c++) {
+            float * pc = part + (size_t)c * pf;
+            pc[0] = st.mx[c];
+            pc[1] = st.sum[c];
+            memcpy(pc + 2, st.acc + c * pl->Dvk, (size_t)pl->Dv * sizeof(float));
+        }
     }
 }
 
-/* Merges the chunks of one column block in chunk order: each chunk's sum and values are scaled by
- * exp(its max - the overall max). */
-static void fa_merge(const struct cpu_params * p, struct loom_tensor * dst, const struct fa_plan * pl, int64_t blk,
+/* Merges the chunks of one column block of one KV head (unit u: item group u / hb, head u % hb) in
+ * chunk order: each chunk's sum and values are scaled by exp(its max - the overall max). */
+static void fa_merge(const struct cpu_params * p, struct loom_tensor * dst, const struct fa_plan * pl, int64_t u,
                      float * acc) {
-    const int64_t it0 = blk * pl->n_chunks;
-    int64_t b, hk, cb, ch;
-    item_coords(pl, it0, &b, &hk, &cb, &ch);
+    const int64_t it0 = u / pl->hb * pl->n_chunks, j = u % pl->hb;
+    int64_t b, hk0, cb, ch;
+    item_coords(pl, it0, &b, &hk0, &cb, &ch);
     const int64_t c0 = cb * FA_COLS;
-    const int nc = (int)(pl->n_cols - c0 < FA_COLS ? pl->n_cols - c0 : FA_COLS);
+    const int nc = cblk_cols(pl, cb);
     const size_t pf = fa_partial_floats(pl);
-    const float * part = (const float *)p->shared + (size_t)it0 * FA_COLS * pf;
+    /* the partials of chunk k for this head: item it0 + k, head j */
+    const float * part = (const float *)p->shared + (size_t)(it0 * pl->hb + j) * FA_COLS * pf;
+    const size_t chunk_stride = (size_t)pl->hb * FA_COLS * pf;
     for (int c = 0; c < nc; c++) {
         float mx = -INFINITY;
         for (int64_t k = 0; k < pl->n_chunks; k++) {
-            const float m = part[((size_t)k * FA_COLS + (size_t)c) * pf];
+            const float m = part[(size_t)k * chunk_stride + (size_t)c * pf];
             mx = m > mx ? m : mx;
         }
         float sum = 0.0f;
         memset(acc, 0, (size_t)pl->Dv * sizeof(float));
         if (mx != -INFINITY) {
             for (int64_t k = 0; k < pl->n_chunks; k++) {
-                const float * pc = part + ((size_t)k * FA_COLS + (size_t)c) * pf;
+                const float * pc = part + (size_t)k * chunk_stride + (size_t)c * pf;
                 if (pc[0] == -INFINITY) continue;
                 const float w = expf(pc[0] - mx);
                 sum += pc[1] * w;
                 for (int64_t i = 0; i < pl->Dv; i++) acc[i] += pc[2 + i] * w;
             }
         }
-        fa_store(dst, pl, b, hk, c0 + c, acc, sum);
+        fa_store(dst, pl, b, hk0 + j, c0 + c, acc, sum);
     }
 }
 
@@ -357,9 +406,9 @@ static void fa_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     }
     if (pl.n_chunks == 1) return;
     lcpu_barrier(p);
-    int64_t b0, b1;
-    cpu_split(pl.n_items / pl.n_chunks, p, &b0, &b1);
-    for (int64_t blk = b0; blk < b1; blk++) fa_merge(p, dst, &pl, blk, l.acc);
+    int64_t u0, u1;
+    cpu_split(pl.n_items / pl.n_chunks * pl.hb, p, &u0, &u1);
+    for (int64_t u = u0; u < u1; u++) fa_merge(p, dst, &pl, u, l.acc);
 }
 
 const struct lcpu_op_impl lcpu_op_flash_attn = {
