@@ -14,10 +14,18 @@
 #include "cuda-mulmat.cuh"
 #include "cuda-quant.cuh"
 
-/* sum over the 32 elements x of x[l] * b[l]; 'bal': b is 16-byte aligned (vector loads) */
-static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const float * b, bool bal) {
+/* sum over the 32 elements x of x[l] * b[l]; 'shared': b is in shared memory (16-byte aligned),
+ * else in global memory, 'bal': 16-byte aligned (vector loads) */
+static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const float * b, bool bal, bool shared) {
     float s0 = 0.0f, s1 = 0.0f;
-    if (bal) {
+    if (shared) {
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+            const float4 u = ((const float4 *)b)[i], v = ((const float4 *)b)[i + 1];
+            s0 += x[4 * i] * u.x + x[4 * i + 1] * u.y + x[4 * i + 2] * u.z + x[4 * i + 3] * u.w;
+            s1 += x[4 * i + 4] * v.x + x[4 * i + 5] * v.y + x[4 * i + 6] * v.z + x[4 * i + 7] * v.w;
+        }
+    } else if (bal) {
 #pragma unroll
         for (int i = 0; i < 8; i += 2) {
             const float4 u = __ldg((const float4 *)b + i), v = __ldg((const float4 *)b + i + 1);
@@ -40,11 +48,20 @@ static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const flo
 #define LC_QMV_WARPS 4
 static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS == LC_TAIL_WARPS, "the tail's kernel shape");
 
+/* The activations a block stages in shared memory: column j's element e at float
+ * j * lc_qmv_kp(K) + (e / 32) * 36 + e % 32 -- 4 floats of padding per 32, so that lanes reading
+ * the runs of consecutive units (32 elements apart) hit different banks. */
+static __host__ __device__ __forceinline__ int64_t lc_qmv_kp(int64_t K) { return K / 32 * 36; }
+#define LC_QMV_SMEM_MAX (200 * 1024) /* bytes of staged activations at most; beyond, they are read from global memory */
+
 /* The product, its epilogue and tail or pre-norm for weights of type Q (lc_q<TYPE>), NC columns.
- * Rows past M are clamped (read again, never written); with a tail every warp reaches the
- * barriers. */
+ * Each block first copies the NC activation columns into shared memory (when they fit in
+ * 'smem_b' bytes of dynamic shared memory, p.K * NC floats padded; 0: read from global memory),
+ * so that the lanes' reads of whole units (32 elements apart from lane to lane) cost one
+ * shared-memory wavefront per quarter warp instead of one cache line per lane. Rows past M are
+ * clamped (read again, never written); every warp of a block with rows reaches the barriers. */
 template <class Q, int NC, int X>
-__device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p) {
+__device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, unsigned smem_b) {
     constexpr bool TAIL = X == LC_MV_TAIL, PRE = X == LC_MV_PRE;
     constexpr int ROWS = LC_QMV_ROWS, WARPS = LC_QMV_WARPS;
     static_assert(!PRE || NC == 1, "the pre-norm reads one column");
@@ -52,11 +69,14 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p) {
     const int lane = threadIdx.x % 32;
     const bool dual = p.a2 != NULL;
     const int HALF = ROWS / 2;
+    if ((int64_t)blockIdx.x * WARPS * (dual ? HALF : ROWS) >= p.M && !TAIL) return; /* the whole block (a shorter product of a launch) */
     const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * (dual ? HALF : ROWS);
-    if (row0 >= p.M && !TAIL) return;
     __shared__ float4 tail_sh[TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
-    const int64_t nunits = p.K / Q::UE;
-    const bool bal = (((uintptr_t)p.b | (uintptr_t)p.b_nb1) & 15) == 0;
+    extern __shared__ float4 lc_qmv_dyn[];
+    float * sb = (float *)lc_qmv_dyn;
+    const bool staged = smem_b > 0;
+    const int64_t nunits = p.K / Q::UE, kp = lc_qmv_kp(p.K);
+    const bool bal = staged || (((uintptr_t)p.b | (uintptr_t)p.b_nb1) & 15) == 0;
     bool waited = false;
     float scale = 1.0f;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
@@ -73,6 +93,20 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p) {
             for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
         }
         if (!waited) lc_mv_wait<PRE>(p, waited, scale);
+        if (staged) {
+            __syncthreads(); /* the previous batch's reads are done */
+#pragma unroll
+            for (int j = 0; j < NC; j++) {
+                const char * bj = b + j * p.b_nb1;
+                float * sj = sb + j * kp;
+                if ((((uintptr_t)bj) & 15) == 0) {
+                    for (int64_t i = threadIdx.x; i < p.K / 4; i += blockDim.x) ((float4 *)sj)[(i / 8) * 9 + i % 8] = __ldg((const float4 *)bj + i);
+                } else {
+                    for (int64_t e = threadIdx.x; e < p.K; e += blockDim.x) sj[(e / 32) * 36 + e % 32] = __ldg((const float *)bj + e);
+                }
+            }
+            __syncthreads();
+        }
         float acc[ROWS][NC];
 #pragma unroll
         for (int r = 0; r < ROWS; r++)
@@ -82,12 +116,15 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p) {
         for (int64_t u = lane; u < nunits; u += 32) {
             const int64_t blk = u / Q::NU;
             const int sub = (int)(u % Q::NU);
-            const float * bb = (const float *)(b) + blk * Q::QK;
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 Q::unit(a[r] + blk * Q::BS, sub, [&](int e0, const float (&x)[32]) {
+                    const int64_t run = (blk * Q::QK + e0) / 32;
 #pragma unroll
-                    for (int j = 0; j < NC; j++) acc[r][j] += lc_dot32(x, (const float *)((const char *)(bb + e0) + j * p.b_nb1), bal);
+                    for (int j = 0; j < NC; j++) {
+                        const float * bj = staged ? sb + j * kp + run * 36 : (const float *)(b + j * p.b_nb1) + run * 32;
+                        acc[r][j] += lc_dot32(x, bj, bal, staged);
+                    }
                 });
             }
         }
@@ -106,13 +143,30 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p) {
 }
 
 template <class Q, int NC, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_kernel(const __grid_constant__ struct lc_mv_args p) {
-    lc_matvec_q_body<Q, NC, X>(p);
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
+    lc_matvec_q_body<Q, NC, X>(p, smem_b);
 }
 
 template <class Q, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_multi_kernel(const __grid_constant__ struct lc_mv_multi m) {
-    lc_matvec_q_body<Q, 1, X>(m.s[blockIdx.z]);
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
+    lc_matvec_q_body<Q, 1, X>(m.s[blockIdx.z], smem_b);
+}
+
+/* Dynamic shared memory of a launch whose products have K = 'K' and 'nc' columns (0: the
+ * activations stay in global memory), allowed for kernel 'f' on the backend's device once
+ * ('set': the bytes allowed so far, per device id). */
+static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) {
+    const int64_t bytes = lc_qmv_kp(K) * nc * 4;
+    if (bytes > LC_QMV_SMEM_MAX) return 0;
+    const int id = be->dev->id >= 0 && be->dev->id < 16 ? be->dev->id : 0;
+    if (bytes > 48 * 1024 && (unsigned)bytes > set[id]) {
+        if (cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        set[id] = (unsigned)bytes;
+    }
+    return (unsigned)bytes;
 }
 
 /* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
@@ -134,8 +188,10 @@ struct lc_qmv_one {
         else if (ncols == 3) f = (const void *)lc_matvec_q_kernel<Q, 3, LC_MV_PLAIN>;
         else f = (const void *)lc_matvec_q_kernel<Q, 4, LC_MV_PLAIN>;
         dim3 grid(lc_qmv_blocks(*p), (unsigned)(p->nbatch < 65535 ? p->nbatch : 65535), 1);
-        void * args[] = {(void *)p};
-        lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args);
+        static unsigned set[16];
+        unsigned smem = lc_qmv_smem(be, f, p->K, p->tail.kind != LC_TAIL_NONE || p->pre.parts ? 1 : ncols, set);
+        void * args[] = {(void *)p, &smem};
+        lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
     }
 };
 
@@ -150,8 +206,10 @@ struct lc_qmv_multi {
             const unsigned b = lc_qmv_blocks(m->s[i]);
             blocks = b > blocks ? b : blocks;
         }
-        void * args[] = {(void *)m};
-        lc_launch(be, f, dim3(blocks, 1, (unsigned)n), dim3(32 * LC_QMV_WARPS, 1, 1), args);
+        static unsigned set[16];
+        unsigned smem = lc_qmv_smem(be, f, m->s[0].K, 1, set);
+        void * args[] = {(void *)m, &smem};
+        lc_launch(be, f, dim3(blocks, 1, (unsigned)n), dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
     }
 };
 
