@@ -376,7 +376,7 @@ static void drop_graph(struct loom_llama_context * lctx) {
 /* The graph for a step of 'n' tokens with 'n_out' outputs: the kept one when its shape matches
  * (token generation: the same graph for LOOM_LLAMA_KV_PAD positions, its plan and the device's
  * captured work reused), else a new one, planned and allocated by the scheduler. */
-static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n, int32_t n_out) {
+static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n, int32_t n_out, const struct loom_llama_step * step) {
     const int64_t n_kv = loom_llama_kv_cells(lctx);
     /* a pipelined prompt's micro-batches attend over cells that depend on the step's cells: rebuilt */
     const bool pipelined = n > 1 && lctx->model->split_mode == LOOM_SPLIT_MODE_LAYER;
@@ -388,7 +388,7 @@ static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n, 
     lctx->graph_ctx = loom_init(ip);
     if (!lctx->graph_ctx) return LOOM_ERR_OOM;
     loom_backend_sched_reset(lctx->sched);
-    lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, n_kv, n_out, &lctx->graph_in);
+    lctx->graph = loom_llama_build_graph(lctx, lctx->graph_ctx, n, n_kv, n_out, step, &lctx->graph_in);
     lctx->graph_n_tokens = n;
     lctx->graph_n_kv = n_kv;
     lctx->graph_n_outputs = n_out;
@@ -402,17 +402,16 @@ static enum loom_status step_graph(struct loom_llama_context * lctx, int32_t n, 
 static enum loom_status decode_ubatch(struct loom_llama_context * lctx, struct ubatch * ub, int32_t row0) {
     const int32_t n = ub->n;
     if (!loom_kv_cells_find(&lctx->cells, n, ub->cells)) return LOOM_ERR_TOO_LARGE; /* checked by the caller */
-    lctx->step_hi_before = lctx->cells.n_hi;
-    lctx->step_cells = ub->cells;
+    struct loom_llama_step step = {.cells = ub->cells, .hi_before = lctx->cells.n_hi};
     for (int32_t i = 0; i < n; i++) loom_kv_cells_set(&lctx->cells, ub->cells[i], ub->seq[i], ub->pos[i]);
     ub->n_out = 0;
     for (int32_t i = 0; i < n; i++) {
         if (ub->logits[i]) ub->out_ids[ub->n_out++] = i;
     }
-    lctx->step_last_only = ub->n_out == 0 || (ub->n_out == 1 && ub->out_ids[0] == n - 1);
+    step.last_only = ub->n_out == 0 || (ub->n_out == 1 && ub->out_ids[0] == n - 1);
     int64_t t[5];
     t[0] = loom_time_us();
-    enum loom_status st = step_graph(lctx, n, ub->n_out);
+    enum loom_status st = step_graph(lctx, n, ub->n_out, &step);
     const struct loom_graph_inputs * in = &lctx->graph_in;
     t[1] = loom_time_us();
     if (st == LOOM_OK) st = set_inputs(lctx, in, ub);

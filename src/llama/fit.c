@@ -24,7 +24,7 @@ static enum loom_status measure_compute(struct loom_model * m, struct loom_llama
     if (st == LOOM_OK) {
         struct loom_graph_inputs in;
         /* the last batch of a full context attends over every cell (with the logits of its last token, or all) */
-        struct loom_cgraph * g = loom_llama_build_graph(lctx, gctx, n, lctx->params.n_ctx, lctx->params.logits_all ? n : 1, &in);
+        struct loom_cgraph * g = loom_llama_build_graph(lctx, gctx, n, lctx->params.n_ctx, lctx->params.logits_all ? n : 1, NULL, &in);
         st = g ? loom_backend_sched_reserve(lctx->sched, g) : LOOM_ERR_OOM;
     }
     *bytes = 0;

@@ -202,7 +202,8 @@ static int micro_batches(const struct loom_llama_context * lctx, int32_t n_token
 }
 
 struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
-                                            int64_t n_kv, int32_t n_outputs, struct loom_graph_inputs * in) {
+                                            int64_t n_kv, int32_t n_outputs, const struct loom_llama_step * step,
+                                            struct loom_graph_inputs * in) {
     const struct loom_model * m = lctx->model;
     const struct loom_hparams * hp = &m->hp;
     struct loom_cgraph * g = loom_new_graph_custom(ctx, loom_llama_graph_nodes(lctx));
@@ -238,7 +239,7 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
     stage_first[n_stages] = hp->n_layer;
     int32_t ub = n_tokens;
     /* pipelined only when no output or just the last token's is wanted (the last micro-batch's) */
-    const int n_mb = n_outputs <= 1 && lctx->step_last_only ? micro_batches(lctx, n_tokens, n_stages, &ub) : 1;
+    const int n_mb = step && step->last_only && n_outputs <= 1 ? micro_batches(lctx, n_tokens, n_stages, &ub) : 1;
     struct loom_tensor * x = NULL;
     if (m->parts) { /* -sm row: whole layers on the CPU, then the split ones on every device */
         x = loom_get_rows(ctx, m->tok_embd, in->tokens);
@@ -277,8 +278,8 @@ struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, st
             inm[i].out_ids = NULL;
             /* the cells in use up to its own last token: micro-batch i computes what a step of its
              * tokens alone would (the same products and softmax lengths) */
-            int64_t hi = lctx->step_hi_before;
-            for (int32_t j = 0; j < first + n; j++) hi = lctx->step_cells[j] + 1 > hi ? lctx->step_cells[j] + 1 : hi;
+            int64_t hi = step->hi_before;
+            for (int32_t j = 0; j < first + n; j++) hi = step->cells[j] + 1 > hi ? step->cells[j] + 1 : hi;
             int64_t kv_i = (hi + LOOM_LLAMA_KV_PAD - 1) / LOOM_LLAMA_KV_PAD * LOOM_LLAMA_KV_PAD;
             if (kv_i > n_kv) kv_i = n_kv;
             inm[i].kq_mask = loom_view_2d(ctx, in->kq_mask, kv_i, n, in->kq_mask->nb[1], (size_t)first * in->kq_mask->nb[1]);

@@ -148,10 +148,6 @@ struct loom_llama_context {
     struct loom_tensor ** v_cache;
     loom_backend_buffer_t kv_buffers[1 + LOOM_MAX_DEVICES];
     struct loom_kv_cells cells;
-    /* the step being decoded (read by the graph builder of a pipelined prompt) */
-    const int32_t * step_cells;      /* [n_tokens] the cells its tokens take */
-    int32_t step_hi_before;          /* cells.n_hi before it */
-    bool step_last_only;             /* its only output, if any, is its last token's */
 
     /* the step's graph, kept for the next step of the same shape (n_tokens, KV cells) */
     void * graph_mem;
@@ -174,11 +170,19 @@ struct loom_llama_context {
     int64_t host_steps;
 };
 
+/* What the graph of a pipelined prompt (-sm layer) needs of the step it is built for. */
+struct loom_llama_step {
+    const int32_t * cells;           /* [n_tokens] the cells its tokens take */
+    int32_t hi_before;               /* cells.n_hi before the step */
+    bool last_only;                  /* its only output, if any, is its last token's */
+};
 /* Builds the forward graph for 'n_tokens' tokens attending over the first 'n_kv' cells, with the
  * logits of 'n_outputs' of them (0: no output head), in the metadata context 'ctx'; returns the
- * graph and sets the input tensors and the logits tensor. */
+ * graph and sets the input tensors and the logits tensor. 'step' (NULL: not pipelined) lets a
+ * step of several devices' layers be cut into micro-batches. */
 struct loom_cgraph * loom_llama_build_graph(struct loom_llama_context * lctx, struct loom_context * ctx, int32_t n_tokens,
-                                            int64_t n_kv, int32_t n_outputs, struct loom_graph_inputs * inputs);
+                                            int64_t n_kv, int32_t n_outputs, const struct loom_llama_step * step,
+                                            struct loom_graph_inputs * inputs);
 /* KV cells a graph attends over: 1 + the highest cell in use (the step's own included) rounded up
  * to a multiple of LOOM_LLAMA_KV_PAD (at most n_ctx). The cells beyond are masked, so one graph
  * serves LOOM_LLAMA_KV_PAD successive positions and is reused between them. */
