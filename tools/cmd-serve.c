@@ -124,16 +124,23 @@ static int parse(int argc, char ** argv) {
 
 /* ---------------------------------------------------------------- responses */
 
-static enum MHD_Result send_text(struct MHD_Connection * conn, unsigned status, const char * type, const char * body, size_t len) {
+/* 'allow': the Allow header's value (a 405), or NULL. */
+static enum MHD_Result send_text_allow(struct MHD_Connection * conn, unsigned status, const char * type, const char * body, size_t len,
+                                       const char * allow) {
     struct MHD_Response * r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
+    if (allow) MHD_add_response_header(r, "Allow", allow);
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     /* one request per connection: each request head is then read ahead by serve-accept.c */
     MHD_add_response_header(r, "Connection", "close");
     const enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection * conn, unsigned status, const char * type, const char * body, size_t len) {
+    return send_text_allow(conn, status, type, body, len, NULL);
 }
 
 /* Sends 'j' (consumed) as JSON. */
@@ -151,6 +158,7 @@ static const char * error_type(unsigned status) {
     case 400: case 413: return "invalid_request_error";
     case 401: return "authentication_error";
     case 404: return "not_found_error";
+    case 405: return "invalid_request_error";
     case 501: return "not_supported_error";
     case 503: return "unavailable_error";
     default: return "server_error";
@@ -201,6 +209,16 @@ static bool get_num(const cJSON * o, const char * key, double lo, double hi, dou
     return true;
 }
 
+/* get_num for a field that counts (tokens, a seed): a number with a fraction is refused too. */
+static bool get_int(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
+    if (!get_num(o, key, lo, hi, out, err, n)) return false;
+    if (*out != floor(*out)) {
+        snprintf(err, n, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
+        return false;
+    }
+    return true;
+}
+
 static bool get_bool(const cJSON * o, const char * key, bool * out, char * err, size_t n) {
     const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) return true;
@@ -233,6 +251,47 @@ static int32_t * tokenize(const char * text, bool special, int32_t * n, char * e
     return t;
 }
 
+/* A message's content as one string: a string as it is, null as "", or OpenAI's array of content
+ * parts, of which only {"type":"text","text":...} is taken (the texts concatenated, in '*owned',
+ * heap). NULL with 'err' set for another type or part. */
+static const char * message_text(const cJSON * content, int i, char ** owned, char * err, size_t en) {
+    *owned = NULL;
+    if (cJSON_IsString(content)) return content->valuestring;
+    if (cJSON_IsNull(content)) return "";
+    if (!cJSON_IsArray(content)) {
+        snprintf(err, en, "messages[%d].content must be a string or an array of content parts", i);
+        return NULL;
+    }
+    size_t len = 0;
+    int k = 0;
+    const cJSON * part;
+    cJSON_ArrayForEach(part, content) {
+        const cJSON * type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON * text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
+            snprintf(err, en, "messages[%d].content[%d] is not a text part ({\"type\":\"text\",\"text\":...}); only text is supported", i, k);
+            return NULL;
+        }
+        len += strlen(text->valuestring);
+        k++;
+    }
+    char * s = malloc(len + 1);
+    if (!s) {
+        snprintf(err, en, "out of memory");
+        return NULL;
+    }
+    len = 0;
+    cJSON_ArrayForEach(part, content) {
+        const char * t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        const size_t n = strlen(t);
+        memcpy(s + len, t, n);
+        len += n;
+    }
+    s[len] = 0;
+    *owned = s;
+    return s;
+}
+
 /* The chat messages formatted in the model's template (heap), or NULL with 'err' set. */
 static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size_t en) {
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
@@ -241,23 +300,35 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
     }
     const int n = cJSON_GetArraySize(msgs);
     struct loom_chat_message * m = calloc((size_t)n, sizeof *m);
-    if (!m) {
+    char ** owned = calloc((size_t)n, sizeof *owned); /* the contents joined from parts */
+    if (!m || !owned) {
+        free(m), free(owned);
         snprintf(err, en, "out of memory");
         return NULL;
     }
     int i = 0;
     const cJSON * it;
+    bool ok = true;
     cJSON_ArrayForEach(it, msgs) {
         const cJSON * role = cJSON_GetObjectItemCaseSensitive(it, "role");
         const cJSON * content = cJSON_GetObjectItemCaseSensitive(it, "content");
-        if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !(cJSON_IsString(content) || cJSON_IsNull(content))) {
+        if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !content) {
             snprintf(err, en, "messages[%d] must be an object with string 'role' and 'content'", i);
-            free(m);
-            return NULL;
+            ok = false;
+            break;
         }
         m[i].role = role->valuestring;
-        m[i].content = cJSON_IsString(content) ? content->valuestring : "";
+        m[i].content = message_text(content, i, &owned[i], err, en);
+        if (!m[i].content) {
+            ok = false;
+            break;
+        }
         i++;
+    }
+    if (!ok) {
+        for (int k = 0; k < n; k++) free(owned[k]);
+        free(owned), free(m);
+        return NULL;
     }
     enum loom_chat_template t = LOOM_CHAT_TEMPLATE_CHATML;
     loom_chat_template_detect(loom_model_chat_template(serve_gen_model()), &t);
@@ -270,7 +341,8 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
         s = malloc((size_t)k + 1);
         if (s && loom_chat_apply(t, m, (size_t)n, true, s, k + 1) != k) free(s), s = NULL;
     }
-    free(m);
+    for (int q = 0; q < n; q++) free(owned[q]);
+    free(owned), free(m);
     if (!s) snprintf(err, en, "the messages cannot be formatted in the chat template");
     return s;
 }
@@ -312,8 +384,8 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     j->eot_id = eot_id;
     double v;
     v = g->api == API_COMPLETIONS ? 16 : -1; /* OpenAI's default for completions */
-    if (!get_num(root, g->api == API_NATIVE ? "n_predict" : "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
-    if (g->api == API_CHAT) get_num(root, "max_completion_tokens", -1, 1 << 30, &v, err, en);
+    if (!get_int(root, g->api == API_NATIVE ? "n_predict" : "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
+    if (g->api == API_CHAT && !get_int(root, "max_completion_tokens", -1, 1 << 30, &v, err, en)) return 400;
     j->n_predict = (int32_t)v;
     v = j->sp.temp;
     if (!get_num(root, "temperature", 0, 1e6, &v, err, en)) return 400;
@@ -322,16 +394,16 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     if (!get_num(root, "top_p", 0, 1, &v, err, en)) return 400;
     j->sp.top_p = (float)v;
     v = j->sp.top_k;
-    if (!get_num(root, "top_k", -1, 1 << 30, &v, err, en)) return 400;
+    if (!get_int(root, "top_k", -1, 1 << 30, &v, err, en)) return 400;
     j->sp.top_k = (int)v;
     v = j->sp.min_p;
     if (!get_num(root, "min_p", 0, 1, &v, err, en)) return 400;
     j->sp.min_p = (float)v;
     v = -1;
-    if (!get_num(root, "seed", -1, 18446744073709549568.0, &v, err, en)) return 400;
+    if (!get_int(root, "seed", -1, 18446744073709549568.0, &v, err, en)) return 400;
     j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : (uint64_t)v;
     v = 1;
-    if (!get_num(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
+    if (!get_int(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
     if (!get_bool(root, "stream", &g->stream, err, en)) return 400;
     if (!get_bool(root, "ignore_eos", &j->ignore_eos, err, en)) return 400;
     if (!get_bool(root, "cache_prompt", &j->cache_prompt, err, en)) return 400;
@@ -573,7 +645,11 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
         return send_error(conn, 503, "the server is busy: %lld requests are waiting already", O.queue_max);
     }
     if (!g.stream) {
-        serve_gen_wait(g.job);
+        const union MHD_ConnectionInfo * ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!serve_gen_wait_client(g.job, ci ? ci->connect_fd : -1)) { /* the client went away: its slot is freed */
+            serve_job_unref(g.job);
+            return MHD_NO;
+        }
         enum MHD_Result r;
         if (g.job->finish == SERVE_FAILED) r = send_error(conn, 500, "generation failed");
         else if (g.job->finish == SERVE_CANCELLED) r = send_error(conn, 503, "the server is stopping");
@@ -645,16 +721,30 @@ static enum MHD_Result do_detokenize(struct MHD_Connection * conn, const cJSON *
         }
         t[i++] = (int32_t)it->valuedouble;
     }
-    int32_t k = loom_detokenize(v, t, n, NULL, 0, 0);
+    /* the streaming detokenizer, as generation uses: bytes that form no UTF-8 character (byte
+     * tokens) come out as U+FFFD, so the JSON string is valid UTF-8 */
+    struct loom_detok * d = NULL;
     char * s = NULL;
-    if (k != LOOM_TOKEN_ERROR) {
-        k = k < 0 ? -k : k;
-        s = malloc((size_t)k + 1);
-        if (s && loom_detokenize(v, t, n, s, k + 1, 0) != k) free(s), s = NULL;
+    size_t len = 0, cap = 0;
+    bool ok = loom_detok_new(v, 0, &d) == LOOM_OK;
+    for (int k = 0; ok && k <= n; k++) {
+        const char * piece;
+        size_t plen;
+        ok = (k < n ? loom_detok_push(d, t[k], &piece, &plen) : loom_detok_flush(d, &piece, &plen)) == LOOM_OK;
+        if (ok && len + plen + 1 > cap) {
+            cap = (len + plen + 1) * 2;
+            char * b = realloc(s, cap);
+            if (b) s = b;
+            else ok = false;
+        }
+        if (ok) memcpy(s + len, piece, plen), len += plen, s[len] = 0;
     }
+    loom_detok_free(d);
     free(t);
-    if (!s) return send_error(conn, 400, "the tokens cannot be detokenized");
-    s[k] = 0;
+    if (!ok) {
+        free(s);
+        return send_error(conn, 500, "out of memory");
+    }
     cJSON * r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "content", s);
     free(s);
@@ -747,6 +837,39 @@ static long long content_length(struct MHD_Connection * conn) {
     return errno || end == h || v < 0 ? -1 : v;
 }
 
+/* The endpoints GET serves (the others take POST). */
+static bool get_endpoint(const char * url) {
+    static const char * const urls[] = {"/health", "/v1/health", "/", "/index.html", "/v1/models", "/models", "/metrics"};
+    for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
+        if (!strcmp(url, urls[i])) return true;
+    }
+    return false;
+}
+
+/* 405 for a known endpoint asked with another method than 'allow' (with the Allow header, RFC 9110 15.5.6). */
+static enum MHD_Result send_method_error(struct MHD_Connection * conn, const char * method, const char * url, const char * allow) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s takes %s, not %s", url, allow, method);
+    cJSON * j = error_json(405, msg);
+    char * body = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!body) return MHD_NO;
+    const enum MHD_Result r = send_text_allow(conn, 405, "application/json; charset=utf-8", body, strlen(body), allow);
+    cJSON_free(body);
+    return r;
+}
+
+/* True when s[0..n) is valid UTF-8 (RFC 3629): a JSON text must be (RFC 8259 8.1), and strings
+ * taken from it are sent back (stop strings, prompts cut at them). */
+static bool valid_utf8(const char * s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const size_t k = cli_utf8_len((const unsigned char *)s + i, n - i);
+        if (!k) return false;
+        i += k;
+    }
+    return true;
+}
+
 static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, const char * url, const char * method, const char * version,
                                   const char * upload, size_t * upload_size, void ** con_cls) {
     (void)cls, (void)version;
@@ -809,15 +932,17 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     if (serve_gen_ready() != 1) return send_error(conn, 503, "Loading model");
     if (get && (!strcmp(url, "/v1/models") || !strcmp(url, "/models"))) return do_models(conn);
     if (get && !strcmp(url, "/metrics")) return do_metrics(conn);
-    enum api api;
+    enum api api = API_NATIVE;
     bool gen = true;
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) api = API_CHAT;
     else if (!strcmp(url, "/v1/completions")) api = API_COMPLETIONS;
     else if (!strcmp(url, "/completion") || !strcmp(url, "/completions")) api = API_NATIVE;
     else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = API_NATIVE, gen = false;
-    else return send_error(conn, 404, "no endpoint %s %s", method, url);
-    if (!post) return send_error(conn, 404, "no endpoint %s %s (use POST)", method, url);
+    else if (!get_endpoint(url)) return send_error(conn, 404, "no endpoint %s %s", method, url);
+    else return send_method_error(conn, method, url, "GET");
+    if (!post) return send_method_error(conn, method, url, "POST");
     if (c->body && json_has_nul(c->body, c->len)) return send_error(conn, 400, "the body holds a NUL character (\\u0000), which is refused");
+    if (c->body && !valid_utf8(c->body, c->len)) return send_error(conn, 400, "the body is not valid UTF-8");
     cJSON * root = c->body ? cJSON_ParseWithLength(c->body, c->len) : NULL;
     if (!root) return send_error(conn, 400, "the body is not valid JSON");
     enum MHD_Result r;

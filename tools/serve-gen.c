@@ -4,11 +4,14 @@
 
 #include "cli-util.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* One slot: a sequence (id = its index) of the KV cache, the tokens it holds, and the job it runs. */
@@ -425,10 +428,34 @@ bool serve_gen_submit(struct serve_job * j) {
     return true;
 }
 
-void serve_gen_wait(struct serve_job * j) {
+/* True when the peer of socket 'fd' has closed it or reset it (a read would find the end of the
+ * stream); data it sent that nobody read yet counts as alive. */
+static bool client_gone(int fd) {
+    char c;
+    const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+bool serve_gen_wait_client(struct serve_job * j, int fd) {
     pthread_mutex_lock(&j->mu);
-    while (j->finish == SERVE_RUNNING) pthread_cond_wait(&j->cv, &j->mu);
+    while (j->finish == SERVE_RUNNING) {
+        if (fd < 0) {
+            pthread_cond_wait(&j->cv, &j->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += SERVE_CLIENT_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (j->finish == SERVE_RUNNING && client_gone(fd)) {
+            j->cancel = true; /* the worker ends it at its next step, or when a slot takes it */
+            pthread_mutex_unlock(&j->mu);
+            return false;
+        }
+    }
     pthread_mutex_unlock(&j->mu);
+    return true;
 }
 
 void serve_gen_stats(struct serve_stats * out) {

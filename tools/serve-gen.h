@@ -82,8 +82,12 @@ int32_t serve_gen_n_ctx(void);
  * when every slot is busy and queue_max jobs wait already, or the server is stopping (the job is
  * untouched then). */
 bool serve_gen_submit(struct serve_job * j);
-/* Waits until the job ends. */
-void serve_gen_wait(struct serve_job * j);
+/* Waits until the job ends; true then. With a socket 'fd' (>= 0) of the client that waits for the
+ * answer, the socket is checked every SERVE_CLIENT_POLL_MS: when the client has closed it, the job
+ * is cancelled (its slot freed at the worker's next step) and false is returned at once. fd < 0:
+ * no check. */
+#define SERVE_CLIENT_POLL_MS 100
+bool serve_gen_wait_client(struct serve_job * j, int fd);
 void serve_gen_stats(struct serve_stats * out);
 /* Cancels the running and queued jobs and stops the worker (a load in progress is abandoned). */
 void serve_gen_stop(void);

@@ -78,6 +78,39 @@ toks=$(json "$tmp/tok" 'j.tokens')
 req detok 200 "${auth[@]}" "$url/detokenize" -d "{\"tokens\":$toks}"
 [ "$(json "$tmp/detok" 'j.content')" = "$prompt" ] || fail "detokenize: $(cat "$tmp/detok")"
 req detokbad 400 "${auth[@]}" "$url/detokenize" -d '{"tokens":[1,99999]}'; err_ok detokbad 400
+# byte tokens (<0xFF> <0xFE> <0xC3> in this vocabulary) that form no UTF-8 character come back as
+# U+FFFD each (the incomplete C3 at the end too), and the body is valid UTF-8; C3 A9 is one "é"
+utf8_json() { # FILE: the 'content' of a body that must be valid UTF-8, as \u escapes
+  node -e 'const s = new TextDecoder("utf-8", {fatal: true}).decode(require("fs").readFileSync(process.argv[1]));
+    process.stdout.write(JSON.stringify(JSON.parse(s).content).replace(/[^\x20-\x7e]/g, c => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));' "$1" 2>&1
+}
+req detokbytes 200 "${auth[@]}" "$url/detokenize" -d '{"tokens":[258,257,198]}'
+[ "$(utf8_json "$tmp/detokbytes")" = '"\ufffd\ufffd\ufffd"' ] || fail "invalid UTF-8 from /detokenize: $(od -c "$tmp/detokbytes" | head -3)"
+req detokok 200 "${auth[@]}" "$url/detokenize" -d '{"tokens":[198,172]}'
+[ "$(utf8_json "$tmp/detokok")" = '"\u00e9"' ] || fail "byte tokens C3 A9 are not one character: $(cat "$tmp/detokok")"
+# a body that is not UTF-8 is refused (its strings would be sent back: stop strings cut the text)
+req enotutf8 400 "${auth[@]}" "$url/completion" --data-binary $'{"prompt":"Once\xff","n_predict":2}'; err_ok enotutf8 400
+
+# counts and seeds are integers: a fraction is refused, naming the field
+for f in max_tokens seed top_k; do
+  req "efrac_$f" 400 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"x\",\"$f\":2.5}"; err_ok "efrac_$f" 400
+  case "$(json "$tmp/efrac_$f" 'j.error.message')" in *"'$f'"*) ;; *) fail "the message for $f 2.5 does not name it: $(cat "$tmp/efrac_$f")" ;; esac
+done
+req efrac_chat 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}],"max_completion_tokens":1.5}'
+err_ok efrac_chat 400
+# OpenAI's content parts: the text parts, concatenated, are the message (the greedy reply equals the
+# one to the same text as a string); another part type is refused
+req cparts 200 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":[{"type":"text","text":"Tell me"},{"type":"text","text":" a story."}]}],"max_tokens":12,"temperature":0}'
+req cstring 200 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Tell me a story."}],"max_tokens":12,"temperature":0}'
+[ "$(json "$tmp/cparts" '[j.choices[0].message.content, j.usage.prompt_tokens]')" = "$(json "$tmp/cstring" '[j.choices[0].message.content, j.usage.prompt_tokens]')" ] ||
+  fail "content parts: $(cat "$tmp/cparts") vs $(cat "$tmp/cstring")"
+req cimage 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
+err_ok cimage 400
+# a known endpoint asked with another method: 405, the error JSON and Allow
+req e405 405 "${auth[@]}" -D "$tmp/e405.h" "$url/v1/completions"; err_ok e405 405
+grep -qi '^Allow: POST' "$tmp/e405.h" || fail "405 without Allow: POST: $(cat "$tmp/e405.h")"
+req e405get 405 "${auth[@]}" -D "$tmp/e405get.h" "$url/v1/models" -d '{}'; err_ok e405get 405
+grep -qi '^Allow: GET' "$tmp/e405get.h" || fail "405 without Allow: GET: $(cat "$tmp/e405get.h")"
 
 # errors
 req e404 404 "${auth[@]}" "$url/v1/nothing"; err_ok e404 404
@@ -163,6 +196,15 @@ for i in $(seq 100); do
 done
 [ -n "$freed" ] || fail "the slot was not freed after the client disconnected"
 req after 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
+# so does a client that gives up waiting for a whole (not streamed) answer
+curl -s -m 1 "$url/completion" -d "${long_req/true,\"stream\":true/true}" >/dev/null
+freed=
+for i in $(seq 100); do
+  curl -s "$url/metrics" | grep -q '^loom:requests_processing 0' && { freed=1; break; }
+  sleep 0.1
+done
+[ -n "$freed" ] || fail "the slot was not freed after a non-streaming client disconnected"
+req after2 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
 curl -s -N "$url/completion" -d "$long_req" >"$tmp/long2" &
 bg=$!
 for i in $(seq 100); do [ -s "$tmp/long2" ] && break; sleep 0.1; done
