@@ -2,7 +2,11 @@
  * (per device, total = free + (model + context + compute) + unaccounted). */
 #include "cli-devices.h"
 
+#include "cli-util.h"
+
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static long long mib(size_t bytes) { return (long long)((bytes + (1 << 19)) >> 20); }
 
@@ -62,4 +66,34 @@ void cli_print_memory_breakdown(const struct loom_model * model, const struct lo
     loom_llama_memory_breakdown(model, lctx, NULL, &h);
     fprintf(stderr, "  - %-19s| %7s   %7s   %7lld = %7lld + %7lld + %7lld\n", "Host", "", "", mib(h.model + h.context + h.compute),
             mib(h.model), mib(h.context), mib(h.compute));
+}
+
+bool cli_parse_ngl(const char * cmd, const char * arg, long long * out) {
+    if (!strcmp(arg, "auto")) {
+        *out = CLI_NGL_AUTO;
+        return true;
+    }
+    return cli_parse_int(cmd, "-ngl", arg, 0, 100000, out);
+}
+
+long long cli_ngl_default(void) { return loom_backend_dev_by_type(LOOM_BACKEND_DEV_TYPE_GPU) ? CLI_NGL_AUTO : 0; }
+
+bool cli_fit_layers(struct loom_model_file * file, struct loom_model_params * mp, struct loom_llama_context_params cp, long long margin_mib) {
+    struct loom_fit * f = malloc(sizeof *f);
+    if (!f || loom_model_fit(file, *mp, cp, (size_t)margin_mib << 20, f) != LOOM_OK) {
+        free(f);
+        return false;
+    }
+    mp->n_gpu_layers = f->n_gpu_layers;
+    if (f->device) {
+        const double M = 1048576.0;
+        uint64_t weights = 0;
+        for (int i = 0; i < f->n_layer; i++) weights += f->layer_bytes[i];
+        fprintf(stderr, "-ngl auto: %d of %d layers on %s (%.2f MiB of layer weights + %.2f MiB of KV cache per layer on average, "
+                        "output %.2f MiB, compute %.2f MiB; %.2f MiB free, %.2f MiB kept free; %.2f MiB placed)\n",
+                f->n_gpu_layers, f->n_layer, f->device, weights / M / (f->n_layer ? f->n_layer : 1), f->kv_layer_bytes / M,
+                f->output_bytes / M, f->compute_bytes / M, f->free_bytes / M, f->margin_bytes / M, f->need_bytes / M);
+    }
+    free(f);
+    return true;
 }

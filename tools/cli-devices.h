@@ -1,4 +1,5 @@
-/* cli-devices.h -- devices as the commands show them: --list-devices and the memory breakdown table. */
+/* cli-devices.h -- devices as the commands show them (--list-devices, the memory breakdown table)
+ * and -ngl, with its auto: the layers that fit on the offload device. */
 #ifndef LOOM_TOOLS_CLI_DEVICES_H
 #define LOOM_TOOLS_CLI_DEVICES_H
 
@@ -15,5 +16,20 @@ void cli_list_devices(bool json);
  * ('lctx' may be NULL: the weights alone) hold: self = model + context (KV cache) + compute, and
  * for a device also total = free + self + unaccounted (memory held by others, or not counted). */
 void cli_print_memory_breakdown(const struct loom_model * model, const struct loom_llama_context * lctx);
+
+/* -ngl values besides a layer count. */
+#define CLI_NGL_UNSET (-2) /* no -ngl given */
+#define CLI_NGL_AUTO (-1)  /* -ngl auto: as many layers as the device's free memory holds */
+
+/* Parses -ngl's value: a layer count in [0, 100000] or "auto" (CLI_NGL_AUTO). On failure prints
+ * "loom CMD: invalid value ..." and returns false. */
+bool cli_parse_ngl(const char * cmd, const char * arg, long long * out);
+/* The default -ngl: auto when a GPU is registered, else 0. */
+long long cli_ngl_default(void);
+/* -ngl auto: sets mp->n_gpu_layers to the layers of 'file' that fit on the offload device with
+ * the context 'cp' and 'margin_mib' MiB left free (a dry run, loom_model_fit), and prints the
+ * choice with the sizes it rests on (nothing when there is no device: 0 layers). False when the
+ * dry run failed (its error logged, for cli_last_error). */
+bool cli_fit_layers(struct loom_model_file * file, struct loom_model_params * mp, struct loom_llama_context_params cp, long long margin_mib);
 
 #endif

@@ -1,8 +1,8 @@
 /* cmd-chat.c -- `loom chat` (and `loom run -cnv`): a conversation with a model in its chat template,
  * user turns read from a terminal or a pipe, replies streamed, the KV cache kept across turns. */
 #include "cli-util.h"
-#include "cli-split.h"
 #include "commands.h"
+#include "gen-opts.h"
 #include "loom-llama.h"
 #include "loom-chat.h"
 #include "loom-sampler.h"
@@ -16,14 +16,11 @@
 #include <unistd.h>
 
 struct chat_opts {
-    const char * model;
+    struct gen_opts g; /* what chat shares with run */
     const char * system;
     const char * template_name;
-    const char * device;
-    long long n_predict, n_ctx, n_batch, n_threads, n_gpu_layers, top_k, repeat_last_n, keep;
-    double temp, top_p, min_p, repeat_penalty;
-    uint64_t seed;
-    bool no_mmap, context_shift, verbose_prompt, verbose;
+    long long keep;
+    bool context_shift;
 };
 
 static void usage(FILE * f) {
@@ -45,86 +42,50 @@ static void usage(FILE * f) {
             "      --context-shift       when the context is full, drop the oldest turns (after --keep) and go on;\n"
             "                            without it the chat ends with a message\n"
             "      --keep N              tokens after BOS never dropped by a shift (default 0; -1: the whole first turn)\n"
-            "  -b, --batch-size N        tokens per batch (default 512)\n"
-            "  -t, --threads N           CPU threads (default: all cores)\n"
-            "  -ngl, --n-gpu-layers N    layers to offload (default 0); --device NAME[,NAME] picks the devices\n"
-            "      --temp T  --top-k N  --top-p P  --min-p P  --repeat-penalty X  --repeat-last-n N  -s, --seed N\n"
-            "                            sampling, as for loom run\n"
-            "      --no-mmap             read the model instead of mapping it\n"
+            GEN_OPTS_HELP_CONTEXT
+            GEN_OPTS_HELP_SAMPLING
+            GEN_OPTS_HELP_CACHE
             "      --verbose-prompt      print, for every evaluation, the token ids evaluated and the position\n"
             "  -v, --verbose             print loading details\n"
             "  -h, --help                this help\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { O_SYS = 256, O_TMPL, O_SHIFT, O_KEEP, O_NGL, O_DEVICE, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN, O_RLAST, O_NOMMAP, O_VPROMPT };
+enum { O_SYS = 256, O_TMPL, O_SHIFT, O_KEEP };
 
 static const struct option long_opts[] = {
-    {"model", required_argument, 0, 'm'},         {"sys", required_argument, 0, O_SYS},
-    {"system-prompt", required_argument, 0, O_SYS}, {"prompt", required_argument, 0, 'p'},
-    {"chat-template", required_argument, 0, O_TMPL}, {"n-predict", required_argument, 0, 'n'},
-    {"ctx-size", required_argument, 0, 'c'},      {"context-shift", no_argument, 0, O_SHIFT},
-    {"keep", required_argument, 0, O_KEEP},       {"batch-size", required_argument, 0, 'b'},
-    {"threads", required_argument, 0, 't'},       {"ngl", required_argument, 0, O_NGL},
-    {"n-gpu-layers", required_argument, 0, O_NGL}, {"device", required_argument, 0, O_DEVICE},
-    {"temp", required_argument, 0, O_TEMP},       {"top-k", required_argument, 0, O_TOPK},
-    {"top-p", required_argument, 0, O_TOPP},      {"min-p", required_argument, 0, O_MINP},
-    {"repeat-penalty", required_argument, 0, O_RPEN}, {"repeat-last-n", required_argument, 0, O_RLAST},
-    {"seed", required_argument, 0, 's'},          {"no-mmap", no_argument, 0, O_NOMMAP},
-    {"verbose-prompt", no_argument, 0, O_VPROMPT}, {"verbose", no_argument, 0, 'v'},
+    GEN_OPTS_LONG_OPTS,
+    {"sys", required_argument, 0, O_SYS},         {"system-prompt", required_argument, 0, O_SYS},
+    {"prompt", required_argument, 0, 'p'},        {"chat-template", required_argument, 0, O_TMPL},
+    {"context-shift", no_argument, 0, O_SHIFT},   {"keep", required_argument, 0, O_KEEP},
     {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
 };
 
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct chat_opts * o) {
-    struct loom_sampler_params sp = loom_sampler_default_params();
-    *o = (struct chat_opts){.n_predict = -1, .n_ctx = -1, .n_batch = 512, .temp = sp.temp, .top_k = sp.top_k, .top_p = sp.top_p,
-                            .min_p = sp.min_p, .repeat_penalty = sp.repeat_penalty, .repeat_last_n = sp.repeat_last_n,
-                            .seed = LOOM_DEFAULT_SEED};
+    *o = (struct chat_opts){0};
+    gen_opts_init(&o->g);
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = cli_getopt(argc, argv, ":m:p:n:c:b:t:s:vh", long_opts)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":" GEN_OPTS_SHORT "p:h", long_opts)) != -1) {
+        const int shared = gen_opts_option("chat", c, optarg, &o->g);
+        if (shared < 0) return 1;
+        if (shared) continue;
         bool ok = true;
         switch (c) {
-        case 'm': o->model = optarg; break;
         case 'p':
         case O_SYS: o->system = optarg; break;
         case O_TMPL: o->template_name = optarg; break;
-        case 'n': ok = cli_parse_int("chat", "-n", optarg, -1, 1 << 30, &o->n_predict); break;
-        case 'c': ok = cli_parse_int("chat", "-c", optarg, 0, 1 << 24, &o->n_ctx); break;
         case O_SHIFT: o->context_shift = true; break;
         case O_KEEP: ok = cli_parse_int("chat", "--keep", optarg, -1, 1 << 24, &o->keep); break;
-        case 'b': ok = cli_parse_int("chat", "-b", optarg, 1, 1 << 20, &o->n_batch); break;
-        case 't': ok = cli_parse_int("chat", "-t", optarg, 1, 1024, &o->n_threads); break;
-        case O_NGL: ok = cli_parse_int("chat", "-ngl", optarg, 0, 100000, &o->n_gpu_layers); break;
-        case O_DEVICE: o->device = optarg; break;
-        case O_TEMP: ok = cli_parse_float("chat", "--temp", optarg, 0, 1e6, &o->temp); break;
-        case O_TOPK: ok = cli_parse_int("chat", "--top-k", optarg, -1, 1 << 30, &o->top_k); break;
-        case O_TOPP: ok = cli_parse_float("chat", "--top-p", optarg, 0, 1, &o->top_p); break;
-        case O_MINP: ok = cli_parse_float("chat", "--min-p", optarg, 0, 1, &o->min_p); break;
-        case O_RPEN: ok = cli_parse_float("chat", "--repeat-penalty", optarg, 1e-6, 1e6, &o->repeat_penalty); break;
-        case O_RLAST: ok = cli_parse_int("chat", "--repeat-last-n", optarg, 0, 1 << 20, &o->repeat_last_n); break;
-        case 's':
-            if (!strcmp(optarg, "-1")) o->seed = LOOM_DEFAULT_SEED;
-            else ok = cli_parse_u64("chat", "--seed", optarg, LOOM_DEFAULT_SEED - 1, &o->seed);
-            break;
-        case O_NOMMAP: o->no_mmap = true; break;
-        case O_VPROMPT: o->verbose_prompt = true; break;
-        case 'v': o->verbose = true; break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("chat", c); return 1;
         }
         if (!ok) return 1;
     }
     if (!cli_no_more_args("chat", argc, argv)) return 1;
-    if (!o->model) {
-        fprintf(stderr, "loom chat: no model given (-m MODEL.gguf)\n");
-        return 1;
-    }
-    if (o->device && !strcasecmp(o->device, "none")) o->device = NULL, o->n_gpu_layers = 0;
-    if (o->device && !cli_check_devices("chat", o->device)) return 1;
-    return 0;
+    return gen_opts_check("chat", &o->g) ? 0 : 1;
 }
 
 /* ---------------------------------------------------------------- Ctrl-C */
@@ -145,6 +106,7 @@ struct chat {
     struct loom_llama_context * lctx;
     struct loom_sampler * sampler;
     struct loom_detok * detok;
+    float * logits;                  /* [n_vocab] scratch for --logit-bias and --ignore-eos, or NULL */
     enum loom_chat_template tmpl;
     int32_t eot_id;                  /* the template's end-of-turn token, or -1 */
     int32_t n_ctx, n_vocab, keep;    /* keep: tokens a shift never drops (BOS included; set by the first turn) */
@@ -227,7 +189,7 @@ static void print_tokens(const char * what, const int32_t * t, int32_t n, int32_
 /* Evaluates 'n' tokens at the end of the KV cache and appends them to 'tokens'. */
 static bool eval(struct chat * c, const int32_t * t, int32_t n, bool prompt) {
     if (!grow((void **)&c->tokens, &c->cap_tokens, c->n_tokens + n, sizeof *c->tokens)) return false;
-    if (c->o->verbose_prompt && prompt) print_tokens("eval", t, n, loom_llama_n_past(c->lctx));
+    if (c->o->g.verbose_prompt && prompt) print_tokens("eval", t, n, loom_llama_n_past(c->lctx));
     const int64_t t0 = loom_time_us();
     if (loom_llama_decode(c->lctx, t, n) != LOOM_OK) return false;
     const double ms = (loom_time_us() - t0) / 1000.0;
@@ -272,19 +234,21 @@ static int context_shift(struct chat * c, int32_t need, int32_t limit) {
 }
 
 /* Makes room for 'need' more tokens: 1 when there is room, 0 when there is none (reported: the chat
- * ends), -1 on an error. 'limit': the start of the turn a shift must keep. */
-static int make_room(struct chat * c, int32_t need, int32_t limit) {
+ * ends), -1 on an error. 'limit': the start of the turn a shift must keep; 'in_reply': a reply is
+ * being printed (a message then starts on a new line). */
+static int make_room(struct chat * c, int32_t need, int32_t limit, bool in_reply) {
     if (loom_llama_n_past(c->lctx) + need <= c->n_ctx) return 1;
+    const char * nl = in_reply ? "\n" : "";
     if (need > c->n_ctx - c->keep) {
-        fprintf(stderr, "\nloom chat: %d tokens do not fit the context of %d (%d kept); use a larger -c\n", need, c->n_ctx, c->keep);
+        fprintf(stderr, "%sloom chat: %d tokens do not fit the context of %d (%d kept); use a larger -c\n", nl, need, c->n_ctx, c->keep);
         return 0;
     }
     if (!c->o->context_shift) {
-        fprintf(stderr, "\nloom chat: the context is full (%d tokens); --context-shift drops the oldest turns and goes on\n", c->n_ctx);
+        fprintf(stderr, "%sloom chat: the context is full (%d tokens); --context-shift drops the oldest turns and goes on\n", nl, c->n_ctx);
         return 0;
     }
     const int r = context_shift(c, loom_llama_n_past(c->lctx) + need - c->n_ctx, limit);
-    if (r == 0) fprintf(stderr, "\nloom chat: the context is full (%d tokens) and no older turn is left to drop\n", c->n_ctx);
+    if (r == 0) fprintf(stderr, "%sloom chat: the context is full (%d tokens) and no older turn is left to drop\n", nl, c->n_ctx);
     return r;
 }
 
@@ -349,7 +313,7 @@ static int turn(struct chat * c, const char * line, size_t len) {
     free(delta);
     if (!toks) return -1;
     const int32_t start = c->n_tokens;
-    int r = make_room(c, n + 1, start);
+    int r = make_room(c, n + 1, start, false);
     if (r == 1 && !grow((void **)&c->turn_start, &c->cap_turns, c->n_turns + 1, sizeof *c->turn_start)) r = -1;
     if (r == 1) {
         const int32_t at = c->n_tokens; /* after a shift, the turn starts where the kept tokens end */
@@ -368,14 +332,15 @@ static int turn(struct chat * c, const char * line, size_t len) {
     size_t rlen = 0, rcap = 0;
     loom_detok_reset(c->detok);
     int32_t n_gen = 0, eog = -1;
-    while (c->o->n_predict < 0 || n_gen < c->o->n_predict) {
+    while (c->o->g.n_predict < 0 || n_gen < c->o->g.n_predict) {
         if (g_interrupts) break;
         int32_t tok;
-        if (loom_sampler_sample(c->sampler, loom_llama_get_logits(c->lctx), c->n_vocab, &tok) != LOOM_OK) {
+        const float * logits = gen_opts_logits(&c->o->g, c->vocab, loom_llama_get_logits(c->lctx), c->logits, c->n_vocab);
+        if (loom_sampler_sample(c->sampler, logits, c->n_vocab, &tok) != LOOM_OK) {
             r = -1;
             break;
         }
-        r = make_room(c, 1, c->turn_start[c->n_turns - 1]);
+        r = make_room(c, 1, c->turn_start[c->n_turns - 1], true);
         if (r != 1) break;
         loom_sampler_accept(c->sampler, tok);
         if (!eval(c, &tok, 1, false)) {
@@ -445,6 +410,7 @@ static void chat_free(struct chat * c) {
     free(c->hist);
     free(c->closing);
     free(c->pending);
+    free(c->logits);
 }
 
 static int fail(struct chat * c, const char * what) {
@@ -456,11 +422,29 @@ static int fail(struct chat * c, const char * what) {
 
 /* Loads the model, picks the template, creates the context, sampler and detokenizer. */
 static int setup(struct chat * c, const struct chat_opts * o) {
+    struct loom_model_file * file = NULL;
+    if (loom_model_file_open(o->g.model, &file) != LOOM_OK) return fail(c, "cannot read the model");
+    const struct loom_hparams hp = *loom_model_file_hparams(file);
+    if (!logit_bias_check("chat", o->g.biases, o->g.n_biases, hp.n_vocab) || !gen_opts_check_cache("chat", &o->g, &hp)) {
+        loom_model_file_free(file);
+        chat_free(c);
+        return 1;
+    }
+    const int32_t n_train = hp.n_ctx_train;
+    c->n_ctx = o->g.n_ctx > 0 ? (int32_t)o->g.n_ctx : n_train;
+    if (o->g.n_ctx < 0 && c->n_ctx > 4096) c->n_ctx = 4096;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = c->n_ctx;
+    gen_opts_context_params("chat", &o->g, &cp);
     struct loom_model_params mp = loom_model_default_params();
-    mp.n_gpu_layers = (int)o->n_gpu_layers;
-    mp.device = o->device;
-    mp.use_mmap = !o->no_mmap;
-    if (loom_model_load(o->model, mp, &c->model) != LOOM_OK) return fail(c, "cannot load the model");
+    gen_opts_model_params(&o->g, &mp);
+    if (o->g.n_gpu_layers == CLI_NGL_AUTO && !cli_fit_layers(file, &mp, cp, o->g.fit_margin)) {
+        loom_model_file_free(file);
+        return fail(c, "cannot measure what fits on the device");
+    }
+    const enum loom_status st = loom_model_load_file(file, mp, &c->model);
+    loom_model_file_free(file);
+    if (st != LOOM_OK) return fail(c, "cannot load the model");
     c->vocab = loom_model_vocab(c->model);
     c->n_vocab = loom_model_hparams(c->model)->n_vocab;
     if (o->template_name) {
@@ -471,25 +455,13 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     }
     const char * eot = loom_chat_template_eot_text(c->tmpl);
     c->eot_id = eot ? loom_vocab_find(c->vocab, eot, strlen(eot)) : -1;
-    if (o->verbose) fprintf(stderr, "chat template: %s (end of turn: %s)\n", loom_chat_template_name(c->tmpl), c->eot_id >= 0 ? eot : "EOS");
+    if (o->g.verbose) fprintf(stderr, "chat template: %s (end of turn: %s)\n", loom_chat_template_name(c->tmpl), c->eot_id >= 0 ? eot : "EOS");
 
-    const int32_t n_train = loom_model_hparams(c->model)->n_ctx_train;
-    c->n_ctx = o->n_ctx > 0 ? (int32_t)o->n_ctx : n_train;
-    if (o->n_ctx < 0 && c->n_ctx > 4096) c->n_ctx = 4096;
-    struct loom_llama_context_params cp = loom_llama_context_default_params();
-    cp.n_ctx = c->n_ctx;
-    cp.n_batch = (int32_t)o->n_batch;
-    cp.n_threads = (int32_t)cli_cap_threads("chat", o->n_threads);
     if (loom_llama_context_new(c->model, cp, &c->lctx) != LOOM_OK) return fail(c, "cannot create the context");
     struct loom_sampler_params sp = loom_sampler_default_params();
-    sp.temp = (float)o->temp;
-    sp.top_k = (int)o->top_k;
-    sp.top_p = (float)o->top_p;
-    sp.min_p = (float)o->min_p;
-    sp.repeat_penalty = (float)o->repeat_penalty;
-    sp.repeat_last_n = (int)o->repeat_last_n;
-    sp.seed = o->seed;
+    gen_opts_sampler_params(&o->g, &sp);
     if (loom_sampler_new(&sp, &c->sampler) != LOOM_OK) return fail(c, "cannot create the sampler");
+    if (gen_opts_needs_scratch(&o->g) && !(c->logits = malloc((size_t)c->n_vocab * sizeof *c->logits))) return fail(c, "out of memory");
     if (loom_detok_new(c->vocab, 0, &c->detok) != LOOM_OK) return fail(c, "cannot create the detokenizer");
     c->hist = dup_n("", 0);
     c->pending = dup_n("", 0);
@@ -508,10 +480,10 @@ int loom_cmd_chat(int argc, char ** argv) {
     struct chat_opts o;
     int pr = parse(argc, argv, &o);
     if (pr) return pr == 2 && cli_stdout_ok("chat") ? 0 : 1;
-    cli_log_setup(o.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN);
+    cli_log_setup(o.g.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN);
     struct chat c = {.o = &o, .t_start = loom_time_us()};
-    if (access(o.model, R_OK) != 0) {
-        fprintf(stderr, "loom chat: cannot open model '%s': %s\n", o.model, strerror(errno));
+    if (access(o.g.model, R_OK) != 0) {
+        fprintf(stderr, "loom chat: cannot open model '%s': %s\n", o.g.model, strerror(errno));
         return 1;
     }
     if (setup(&c, &o)) return 1;
@@ -554,7 +526,7 @@ int loom_cmd_chat(int argc, char ** argv) {
     sigaction(SIGINT, &old, NULL);
     free(line);
     if (!cli_stdout_ok("chat")) status = 1;
-    print_timings(&c);
+    if (status == 0) print_timings(&c); /* after an error, its line is the last */
     chat_free(&c);
     return status;
 }

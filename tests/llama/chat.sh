@@ -131,6 +131,36 @@ printf '%s\n' "$(printf 'Once upon a time %.0s' $(seq 1 40))" | "$bin" chat -m "
 rc=$?
 [ $rc -eq 1 ] && grep -q "do not fit the context of 64" "$tmp/err" || fail "an oversized message: status $rc, $(grep 'loom chat' "$tmp/err")"
 
+# run's options are chat's (one parser): each is accepted by chat and run -cnv (-h after them exits 0
+# only when every option before it was taken), and listed in both helps
+shared=(-sm layer -ts 1 -mg 0 -dev none -ctk f16 -ctv f16 --cache-type f16 -fa off -ub 64 -b 128 --presence-penalty 0.5
+  --frequency-penalty 0.5 --logit-bias 13+1 --ignore-eos --mlock --no-mmap --temp -1 --top-k 5 --top-p 0.9 --min-p 0.1
+  --repeat-penalty 1.1 --repeat-last-n 8 -s 3 -ngl auto --fit-margin 512 -t 1 -c 64 -n 4 --verbose-prompt -v)
+for cmd in chat "run -cnv"; do
+  $bin $cmd -m "$stories" "${shared[@]}" -h >"$tmp/help" 2>"$tmp/err" || fail "$cmd refused one of run's options: $(cat "$tmp/err")"
+  for opt in -sm -ts -mg -dev -ctk -ctv --cache-type -fa -ub --presence-penalty --frequency-penalty --logit-bias --ignore-eos --mlock -ngl --fit-margin; do
+    grep -q -- "$opt" "$tmp/help" || fail "$cmd -h does not list $opt"
+  done
+done
+"$bin" run -h >"$tmp/help"
+for opt in -sm -ts -mg -ub -ctk -ctv -fa -dev; do grep -q -- "^ *$opt, " "$tmp/help" || fail "run -h does not list $opt"; done
+# and they act: --temp -1 is greedy as --temp 0 is; a +inf bias on a token makes every reply token
+# that one (the reply is no longer the greedy one, which is no repetition of one token)
+printf 'Once upon a time\n' | "$bin" chat -m "$stories" -n 12 --temp 0 -t 1 -c 256 >"$tmp/g0" 2>"$tmp/err" || fail "chat --temp 0: $(cat "$tmp/err")"
+printf 'Once upon a time\n' | "$bin" chat -m "$stories" -n 12 --temp -1 -t 1 -c 256 >"$tmp/g1" 2>"$tmp/err" || fail "chat --temp -1: $(cat "$tmp/err")"
+cmp -s "$tmp/g0" "$tmp/g1" || fail "chat --temp -1 is not greedy: '$(cat "$tmp/g1")' vs '$(cat "$tmp/g0")'"
+first=$("$bin" tokenize -m "$stories" -p "$(head -1 "$tmp/g0")" --ids --no-bos | tr -d '[],' | awk '{print $1}')
+printf 'Once upon a time\n' | "$bin" chat -m "$stories" -n 12 --temp 0 -t 1 -c 256 --logit-bias "$first+inf" >"$tmp/g2" 2>"$tmp/err" ||
+  fail "chat --logit-bias: $(cat "$tmp/err")"
+[ -n "$first" ] && ! cmp -s "$tmp/g0" "$tmp/g2" || fail "chat --logit-bias $first+inf did not change the reply '$(cat "$tmp/g0")'"
+"$bin" chat -m "$stories" --logit-bias 99999+1 </dev/null >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] || fail "chat --logit-bias with a token out of range: $(cat "$tmp/err")"
+
+# an error is the last line: no timings after it
+echo hi | "$bin" chat -m "$stories" -t 1 -c 4 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && [ "$(grep -v '^warning' "$tmp/err")" = "loom chat: 43 tokens do not fit the context of 4 (0 kept); use a larger -c" ] ||
+  fail "chat -c 4: not one error line: $(cat "$tmp/err")"
+
 # bad flags: one line, status 1
 "$bin" chat -m "$stories" --chat-template nosuch </dev/null >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "unknown chat template 'nosuch' (known: chatml" "$tmp/err" || fail "unknown --chat-template: $(cat "$tmp/err")"
