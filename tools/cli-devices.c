@@ -68,14 +68,6 @@ void cli_print_memory_breakdown(const struct loom_model * model, const struct lo
             mib(h.model), mib(h.context), mib(h.compute));
 }
 
-bool cli_parse_ngl(const char * cmd, const char * arg, long long * out) {
-    if (!strcmp(arg, "auto")) {
-        *out = CLI_NGL_AUTO;
-        return true;
-    }
-    return cli_parse_int(cmd, "-ngl", arg, 0, 100000, out);
-}
-
 long long cli_ngl_default(void) { return loom_backend_dev_by_type(LOOM_BACKEND_DEV_TYPE_GPU) ? CLI_NGL_AUTO : 0; }
 
 bool cli_fit_layers(struct loom_model_file * file, struct loom_model_params * mp, struct loom_llama_context_params cp, long long margin_mib) {

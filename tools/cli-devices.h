@@ -17,13 +17,6 @@ void cli_list_devices(bool json);
  * for a device also total = free + self + unaccounted (memory held by others, or not counted). */
 void cli_print_memory_breakdown(const struct loom_model * model, const struct loom_llama_context * lctx);
 
-/* -ngl values besides a layer count. */
-#define CLI_NGL_UNSET (-2) /* no -ngl given */
-#define CLI_NGL_AUTO (-1)  /* -ngl auto: as many layers as the device's free memory holds */
-
-/* Parses -ngl's value: a layer count in [0, 100000] or "auto" (CLI_NGL_AUTO). On failure prints
- * "loom CMD: invalid value ..." and returns false. */
-bool cli_parse_ngl(const char * cmd, const char * arg, long long * out);
 /* The default -ngl: auto when a GPU is registered, else 0. */
 long long cli_ngl_default(void);
 /* -ngl auto: sets mp->n_gpu_layers to the layers of 'file' that fit on the offload device with

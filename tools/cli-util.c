@@ -53,7 +53,16 @@ bool cli_parse_float(const char * cmd, const char * opt, const char * arg, doubl
     return true;
 }
 
-int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max) {
+bool cli_parse_ngl(const char * cmd, const char * arg, long long * out) {
+    if (!strcmp(arg, "auto")) {
+        *out = CLI_NGL_AUTO;
+        return true;
+    }
+    return cli_parse_int(cmd, "-ngl", arg, 0, 100000, out);
+}
+
+/* The comma list 'arg': each item a number in [lo, hi], or with 'ngl' one cli_parse_ngl takes. */
+static int parse_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, bool ngl, long long * out, int max) {
     int n = 0;
     const char * p = arg;
     while (p) {
@@ -66,12 +75,18 @@ int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, lon
         }
         memcpy(item, p, len);
         item[len] = 0;
-        if (!cli_parse_int(cmd, opt, item, lo, hi, &out[n])) return -1;
+        if (!(ngl ? cli_parse_ngl(cmd, item, &out[n]) : cli_parse_int(cmd, opt, item, lo, hi, &out[n]))) return -1;
         n++;
         p = comma ? comma + 1 : NULL;
     }
     return n;
 }
+
+int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max) {
+    return parse_list(cmd, opt, arg, lo, hi, false, out, max);
+}
+
+int cli_parse_ngl_list(const char * cmd, const char * arg, long long * out, int max) { return parse_list(cmd, "-ngl", arg, 0, 0, true, out, max); }
 
 char * cli_read_file(const char * cmd, const char * path, size_t * len) {
     void * data = NULL;
@@ -279,4 +294,10 @@ long long cli_cap_threads(const char * cmd, long long n) {
     if (n <= avail) return n;
     loom_log(LOOM_LOG_WARN, "%s: -t %lld is more than the CPUs this process may use (%lld): using %lld", cmd, n, avail, avail);
     return avail;
+}
+
+void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train) {
+    if (n_ctx_train <= 0 || n_ctx <= n_ctx_train) return;
+    fprintf(stderr, "warning: the context of %d tokens is larger than the model's training context of %d: text past %d "
+                    "positions may lose coherence\n", n_ctx, n_ctx_train, n_ctx_train);
 }

@@ -17,6 +17,13 @@ bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_
 bool cli_parse_float(const char * cmd, const char * opt, const char * arg, double lo, double hi, double * out);
 /* Parses a comma list of integers (e.g. "128,512") into 'out' (at most 'max'); returns the count or -1 (reported). */
 int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max);
+/* -ngl values besides a layer count. */
+#define CLI_NGL_UNSET (-2) /* no -ngl given */
+#define CLI_NGL_AUTO (-1)  /* -ngl auto: as many layers as the device's free memory holds */
+/* Parses -ngl's value: a layer count in [0, 100000] or "auto" (CLI_NGL_AUTO); cli_parse_ngl_list a
+ * comma list of them (bench). On failure prints "loom CMD: invalid value ..." and returns false / -1. */
+bool cli_parse_ngl(const char * cmd, const char * arg, long long * out);
+int cli_parse_ngl_list(const char * cmd, const char * arg, long long * out, int max);
 /* The line a subcommand's help ends with: how cli_getopt takes a long option's value. */
 #define CLI_LONG_OPTION_HELP "Long options are spelled out in full and take their value as '--opt value' or '--opt=value'.\n"
 /* getopt_long_only with three differences: long options must be spelled out in full (an
@@ -57,6 +64,9 @@ char * cli_read_file(const char * cmd, const char * path, size_t * len);
 /* Reads a prompt or text file as the field's -f does: "-" is standard input, and one trailing
  * newline is dropped. NULL (reported) on failure. */
 char * cli_read_prompt_file(const char * cmd, const char * path, size_t * len);
+/* The warning, on stderr, when a context of 'n_ctx' tokens (per sequence) exceeds the model's
+ * training context 'n_ctx_train' (nothing otherwise): positions past it may lose coherence. */
+void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train);
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);

@@ -1,4 +1,5 @@
 /* cmd-bench.c -- `loom bench`: prompt-processing and generation speed, in the spirit of the field's bench tool. */
+#include "cli-devices.h"
 #include "cli-kv.h"
 #include "cli-util.h"
 #include "cli-split.h"
@@ -52,7 +53,7 @@ static void usage(FILE * f) {
             "  -n, --n-gen N[,N...]      generated tokens for the tg test (default 128; 0 skips)\n"
             "  -r, --repetitions N       timed repetitions after one warm-up run (default 5)\n"
             "  -t, --threads N[,N...]    CPU threads (default: all cores)\n"
-            "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0)\n"
+            "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0; auto: as many as the device's free memory holds)\n"
             "  -pg PP,TG                 a prompt of PP tokens, then TG generated, timed together (may repeat)\n"
             "  -d, --n-depth N[,N...]    tokens already in the KV cache before every test (default 0)\n"
             "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
@@ -101,7 +102,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case 'p': if ((o->n_prompts = cli_parse_int_list("bench", "-p", optarg, 0, 1 << 20, o->prompts, MAX_LIST)) < 0) return false; break;
         case 'n': if ((o->n_gens = cli_parse_int_list("bench", "-n", optarg, 0, 1 << 20, o->gens, MAX_LIST)) < 0) return false; break;
         case 't': if ((o->n_threads = cli_parse_int_list("bench", "-t", optarg, 1, 1024, o->threads, MAX_LIST)) < 0) return false; break;
-        case 'g': if ((o->n_ngls = cli_parse_int_list("bench", "-ngl", optarg, 0, 100000, o->ngls, MAX_LIST)) < 0) return false; break;
+        case 'g': if ((o->n_ngls = cli_parse_ngl_list("bench", optarg, o->ngls, MAX_LIST)) < 0) return false; break;
         case 'b': if ((o->n_batches = cli_parse_int_list("bench", "-b", optarg, 1, 1 << 20, o->batches, MAX_LIST)) < 0) return false; break;
         case 'r': if (!cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps)) return false; break;
         case 'd': if ((o->n_depths = cli_parse_int_list("bench", "-d", optarg, 0, 1 << 20, o->depths, MAX_LIST)) < 0) return false; break;
@@ -383,6 +384,26 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
     return true;
 }
 
+/* -ngl auto: the layers that fit with the largest context and batch the runs ask for (the first
+ * cache types, which the table's other rows may exceed), 1024 MiB left free. */
+static bool fit_auto(const struct bench_opts * o, struct loom_model_file * file, struct loom_model_params * mp) {
+    long long max_depth = 0, max_test = 1, max_batch = 1;
+    for (int i = 0; i < o->n_depths; i++) max_depth = o->depths[i] > max_depth ? o->depths[i] : max_depth;
+    for (int i = 0; i < n_tests(o); i++) {
+        long long np, ng;
+        test_at(o, i, &np, &ng);
+        max_test = np + ng > max_test ? np + ng : max_test;
+    }
+    for (int i = 0; i < o->n_batches; i++) max_batch = o->batches[i] > max_batch ? o->batches[i] : max_batch;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = (int32_t)(max_depth + max_test < (1 << 24) ? max_depth + max_test : 1 << 24);
+    cp.n_batch = (int32_t)max_batch;
+    cp.n_ubatch = (int32_t)o->n_ubatch;
+    cp.type_k = o->types_k[0];
+    cp.type_v = o->types_v[0];
+    return cli_fit_layers(file, mp, cp, 1024);
+}
+
 /* Frees the opened model files; returns 'rc'. */
 static int bench_files_free(struct loom_model_file ** files, int n, int rc) {
     for (int i = 0; i < n; i++) loom_model_file_free(files[i]);
@@ -434,11 +455,15 @@ int loom_cmd_bench(int argc, char ** argv) {
             mp.device = o.device;
             cli_split_apply(&o.split, &mp);
             struct loom_model * model = NULL;
+            if (o.ngls[gi] == CLI_NGL_AUTO && !fit_auto(&o, files[mi], &mp)) {
+                fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot measure what fits on the device"));
+                return bench_files_free(files, o.n_models, 1);
+            }
             if (loom_model_load_file(files[mi], mp, &model) != LOOM_OK) {
                 fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot load the model"));
                 return bench_files_free(files, o.n_models, 1);
             }
-            const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? o.ngls[gi] : 0; /* nothing offloaded: label 0 */
+            const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? mp.n_gpu_layers : 0; /* nothing offloaded: label 0 */
             const bool ok = bench_model(&o, model, o.models[mi], ngl, &first, &n_skipped);
             loom_model_free(model);
             if (!ok) return bench_files_free(files, o.n_models, 1);

@@ -445,6 +445,7 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     const enum loom_status st = loom_model_load_file(file, mp, &c->model);
     loom_model_file_free(file);
     if (st != LOOM_OK) return fail(c, "cannot load the model");
+    cli_warn_ctx_train(c->n_ctx, n_train);
     c->vocab = loom_model_vocab(c->model);
     c->n_vocab = loom_model_hparams(c->model)->n_vocab;
     if (o->template_name) {

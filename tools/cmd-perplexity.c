@@ -1,5 +1,6 @@
 /* cmd-perplexity.c -- `loom perplexity`: a model's perplexity on a text, measured in chunks of the context as the field's tool does. */
 #include "cli-util.h"
+#include "cli-devices.h"
 #include "cli-split.h"
 #include "commands.h"
 #include "loom-llama.h"
@@ -17,7 +18,7 @@ struct ppl_opts {
     const char * model;
     const char * text_file;
     const char * device;
-    long long n_ctx, n_batch, n_threads, n_gpu_layers;
+    long long n_ctx, n_batch, n_threads, n_gpu_layers, fit_margin;
     struct cli_split split;
     bool no_mmap;
 };
@@ -35,7 +36,8 @@ static void usage(FILE * f) {
             "  -c, --ctx-size N          chunk size in tokens (default 512; at least 4)\n"
             "  -b, --batch-size N        tokens per decode call (default 2048, at most the chunk size)\n"
             "  -t, --threads N           CPU threads (default: all cores)\n"
-            "  -ngl, --n-gpu-layers N    layers to offload (default 0)\n"
+            "  -ngl, --n-gpu-layers N    layers to offload (default 0), or auto: as many as the device's free memory holds\n"
+            "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (CUDA0, sim0, ...); none: no offload\n"
             CLI_SPLIT_HELP
             "      --no-mmap             read the model instead of mapping it\n"
@@ -43,7 +45,7 @@ static void usage(FILE * f) {
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE };
+enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"file", required_argument, 0, 'f'},
@@ -51,6 +53,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, 0, 't'},    {"ngl", required_argument, 0, OPT_NGL},
     {"n-gpu-layers", required_argument, 0, OPT_NGL}, {"no-mmap", no_argument, 0, OPT_NOMMAP},
     {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE}, CLI_SPLIT_LONG_OPTS,
+    {"fit-margin", required_argument, 0, OPT_FIT_MARGIN},
     {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
 };
 
@@ -59,7 +62,7 @@ static const struct option long_opts[] = {
 
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct ppl_opts * o) {
-    *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048};
+    *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048, .fit_margin = 1024};
     cli_split_init(&o->split);
     opterr = 0;
     optind = 1;
@@ -72,8 +75,9 @@ static int parse(int argc, char ** argv, struct ppl_opts * o) {
         case 'c': ok = cli_parse_int("perplexity", "-c", optarg, PPL_MIN_CTX, 1 << 20, &o->n_ctx); break;
         case 'b': ok = cli_parse_int("perplexity", "-b", optarg, 1, 1 << 20, &o->n_batch); break;
         case 't': ok = cli_parse_int("perplexity", "-t", optarg, 1, 1024, &o->n_threads); break;
-        case OPT_NGL: ok = cli_parse_int("perplexity", "-ngl", optarg, 0, 100000, &o->n_gpu_layers); break;
+        case OPT_NGL: ok = cli_parse_ngl("perplexity", optarg, &o->n_gpu_layers); break;
         case OPT_NOMMAP: o->no_mmap = true; break;
+        case OPT_FIT_MARGIN: ok = cli_parse_int("perplexity", "--fit-margin", optarg, 0, 1 << 30, &o->fit_margin); break;
         case OPT_DEVICE: o->device = optarg; break;
         case CLI_OPT_SPLIT_MODE:
         case CLI_OPT_TENSOR_SPLIT:
@@ -167,8 +171,8 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     if (n_tokens < 0) return finish(&s, 1, NULL);
     const int32_t n_ctx = (int32_t)o.n_ctx;
     if (n_tokens < 2 * n_ctx) {
-        fprintf(stderr, "loom perplexity: the text is %d tokens; a context of %d needs at least %d (use a longer text or a smaller -c)\n",
-                n_tokens, n_ctx, 2 * n_ctx);
+        fprintf(stderr, "loom perplexity: the text is %d token%s; a context of %d needs at least %d (use a longer text or a smaller -c)\n",
+                n_tokens, n_tokens == 1 ? "" : "s", n_ctx, 2 * n_ctx);
         return finish(&s, 1, NULL);
     }
     fprintf(stderr, "perplexity: tokenized the input in %.2f ms: %d tokens\n", (loom_time_us() - t0) / 1000.0, n_tokens);
@@ -178,12 +182,14 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     mp.device = o.device;
     cli_split_apply(&o.split, &mp);
     mp.use_mmap = !o.no_mmap;
-    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
     cp.n_threads = (int32_t)cli_cap_threads("perplexity", o.n_threads);
     cp.logits_all = true;
+    if (o.n_gpu_layers == CLI_NGL_AUTO && !cli_fit_layers(s.file, &mp, cp, o.fit_margin)) return finish(&s, 1, "cannot measure what fits on the device");
+    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
+    cli_warn_ctx_train(n_ctx, loom_model_hparams(s.model)->n_ctx_train);
     if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return finish(&s, 1, "cannot create the context");
 
     const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;

@@ -301,10 +301,7 @@ int loom_cmd_run(int argc, char ** argv) {
     if (o.g.no_host_copy && o.g.n_gpu_layers == 0) {
         fprintf(stderr, "warning: --no-host-copy has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n");
     }
-    if (s.n_ctx_train) {
-        fprintf(stderr, "warning: the context of %d tokens is larger than the model's training context of %d: text past %d "
-                        "positions may lose coherence\n", n_ctx, s.n_ctx_train, s.n_ctx_train);
-    }
+    cli_warn_ctx_train(n_ctx, s.n_ctx_train);
     /* the token sampled from the last position is printed though it is never decoded */
     if (o.g.n_predict >= 0 && (int64_t)n_prompt + o.g.n_predict > (int64_t)n_ctx + 1) {
         fprintf(stderr, "warning: the prompt (%d tokens) and -n %lld exceed the context of %d: generation stops after %d tokens "

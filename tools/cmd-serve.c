@@ -1,5 +1,6 @@
 /* cmd-serve.c -- `loom serve`: an HTTP server speaking OpenAI's API and the field's native endpoints
  * (libmicrohttpd for HTTP, cJSON for JSON); generation runs in serve-gen.c's -np slots. */
+#include "cli-devices.h"
 #include "cli-util.h"
 #include "commands.h"
 
@@ -60,7 +61,7 @@ static void usage(FILE * f) {
             "  -c, --ctx-size N        context size in tokens, of all slots together (default: the training\n"
             "                          context, at most 4096); each slot holds N / np\n"
             "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
-            "  -ngl, --n-gpu-layers N  layers to offload (default 0)\n"
+            "  -ngl, --n-gpu-layers N  layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "  -t, --threads N         CPU threads (default: all cores)\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (not on /health and /)\n"
             "      --metrics           serve /metrics (Prometheus text)\n"
@@ -95,7 +96,7 @@ static int parse(int argc, char ** argv) {
         case O_PORT: ok = cli_parse_int("serve", "--port", optarg, 0, 65535, &O.port); break;
         case 'c': ok = cli_parse_int("serve", "-c", optarg, 0, 1 << 24, &O.n_ctx); break;
         case O_NP: ok = cli_parse_int("serve", "-np", optarg, 1, 256, &O.n_parallel); break;
-        case O_NGL: ok = cli_parse_int("serve", "-ngl", optarg, 0, 100000, &O.n_gpu_layers); break;
+        case O_NGL: ok = cli_parse_ngl("serve", optarg, &O.n_gpu_layers); break;
         case 't': ok = cli_parse_int("serve", "-t", optarg, 1, 1024, &O.n_threads); break;
         case O_KEY: O.api_key = optarg; break;
         case O_METRICS: O.metrics = true; break;
@@ -980,6 +981,15 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: --host %s: %s\n", O.host, gai_strerror(gai));
         return 1;
     }
+    /* the file read and the slots' split checked before anything listens: an error is the one line */
+    const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
+                                        .n_gpu_layers = (int32_t)O.n_gpu_layers, .fit_margin = 1024,
+                                        .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
+    if (!serve_gen_open(&gp)) {
+        serve_gen_free();
+        freeaddrinfo(ai);
+        return 1;
+    }
     /* SIGTERM and SIGINT go to the main thread's sigwait only: every thread started below inherits the mask */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -993,6 +1003,7 @@ int loom_cmd_serve(int argc, char ** argv) {
     freeaddrinfo(ai);
     if (lfd < 0) {
         fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
+        serve_gen_free();
         return 1;
     }
     const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
@@ -1008,17 +1019,16 @@ int loom_cmd_serve(int argc, char ** argv) {
         if (d) MHD_stop_daemon(d);
         cJSON_free(bad_cl);
         close(lfd);
+        serve_gen_free();
         return 1;
     }
     fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, bound);
-    const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
-                                        .n_gpu_layers = (int32_t)O.n_gpu_layers,
-                                        .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
-    if (!serve_gen_start(&gp)) {
+    if (!serve_gen_start()) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();
         MHD_stop_daemon(d);
         cJSON_free(bad_cl);
+        serve_gen_free();
         return 1;
     }
     int sig = 0;

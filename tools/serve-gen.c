@@ -2,6 +2,7 @@
  * slot a sequence of the one KV cache, every slot's next tokens decoded together in one batch per step. */
 #include "serve-gen.h"
 
+#include "cli-devices.h"
 #include "cli-util.h"
 
 #include <errno.h>
@@ -38,6 +39,7 @@ static struct {
     pthread_cond_t cv;
     struct serve_job * head, * tail;
     struct serve_stats stats;
+    struct loom_model_file * file; /* opened by serve_gen_open, freed once the worker has loaded the weights */
     struct loom_model * model;
     struct loom_llama_context * lctx;
     int32_t n_ctx;        /* of one slot */
@@ -48,7 +50,6 @@ static struct {
     /* the step's batch */
     int32_t * b_tok, * b_pos, * b_seq;
     int8_t * b_logits;
-    bool load_reported;   /* load() printed why it failed */
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 struct serve_job * serve_job_new(const int32_t * prompt, int32_t n_prompt) {
@@ -328,23 +329,38 @@ static bool on_progress(float progress, void * user) {
     return !atomic_load(&G.stopping);
 }
 
+bool serve_gen_open(const struct serve_gen_params * p) {
+    G.p = *p;
+    if (loom_model_file_open(p->model_path, &G.file) != LOOM_OK) {
+        fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot read the model"));
+        return false;
+    }
+    const int32_t n_train = loom_model_file_hparams(G.file)->n_ctx_train;
+    const int32_t n_total = p->n_ctx > 0 ? p->n_ctx : (n_train > 4096 ? 4096 : n_train);
+    G.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
+    G.n_ctx = n_total / G.n_slots; /* the field's split: each slot gets its share */
+    if (G.n_ctx < 2) {
+        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d tokens per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx);
+        loom_model_file_free(G.file);
+        G.file = NULL;
+        return false;
+    }
+    cli_warn_ctx_train(G.n_ctx, n_train);
+    return true;
+}
+
 static bool load(void) {
     struct loom_model_params mp = loom_model_default_params();
     mp.n_gpu_layers = G.p.n_gpu_layers;
     mp.progress = on_progress;
-    if (loom_model_load(G.p.model_path, mp, &G.model) != LOOM_OK) return false;
-    const int32_t n_train = loom_model_hparams(G.model)->n_ctx_train;
-    const int32_t n_total = G.p.n_ctx > 0 ? G.p.n_ctx : (n_train > 4096 ? 4096 : n_train);
-    G.n_slots = G.p.n_parallel > 0 ? G.p.n_parallel : 1;
-    G.n_ctx = n_total / G.n_slots; /* the field's split: each slot gets its share */
-    if (G.n_ctx < 2) {
-        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d tokens per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx);
-        G.load_reported = true;
-        return false;
-    }
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = G.n_ctx * G.n_slots;
     cp.n_threads = G.p.n_threads;
+    bool ok = G.p.n_gpu_layers != CLI_NGL_AUTO || cli_fit_layers(G.file, &mp, cp, G.p.fit_margin);
+    ok = ok && loom_model_load_file(G.file, mp, &G.model) == LOOM_OK;
+    loom_model_file_free(G.file);
+    G.file = NULL;
+    if (!ok) return false;
     if (loom_llama_context_new(G.model, cp, &G.lctx) != LOOM_OK) return false;
     G.n_batch = cp.n_batch < cp.n_ctx ? cp.n_batch : cp.n_ctx;
     if (G.n_batch < G.n_slots) G.n_batch = G.n_slots;
@@ -368,7 +384,7 @@ static void * worker(void * arg) {
     (void)arg;
     if (!load()) {
         if (!atomic_load(&G.stopping)) {
-            if (!G.load_reported) fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
+            fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
             atomic_store(&G.ready, -1);
             kill(getpid(), SIGTERM); /* the main thread waits for it, and exits with 1 */
         }
@@ -400,8 +416,7 @@ static void * worker(void * arg) {
     return NULL;
 }
 
-bool serve_gen_start(const struct serve_gen_params * p) {
-    G.p = *p;
+bool serve_gen_start(void) {
     G.started = pthread_create(&G.thread, NULL, worker, NULL) == 0;
     return G.started;
 }
@@ -484,6 +499,8 @@ void serve_gen_free(void) {
     free(G.b_logits);
     loom_llama_context_free(G.lctx);
     loom_model_free(G.model);
+    loom_model_file_free(G.file);
+    G.file = NULL;
     G.slots = NULL, G.b_tok = NULL, G.b_logits = NULL;
     G.lctx = NULL, G.model = NULL;
 }

@@ -48,7 +48,8 @@ struct serve_gen_params {
     const char * model_path;
     int32_t n_ctx;                    /* all slots together; <= 0: the training context, at most 4096 */
     int32_t n_parallel;               /* slots (>= 1); each holds n_ctx / n_parallel tokens */
-    int32_t n_gpu_layers, n_threads;
+    int32_t n_gpu_layers, n_threads;  /* n_gpu_layers CLI_NGL_AUTO: as many as fit, 'fit_margin' MiB left free */
+    long long fit_margin;
     int queue_max;                    /* jobs that may wait while every slot is busy */
 };
 
@@ -70,9 +71,14 @@ bool serve_job_add_stop(struct serve_job * j, const char * s);
 /* Drops one reference; the last one frees the job. */
 void serve_job_unref(struct serve_job * j);
 
-/* Starts the worker thread, which loads the model (serve_gen_ready() turns true when done).
- * Returns false when the thread cannot be started. */
-bool serve_gen_start(const struct serve_gen_params * p);
+/* Reads the model file's metadata and checks the slots' split of the context (with a warning when a
+ * slot's context exceeds the training context), before the server listens. False (one line
+ * reported) for a file that cannot be read or a split that leaves a slot less than 2 tokens. */
+bool serve_gen_open(const struct serve_gen_params * p);
+/* Starts the worker thread, which loads the weights of the file serve_gen_open read (fitting them
+ * to the device for -ngl auto); serve_gen_ready() turns 1 when done. Returns false when the thread
+ * cannot be started. */
+bool serve_gen_start(void);
 /* 1 when the model is loaded, 0 while loading, -1 when loading failed. */
 int serve_gen_ready(void);
 /* The loaded model (valid once ready) and the context size of one slot. */

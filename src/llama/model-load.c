@@ -225,6 +225,9 @@ enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom
     enum loom_status st = LOOM_OK;
     if (st == LOOM_OK) {
         st = loom_model_pick_devices(m, &params);
+        if (st == LOOM_OK && params.n_gpu_layers > 0 && m->n_devs == 0) {
+            loom_log(LOOM_LOG_WARN, "-ngl %d asked, but there is no device to offload to: running on the CPU", params.n_gpu_layers);
+        }
     }
     if (st == LOOM_OK) {
         int ngl = m->n_devs ? params.n_gpu_layers : 0;

@@ -89,10 +89,7 @@ enum loom_status loom_model_pick_devices(struct loom_model * m, const struct loo
         any = any || p->tensor_split[i] > 0.0f;
     }
     if (p->n_gpu_layers <= 0) return LOOM_OK;
-    if (n == 0) {
-        loom_log(LOOM_LOG_WARN, "-ngl %d asked, but there is no device to offload to: running on the CPU", p->n_gpu_layers);
-        return LOOM_OK;
-    }
+    if (n == 0) return LOOM_OK; /* the loader warns (not fit.c's probe, which asks for one layer to see the devices) */
     if (p->split_mode == LOOM_SPLIT_MODE_NONE) { /* the main device alone */
         devs[0] = devs[p->main_gpu];
         n = 1;

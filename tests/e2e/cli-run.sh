@@ -112,6 +112,16 @@ if [ $rc -eq 0 ] && [ -n "${n_fit:-}" ] && [ "$n_fit" = "$want" ] && [ "$n_fit" 
 else
   fail "-ngl auto: exit $rc, '${n_fit:-}' layers, want '$want': $line $(tail -2 "$tmp/err")"
 fi
+# -ngl auto without a device: 0 layers, and no word about -ngl (the fit's probe asks for a layer to
+# see the devices; that is not the user's -ngl); -ngl 3 without one is warned about
+"$bin" run -m "$model" -ngl auto -n 4 -c 64 --temp 0 -p hi >/dev/null 2>"$tmp/err" && ! grep -q -- "-ngl" "$tmp/err" &&
+  echo "ok: -ngl auto on the CPU alone, no warning" || fail "-ngl auto without a device: $(cat "$tmp/err")"
+"$bin" run -m "$model" -ngl 3 -n 4 -c 64 --temp 0 -p hi >/dev/null 2>"$tmp/err" && grep -q -- "-ngl 3 asked, but there is no device" "$tmp/err" ||
+  fail "-ngl 3 without a device: $(cat "$tmp/err")"
+# bench and serve take -ngl auto too (bench in its list; a row per value, labelled by the layers placed)
+rows=$(LOOM_SIM_DEVICES=1 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -ngl auto,0 2>"$tmp/err" | grep -c "pp8")
+[ "$rows" = 2 ] && grep -q "^-ngl auto: [0-9]* of [0-9]* layers on sim0" "$tmp/err" && echo "ok: bench -ngl auto,0" ||
+  fail "bench -ngl auto,0: $rows rows: $(cat "$tmp/err")"
 # without -ngl, a GPU-type device means auto; -dev none means none
 LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=70 "$bin" run -m "$tmp/wide.gguf" -c 1024 --cache-type f32 -fa off --fit-margin 4 -n 2 -p hi >/dev/null 2>"$tmp/err" &&
   grep -q "^-ngl auto: $n_fit of 8 layers on sim0" "$tmp/err" && echo "ok: -ngl auto is the default with a GPU-type device" ||

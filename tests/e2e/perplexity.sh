@@ -37,6 +37,21 @@ LOOM_SIM_DEVICES=1 "$bin" perplexity -m "$model" -f "$text" -c 128 -ngl 3 -t 2 >
 ppl3=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/out3")
 awk -v a="$ppl" -v b="${ppl3:-0}" 'BEGIN { d = a - b; exit !(d < 0.0005 && d > -0.0005) }' &&
   echo "ok: -ngl 3 on sim0: $ppl3" || { echo "FAIL: -ngl 3 on sim0: '$ppl3' against $ppl"; fails=$((fails + 1)); }
+# -ngl auto: on sim0 the fit's choice is printed and the figure is the same; on the CPU alone nothing
+# is said about a device (the fit's probe is not the user's -ngl)
+LOOM_SIM_DEVICES=1 "$bin" perplexity -m "$model" -f "$text" -c 128 -ngl auto -t 2 >"$tmp/out4" 2>"$tmp/err4"
+ppl4=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/out4")
+grep -q "^-ngl auto: [0-9]* of [0-9]* layers on sim0" "$tmp/err4" && awk -v a="$ppl" -v b="${ppl4:-0}" 'BEGIN { d = a - b; exit !(d < 0.0005 && d > -0.0005) }' &&
+  echo "ok: -ngl auto on sim0: $ppl4" || { echo "FAIL: -ngl auto on sim0: '$ppl4' against $ppl: $(cat "$tmp/err4")"; fails=$((fails + 1)); }
+"$bin" perplexity -m "$model" -f "$text" -c 128 -ngl auto -t 2 >"$tmp/out4" 2>"$tmp/err4"
+ppl4=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/out4")
+[ "$ppl4" = "$ppl" ] && ! grep -qi "warning\|device" "$tmp/err4" &&
+  echo "ok: -ngl auto on the CPU alone" || { echo "FAIL: -ngl auto on the CPU: '$ppl4': $(cat "$tmp/err4")"; fails=$((fails + 1)); }
+# a context past the training context (128 in stories260K-llamacpp.gguf) is warned about, as run does
+"$bin" perplexity -m "$models/stories260K-llamacpp.gguf" -f "$text" -c 200 -t 2 >/dev/null 2>"$tmp/err5"
+grep -q "^warning: the context of 200 tokens is larger than the model's training context of 128" "$tmp/err5" &&
+  echo "ok: -c 200 warned" || { echo "FAIL: no warning for -c 200 past 128: $(cat "$tmp/err5")"; fails=$((fails + 1)); }
+! grep -q "^warning" "$tmp/err" || { echo "FAIL: a warning for -c 128 of 2048: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 expect_fail() {
   local what=$1 want=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
@@ -52,6 +67,7 @@ head -c 300 "$text" >"$tmp/short.txt"
 expect_fail "no -f" "no text given" "$bin" perplexity -m "$model" -c 128
 expect_fail "no -m" "no model given" "$bin" perplexity -f "$text"
 expect_fail "text shorter than 2 * n_ctx" "needs at least 256" "$bin" perplexity -m "$model" -f "$tmp/short.txt" -c 128
+expect_fail "an empty text (BOS alone)" "the text is 1 token;" "$bin" perplexity -m "$model" -f - -c 128 </dev/null
 expect_fail "-c too small" "invalid value '2' for -c" "$bin" perplexity -m "$model" -f "$text" -c 2
 expect_fail "missing text file" "none.txt" "$bin" perplexity -m "$model" -f "$tmp/none.txt"
 expect_fail "missing model" "none.gguf" "$bin" perplexity -m "$tmp/none.gguf" -f "$text"

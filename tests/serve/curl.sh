@@ -181,7 +181,11 @@ stop_server
 
 # one slot, no queue: a long stream holds the slot (503 for the next request); the client going
 # away frees it; SIGTERM during a stream still exits 0
-start_server "$tmp/log2" -m "$model" -c 32768 --queue-max 0 --metrics
+start_server "$tmp/log2" -m "$model" -c 32768 --queue-max 0 --metrics -ngl auto
+# (a slot's context past the training context of 128 is warned about, as run does; -ngl auto without a device says nothing)
+grep -q "^warning: the context of 32768 tokens is larger than the model's training context of 128" "$tmp/log2" ||
+  fail "no warning for -c 32768: $(cat "$tmp/log2")"
+grep -q -- "-ngl" "$tmp/log2" && fail "-ngl auto without a device: $(cat "$tmp/log2")"
 long_req='{"prompt":"Once","n_predict":30000,"ignore_eos":true,"stream":true}'
 curl -s -N "$url/completion" -d "$long_req" >"$tmp/long" &
 bg=$!
@@ -216,14 +220,14 @@ wait "$bg" 2>/dev/null; bg=
 [ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 0: $(cat "$tmp/np")"
 timeout 20 "$bin" serve -m "$model" --port 0 -c 8 -np 8 2>"$tmp/npc"
 rc=$?
-[ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" || fail "-c 8 -np 8: exit $rc: $(cat "$tmp/npc")"
+[ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
 "$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
 grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
 
 echo "not a GGUF file" >"$tmp/bad.gguf"
 timeout 20 "$bin" serve -m "$tmp/bad.gguf" --port 0 2>"$tmp/badmodel"
 rc=$?
-[ $rc -eq 1 ] && grep -q "bad magic" "$tmp/badmodel" || fail "a malformed model: exit $rc: $(cat "$tmp/badmodel")"
+[ $rc -eq 1 ] && grep -q "bad magic" "$tmp/badmodel" && [ "$(wc -l <"$tmp/badmodel")" = 1 ] || fail "a malformed model: exit $rc, not one line: $(cat "$tmp/badmodel")"
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "loom serve: all curl checks passed"
