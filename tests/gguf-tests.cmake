@@ -5,7 +5,7 @@ target_sources(test-gguf-corpus PRIVATE ${CMAKE_SOURCE_DIR}/tests/gguf/gguf-gen.
 add_test(NAME gguf-info
   COMMAND ${CMAKE_COMMAND} -DLOOM_BIN=$<TARGET_FILE:loom-cli>
           -DMODEL=${LOOM_SHARED_MODELS}/stories260K-llamacpp.gguf
-          -DROUNDTRIP=${CMAKE_BINARY_DIR}/gguf-roundtrip/mixed-32.gguf
+          -DROUNDTRIP=${CMAKE_BINARY_DIR}/gguf-roundtrip/mixed-32.gguf -DTMPDIR=${CMAKE_BINARY_DIR}
           -P ${CMAKE_SOURCE_DIR}/tests/gguf/check-info.cmake)
 # test-gguf writes the round-trip file this test reads
 set_tests_properties(gguf-info PROPERTIES DEPENDS test-gguf SKIP_REGULAR_EXPRESSION "skipped:" TIMEOUT 120)

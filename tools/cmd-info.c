@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ABBREV_N 6 /* array elements shown without --all */
+#define ABBREV_N 6       /* array elements shown without --all */
+#define ABBREV_BYTES 256 /* bytes of a string value shown without --all (a chat template may be 200 KB) */
 
 struct info_opts {
     bool json;
@@ -25,11 +26,12 @@ static void usage(FILE * f) {
             "\n"
             "options:\n"
             "  --json    machine-readable output (one JSON object)\n"
-            "  --all     print every element of array values (default: the first %d and the count)\n"
+            "  --all     print every element of array values and whole strings (default: the first %d elements\n"
+            "            and the count, the first %d bytes of a string and how many were left out)\n"
             "  -m FILE   the file (as in the other commands; the same as giving FILE)\n"
             "  -h        this help\n"
             CLI_LONG_OPTION_HELP,
-            ABBREV_N);
+            ABBREV_N, ABBREV_BYTES);
 }
 
 /* ---------------------------------------------------------------- string escaping */
@@ -136,13 +138,24 @@ static void put_scalar(FILE * f, enum loom_gguf_type type, const void * data, ui
     }
 }
 
+/* The bytes of a string value of 'len' bytes shown: all with --all or when short, else the first
+ * ABBREV_BYTES less any bytes of a character cut at the end. */
+static size_t string_shown(const char * s, size_t len, const struct info_opts * o) {
+    if (o->all || len <= ABBREV_BYTES) return len;
+    size_t n = ABBREV_BYTES;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--; /* s[n] continues a character: cut before it */
+    return n;
+}
+
 /* Prints key i's value: a scalar, a string, or an array (abbreviated unless 'all'). */
 static void put_value(FILE * f, const struct loom_gguf * g, int64_t i, const struct info_opts * o) {
     enum loom_gguf_type type = loom_gguf_kv_type(g, i);
     if (type == LOOM_GGUF_TYPE_STRING) {
         size_t len;
         const char * s = loom_gguf_kv_str(g, i, &len);
-        put_quoted(f, s, len, o->json);
+        const size_t shown = string_shown(s, len, o);
+        put_quoted(f, s, shown, o->json);
+        if (shown < len && !o->json) fprintf(f, " ... (%zu more bytes, %zu in all)", len - shown, len);
         return;
     }
     if (type != LOOM_GGUF_TYPE_ARRAY) {
@@ -240,6 +253,10 @@ static void print_json(FILE * f, const struct loom_gguf * g, const struct info_o
             fprintf(f, ", \"elem_type\": \"%s\", \"n\": %llu, \"truncated\": %s",
                     loom_gguf_type_name(loom_gguf_kv_arr_type(g, i)), (unsigned long long)n,
                     !o->all && n > ABBREV_N ? "true" : "false");
+        } else if (type == LOOM_GGUF_TYPE_STRING) {
+            size_t len;
+            const char * s = loom_gguf_kv_str(g, i, &len);
+            fprintf(f, ", \"n_bytes\": %zu, \"truncated\": %s", len, string_shown(s, len, o) < len ? "true" : "false");
         }
         fputs(", \"value\": ", f);
         put_value(f, g, i, o);

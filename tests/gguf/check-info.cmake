@@ -93,6 +93,42 @@ if(EXISTS "${ROUNDTRIP}")
   endif()
 endif()
 
+# a long string (a 3000-byte chat template, of a 3-byte character repeated) is shortened as arrays
+# are, at a character's boundary, saying how much was left out; --all shows it whole
+if(DEFINED TMPDIR)
+  string(REPEAT "€" 1000 tmpl) # U+20AC, 3 bytes each
+  string(REPEAT "€" 85 head)  # 255 bytes: the character at 255..257 does not fit in 256
+  set(long "${TMPDIR}/long-template.gguf")
+  execute_process(COMMAND ${LOOM_BIN} gen-model --dim 64 --hidden 128 --layers 1 --heads 4 --vocab 300 --ctx 64
+                          --chat-template "${tmpl}" -o "${long}" RESULT_VARIABLE rc ERROR_VARIABLE err)
+  expect("gen-model with a long template" "${rc}" 0)
+  run_info(out err rc "${long}")
+  string(FIND "${out}" "\"${head}\" ... (2745 more bytes, 3000 in all)" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "the long template is not shortened to 255 bytes with the count: ${out}")
+  endif()
+  run_info(out err rc --json "${long}")
+  string(JSON n LENGTH "${out}" metadata)
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE ${last})
+    string(JSON key GET "${out}" metadata ${i} key)
+    if(key STREQUAL "tokenizer.chat_template")
+      string(JSON v GET "${out}" metadata ${i} value)
+      string(JSON nb GET "${out}" metadata ${i} n_bytes)
+      string(JSON tr GET "${out}" metadata ${i} truncated)
+    endif()
+  endforeach()
+  expect("JSON template shown" "${v}" "${head}")
+  expect("JSON template n_bytes" "${nb}" 3000)
+  expect("JSON template truncated" "${tr}" ON)
+  run_info(out err rc --all "${long}")
+  string(FIND "${out}" "\"${tmpl}\"" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "--all does not show the whole template")
+  endif()
+  file(REMOVE "${long}")
+endif()
+
 # usage and argument errors: exactly one line on stderr, status 1
 run_info(out err rc -h)
 expect("-h exit status" "${rc}" 0)
