@@ -115,11 +115,12 @@ enum loom_status loom_vocab_new(const struct loom_vocab_params * params, struct 
  * 2 "</s>" (EOS, control) whatever the file spells them (tok512.bin has "\n<s>\n"); pieces
  * "<0xNN>" are byte tokens; the rest normal; add_bos and add_space_prefix true.
  * 'n_tokens' is the vocabulary size from the checkpoint header, or 0 to read entries up to the
- * end of the file (entries after the first 'n_tokens' are ignored with a warning).
+ * end of the file.
  * Errors: LOOM_ERR_INVALID_ARG (NULL, n_tokens < 0 or > LOOM_VOCAB_MAX_TOKENS), LOOM_ERR_IO
  * (cannot open or read), LOOM_ERR_FORMAT (max_token_length <= 0; a negative length or one above
  * max_token_length; an entry running past the end of the file; fewer than 3 or than 'n_tokens'
- * entries; a NaN score), LOOM_ERR_OOM; each with a logged reason. */
+ * entries, or bytes after the first 'n_tokens' (the tokenizer of a larger vocabulary); a NaN
+ * score), LOOM_ERR_OOM; each with a logged reason. */
 enum loom_status loom_vocab_load_llama2c(const char * path, int32_t n_tokens, struct loom_vocab ** out);
 /* The same from 'size' bytes in memory (not kept). */
 enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, int32_t n_tokens,

@@ -162,7 +162,8 @@ static void test_bad_vocab_size(const uint8_t * ckpt, size_t size, const char * 
     free(copy);
 }
 
-/* Bytes after the weights are warned about once, and a classifier's worth gets its own note. */
+/* Bytes after the weights mean the header does not describe them (a wrong hidden size shifts every
+ * tensor): refused, nothing written; a classifier's worth gets its own note. */
 static void test_trailing(const uint8_t * ckpt, size_t size, const char * tok) {
     const size_t cls = 512 * 64 * 4; /* vocab x dim f32: an unshared classifier */
     const size_t extras[] = {100, cls};
@@ -174,29 +175,46 @@ static void test_trailing(const uint8_t * ckpt, size_t size, const char * tok) {
     for (size_t k = 0; k < 2; k++) {
         CHECK(write_all(in, copy, size + extras[k]), "write");
         log_reset();
-        CHECK(loom_convert_llama2c(in, tok, out) == LOOM_OK, "trailing %zu bytes still converts: %s", extras[k], last_err);
-        char want[64];
-        snprintf(want, sizeof want, "checkpoint: %zu bytes after the weights ignored", extras[k]);
-        CHECK(n_warn == 1 && strstr(last_warn, want), "one warning for %zu trailing bytes (%d: %s)", extras[k], n_warn, last_warn);
-        CHECK((strstr(last_warn, "classifier") != NULL) == (extras[k] == cls), "classifier note: %s", last_warn);
-        unlink(out);
+        const enum loom_status st = loom_convert_llama2c(in, tok, out);
+        CHECK(st == LOOM_ERR_FORMAT, "trailing %zu bytes: status %s", extras[k], loom_status_str(st));
+        char want[80];
+        snprintf(want, sizeof want, "checkpoint: %zu bytes after the weights the header describes", extras[k]);
+        CHECK(strstr(last_err, want), "the error for %zu trailing bytes: %s", extras[k], last_err);
+        CHECK((strstr(last_err, "classifier") != NULL) == (extras[k] == cls), "classifier note: %s", last_err);
+        CHECK(!exists(out) && !test_dir_has_temp(dir), "nothing written for %zu trailing bytes", extras[k]);
     }
+    /* a header whose hidden size is one less than the weights': the feed-forward weights are
+     * 3 x layers x dim bytes x 4 short, which is left over */
+    int32_t hidden;
+    memcpy(&hidden, copy + 4, 4);
+    hidden--;
+    memcpy(copy + 4, &hidden, 4);
+    CHECK(write_all(in, copy, size), "write");
+    log_reset();
+    const enum loom_status st = loom_convert_llama2c(in, tok, out);
+    CHECK(st == LOOM_ERR_FORMAT && strstr(last_err, "the header does not match the weights"), "hidden size %d: status %s, %s", hidden,
+          loom_status_str(st), last_err);
+    CHECK(!exists(out), "nothing written for a wrong hidden size");
     free(copy);
 }
 
-/* A tokenizer longer than the vocab needs warns once, whichever path loads it. */
+/* A tokenizer with more entries than the model's vocabulary (another model's) is refused, whichever path loads it. */
 static void test_tokenizer_trailing(const char * ckpt, const char * big_tok) {
     struct loom_vocab * v = NULL;
     log_reset();
-    CHECK(loom_vocab_load_llama2c(big_tok, 512, &v) == LOOM_OK, "load 512 of tokenizer.bin: %s", last_err);
-    CHECK(n_warn == 1 && strstr(last_warn, "bytes after entry 512 ignored"), "one warning (%d: %s)", n_warn, last_warn);
+    CHECK(loom_vocab_load_llama2c(big_tok, 512, &v) == LOOM_ERR_FORMAT && !v, "512 entries of tokenizer.bin refused");
+    CHECK(strstr(last_err, "after entry 512") && strstr(last_err, "512 tokens"), "the error: %s", last_err);
+    loom_vocab_free(v);
+    v = NULL;
+    CHECK(loom_vocab_load_llama2c(big_tok, 32000, &v) == LOOM_OK && v && loom_vocab_n_tokens(v) == 32000, "all of tokenizer.bin: %s",
+          last_err);
     loom_vocab_free(v);
     const char * out = tpath("bigtok.gguf");
     log_reset();
-    CHECK(loom_convert_llama2c(ckpt, big_tok, out) == LOOM_OK, "convert with tokenizer.bin: %s", last_err);
-    CHECK(n_warn == 1 && strstr(last_warn, "bytes after entry 512 ignored"), "one warning in convert (%d: %s)", n_warn,
-          last_warn);
-    unlink(out);
+    const enum loom_status st = loom_convert_llama2c(ckpt, big_tok, out);
+    CHECK(st == LOOM_ERR_FORMAT && strstr(last_err, "after entry 512"), "convert with tokenizer.bin: status %s, %s", loom_status_str(st),
+          last_err);
+    CHECK(!exists(out) && !test_dir_has_temp(dir), "nothing written with tokenizer.bin");
 }
 
 static void test_garbage_tokenizer(const char * ckpt) {

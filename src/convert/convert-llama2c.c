@@ -72,12 +72,19 @@ static enum loom_status read_config(const uint8_t * data, size_t size, struct ll
                  (unsigned long long)total, size - 28);
         return LOOM_ERR_FORMAT;
     }
+    /* bytes left over mean the header does not describe the weights (a wrong size would read every
+     * tensor from the wrong place), so they are refused, not skipped */
     uint64_t extra = (uint64_t)(size - 28) - total;
     if (extra > 0 && c->shared_classifier && extra == counts[W_EMBD] * 4) {
-        loom_log(LOOM_LOG_WARN, "checkpoint: %llu bytes after the weights ignored: the size of a separate classifier, but "
+        loom_log(LOOM_LOG_ERROR, "checkpoint: %llu bytes after the weights the header describes: the size of a separate classifier, but "
                  "the header's positive vocab size says the classifier is shared", (unsigned long long)extra);
-    } else if (extra > 0) {
-        loom_log(LOOM_LOG_WARN, "checkpoint: %llu bytes after the weights ignored", (unsigned long long)extra);
+        return LOOM_ERR_FORMAT;
+    }
+    if (extra > 0) {
+        loom_log(LOOM_LOG_ERROR, "checkpoint: %llu bytes after the weights the header describes (dim %d, hidden %d, layers %d, heads %d, "
+                 "kv heads %d, vocab %d, seq %d): the header does not match the weights", (unsigned long long)extra, c->dim,
+                 c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, c->seq_len);
+        return LOOM_ERR_FORMAT;
     }
     return LOOM_OK;
 }

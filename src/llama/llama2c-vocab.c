@@ -119,8 +119,10 @@ enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, 
     size_t end = 0;
     int64_t n = walk_entries(d, size, max_len, n_tokens, NULL, &end);
     if (n < 0) return LOOM_ERR_FORMAT;
-    if (end < size) { /* once here: the second walk below reads the same entries */
-        loom_log(LOOM_LOG_WARN, "llama2c vocab: %zu bytes after entry %lld ignored", size - end, (long long)n);
+    if (end < size) { /* more entries than the model's vocabulary: the tokenizer of another model */
+        loom_log(LOOM_LOG_ERROR, "llama2c vocab: %zu bytes after entry %lld: the tokenizer holds more than the model's %d tokens "
+                 "(the tokenizer of another model?)", size - end, (long long)n, n_tokens);
+        return LOOM_ERR_FORMAT;
     }
     if (n < 3) {
         loom_log(LOOM_LOG_ERROR, "llama2c vocab: %lld entries; need at least <unk>, <s>, </s>", (long long)n);
