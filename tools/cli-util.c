@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,45 @@ static bool seen_before(const char * text) {
 }
 
 /* Errors are kept, not printed: the command reports the failure itself, in one line. */
+/* Info lines held by cli_log_hold (NUL-terminated, each ending in a newline), under g_held_mu. */
+static struct {
+    bool on;
+    char * text;
+    size_t len, cap;
+} g_held;
+static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Appends an info line to the held ones; false (the caller prints it) when out of memory. */
+static bool hold_line(const char * text) {
+    const size_t n = strlen(text);
+    if (g_held.len + n + 2 > g_held.cap) {
+        size_t cap = g_held.cap ? g_held.cap : 1024;
+        while (cap < g_held.len + n + 2) cap *= 2;
+        char * t = realloc(g_held.text, cap);
+        if (!t) return false;
+        g_held.text = t, g_held.cap = cap;
+    }
+    memcpy(g_held.text + g_held.len, text, n);
+    g_held.len += n;
+    g_held.text[g_held.len++] = '\n';
+    g_held.text[g_held.len] = 0;
+    return true;
+}
+
+void cli_log_hold(void) {
+    pthread_mutex_lock(&g_held_mu);
+    g_held.on = g_min_level == LOOM_LOG_INFO; /* with -v (debug) everything goes out as it comes */
+    pthread_mutex_unlock(&g_held_mu);
+}
+
+void cli_log_release(bool print) {
+    pthread_mutex_lock(&g_held_mu);
+    if (print && g_held.len) fputs(g_held.text, stderr);
+    free(g_held.text);
+    g_held.text = NULL, g_held.len = g_held.cap = 0, g_held.on = false;
+    pthread_mutex_unlock(&g_held_mu);
+}
+
 static void cli_log(enum loom_log_level level, const char * text, void * user) {
     (void)user;
     if (level == LOOM_LOG_ERROR) {
@@ -158,6 +198,12 @@ static void cli_log(enum loom_log_level level, const char * text, void * user) {
         return;
     }
     if (level < g_min_level) return;
+    if (level == LOOM_LOG_INFO) {
+        pthread_mutex_lock(&g_held_mu);
+        const bool held = g_held.on && hold_line(text);
+        pthread_mutex_unlock(&g_held_mu);
+        if (held) return;
+    }
     if (level == LOOM_LOG_WARN && seen_before(text)) return; /* e.g. a model's metadata read to check, then to load */
     fprintf(stderr, "%s%s\n", level == LOOM_LOG_WARN ? "warning: " : "", text);
 }

@@ -74,5 +74,11 @@ const char * cli_last_error(const char * fallback);
  * are never printed by the library: they are kept for cli_last_error, and the command prints its
  * one error line. */
 void cli_log_setup(enum loom_log_level min_level);
+/* Holds the library's info lines (loading details) from now on instead of printing them, so that
+ * an error before the command is under way stays its one line; cli_log_release(true) prints them
+ * (in order) and stops holding, cli_log_release(false) drops them. Nothing is held when debug lines
+ * are printed too (-v). Warnings are printed as they come. */
+void cli_log_hold(void);
+void cli_log_release(bool print);
 
 #endif

@@ -163,6 +163,7 @@ static void run_state_free(struct run_state * s) {
 }
 
 static int fail(struct run_state * s, const char * what) {
+    cli_log_release(false); /* the loading details of a run that did not start: the error is the one line */
     if (s->text_out) fputc('\n', stdout);
     fflush(stdout);
     fprintf(stderr, "loom run: %s\n", cli_last_error(what));
@@ -293,7 +294,11 @@ int loom_cmd_run(int argc, char ** argv) {
         if (!fitted) return fail(&s, "cannot measure what fits on the device");
         o.g.n_gpu_layers = mp.n_gpu_layers;
     }
+    cli_log_hold(); /* printed once the context exists: a model or a KV cache refused gets its one line */
     if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
+    double t_load = (loom_time_us() - t_start) / 1000.0;
+    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
+    cli_log_release(true);
     /* warned only now, so that a request refused above still gets its one line */
     if (o.g.device && o.g.n_gpu_layers == 0 && !ngl_auto) {
         fprintf(stderr, "warning: --device %s has no effect without -ngl/--n-gpu-layers > 0 (nothing is offloaded)\n", o.g.device);
@@ -307,9 +312,6 @@ int loom_cmd_run(int argc, char ** argv) {
         fprintf(stderr, "warning: the prompt (%d tokens) and -n %lld exceed the context of %d: generation stops after %d tokens "
                         "(use -c)\n", n_prompt, o.g.n_predict, n_ctx, n_ctx - n_prompt + 1);
     }
-    double t_load = (loom_time_us() - t_start) / 1000.0;
-
-    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
     if (o.g.verbose) cli_print_memory_breakdown(s.model, s.lctx);
     if (o.g.verbose_prompt) {
         fprintf(stderr, "prompt: %d tokens\n", n_prompt);
