@@ -36,37 +36,48 @@ static float signed_absmax(int n, const float * x, float * amax) {
     return max;
 }
 
+/* The signed absolute maximum '*max' of x[0 .. n) that a symmetric fit starts from; false, with the
+ * n codes in L zero (a zero scale), when every value is below GROUP_MAX_EPS in magnitude. */
+static bool sym_max(int n, const float * x, void * L, float * max) {
+    float amax;
+    *max = signed_absmax(n, x, &amax);
+    if (!(amax < GROUP_MAX_EPS)) return true;
+    memset(L, 0, (size_t)n);
+    return false;
+}
+
+/* The codes l = round(iscale * x[i]) clamped to -nmax .. nmax-1 of a symmetric fit and their
+ * weighted sums (weights x^2): '*sumlx' = sum w x l, '*suml2' = sum w l^2; the codes go to L
+ * unless it is NULL. */
+static void sym_codes(int n, int nmax, const float * x, float iscale, int8_t * L, float * sumlx, float * suml2) {
+    float slx = 0.f, sl2 = 0.f;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
+    }
+    *sumlx = slx;
+    *suml2 = sl2;
+}
+
 /* Symmetric scale for 'n' values with codes -nmax .. nmax-1 (stored as L + nmax), weights x^2:
  * tries inverse scales -(nmax + 0.1 k) / max for k in -9..9, keeps the largest sumlx^2 / suml2
  * (the least-squares gain), returns the least-squares scale. */
 static float fit_scale_sym(int n, int nmax, const float * x, uint8_t * L) {
-    float amax;
-    const float max = signed_absmax(n, x, &amax);
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
+    float max;
+    if (!sym_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
-    float sumlx = 0.f, suml2 = 0.f;
-    for (int i = 0; i < n; i++) {
-        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (uint8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    sym_codes(n, nmax, x, iscale, (int8_t *)L, &sumlx, &suml2);
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(((int8_t *)L)[i] + nmax);
     float scale = suml2 != 0.f ? sumlx / suml2 : 0.f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0.f;
-        for (int i = 0; i < n; i++) {
-            const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        sym_codes(n, nmax, x, iscale, NULL, &sumlx, &suml2);
         if (suml2 > 0.f && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) L[i] = (uint8_t)(nmax + clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1));
             scale = sumlx / suml2;
@@ -79,21 +90,10 @@ static float fit_scale_sym(int n, int nmax, const float * x, uint8_t * L) {
 /* Q3_K's sub-block scale: codes -nmax .. nmax-1 from the absolute maximum, then up to five sweeps
  * that move single codes where that raises the weighted gain sumlx^2 / suml2 (weights x^2). */
 static float fit_scale_q3(int n, int nmax, const float * x, int8_t * L) {
-    float amax;
-    const float max = signed_absmax(n, x, &amax);
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    const float iscale = -nmax / max;
-    float sumlx = 0.f, suml2 = 0.f;
-    for (int i = 0; i < n; i++) {
-        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float max;
+    if (!sym_max(n, x, L, &max)) return 0.f;
+    float sumlx, suml2;
+    sym_codes(n, nmax, x, -nmax / max, L, &sumlx, &suml2);
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
