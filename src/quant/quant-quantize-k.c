@@ -21,26 +21,11 @@
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* The value of the largest magnitude among x[0 .. n) (the first of equal ones; 0 when all are 0),
- * its magnitude in '*amax'. */
-static float signed_absmax(int n, const float * x, float * amax) {
-    float max = 0.f, m = 0.f;
-    for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        if (a > m) {
-            m = a;
-            max = x[i];
-        }
-    }
-    *amax = m;
-    return max;
-}
-
 /* The signed absolute maximum '*max' of x[0 .. n) that a symmetric fit starts from; false, with the
  * n codes in L zero (a zero scale), when every value is below GROUP_MAX_EPS in magnitude. */
 static bool sym_max(int n, const float * x, void * L, float * max) {
     float amax;
-    *max = signed_absmax(n, x, &amax);
+    *max = quant_signed_absmax(n, x, &amax);
     if (!(amax < GROUP_MAX_EPS)) return true;
     memset(L, 0, (size_t)n);
     return false;
@@ -239,7 +224,7 @@ static void block_q3_K(const float * x, void * out) {
     float scales[QK_K / 16];
     for (int j = 0; j < QK_K / 16; j++) scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
     float amax;
-    const float max_scale = signed_absmax(QK_K / 16, scales, &amax);
+    const float max_scale = quant_signed_absmax(QK_K / 16, scales, &amax);
     memset(y->scales, 0, sizeof y->scales);
     if (max_scale != 0.f) {
         const float iscale = -32.f / max_scale;
@@ -425,7 +410,7 @@ static void block_q6_K(const float * x, void * out) {
 static void block_q8_K(const float * x, void * out) {
     struct block_q8_K * y = out;
     float amax;
-    const float max = signed_absmax(QK_K, x, &amax);
+    const float max = quant_signed_absmax(QK_K, x, &amax);
     if (amax == 0.f) {
         memset(y, 0, sizeof *y);
         return;
@@ -469,7 +454,7 @@ static float fit_scale_iq4(const float * xb, uint8_t * L) {
     float weight[32];
     for (int j = 0; j < 32; j++) weight[j] = xb[j] * xb[j];
     float amax;
-    const float max = signed_absmax(32, xb, &amax);
+    const float max = quant_signed_absmax(32, xb, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, 32);
         return 0.f;

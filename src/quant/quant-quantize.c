@@ -55,19 +55,6 @@ void lqu_run(const struct quant_codec * c, const float * x, void * y, int64_t n)
 
 /* ---------------------------------------------------------------- legacy blocks */
 
-/* The element of largest magnitude (the first one on ties), with its sign. */
-static float signed_absmax(const float * x, int n) {
-    float amax = 0.f, max = 0.f;
-    for (int j = 0; j < n; j++) {
-        const float a = fabsf(x[j]);
-        if (a > amax) {
-            amax = a;
-            max = x[j];
-        }
-    }
-    return max;
-}
-
 static void min_max(const float * x, int n, float * mn, float * mx) {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int j = 0; j < n; j++) {
@@ -113,7 +100,8 @@ static uint32_t pack_codes(const uint8_t * q, int n, uint8_t * qs) {
  * their low 4 bits packed into qs; returns their fifth bits (pack_codes). */
 static uint32_t block_offset(const float * x, int n, int qmax, loom_half * d, uint8_t * qs) {
     const float half = (float)((qmax + 1) / 2);
-    const float s = signed_absmax(x, n) / -half;
+    float amax;
+    const float s = quant_signed_absmax(n, x, &amax) / -half;
     *d = quant_fp16(s);
     uint8_t q[32];
     codes_offset(x, n, inverse(s), half + 0.5f, qmax, q);
