@@ -367,15 +367,9 @@ static void block_q6_K(const float * x, void * out) {
     struct block_q6_K * y = out;
     uint8_t L[QK_K];
     float scales[QK_K / 16];
-    float max_scale = 0.f, max_abs_scale = 0.f;
-    for (int ib = 0; ib < QK_K / 16; ib++) {
-        scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
-        const float a = fabsf(scales[ib]);
-        if (a > max_abs_scale) {
-            max_abs_scale = a;
-            max_scale = scales[ib];
-        }
-    }
+    for (int ib = 0; ib < QK_K / 16; ib++) scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+    float max_abs_scale;
+    const float max_scale = quant_signed_absmax(QK_K / 16, scales, &max_abs_scale);
     if (max_abs_scale < GROUP_MAX_EPS) {
         memset(y, 0, sizeof *y);
         return;
@@ -506,15 +500,9 @@ static void block_iq4_xs(const float * x, void * out) {
     struct block_iq4_xs * y = out;
     uint8_t L[QK_K];
     float scales[QK_K / 32];
-    float max_scale = 0.f, amax_scale = 0.f;
-    for (int ib = 0; ib < QK_K / 32; ib++) {
-        scales[ib] = fit_scale_iq4(x + 32 * ib, L + 32 * ib);
-        const float a = fabsf(scales[ib]);
-        if (a > amax_scale) {
-            amax_scale = a;
-            max_scale = scales[ib];
-        }
-    }
+    for (int ib = 0; ib < QK_K / 32; ib++) scales[ib] = fit_scale_iq4(x + 32 * ib, L + 32 * ib);
+    float amax_scale;
+    const float max_scale = quant_signed_absmax(QK_K / 32, scales, &amax_scale);
     memset(y, 0, sizeof *y);
     const float d = -max_scale / 32;
     y->d = quant_fp16(d);
