@@ -3,14 +3,15 @@
 # PREBUILT), the CUDA tests, greedy stories260K on CUDA0 for every -ngl (mmap, --no-mmap,
 # zero-copy host weights), compute-sanitizer on a short run, the 7B F16 benchmark, the
 # profile breakdowns (LOOM_CUDA_PARAMS=profile=1|2) and the CUDA-graph / fusion on-off variants. Logs go to $OUT.
-# usage: [PREBUILT=dir] [CMAKE_FLAGS=...] bench/gpu-e2e.sh MODELS_DIR [steps...]
+# usage: [B=build-dir] [PREBUILT=dir] [CMAKE_FLAGS=...] bench/gpu-e2e.sh MODELS_DIR [steps...]
+#   (bench/gpu-quant.sh runs the build and testcuda steps through this script)
 #   steps: build test testcuda testops e2e sanitize bench7b profile variants ngl16
 #   (default: build test e2e sanitize bench7b)
 set -u
 MODELS=$(cd "$1" && pwd); shift
 steps=${*:-build test e2e sanitize bench7b}
 DEST=${OUT:-gpu-out}; mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
-B=build-gpu
+B=${B:-build-gpu}
 M7=/tmp/7b-f16.gguf
 log() { echo "== $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader

@@ -3,7 +3,7 @@
 # `loom test-ops -b CUDA0`, every quant fixture's greedy text (64 tokens) on CUDA0 (-ngl 99 and a
 # partial -ngl) against the CPU's, perplexity on CUDA0 against the CPU's, compute-sanitizer on a
 # quantized decode, and the 7B benchmarks (loom gen-model + loom quantize). Logs go to $OUT.
-# usage: [B=build-dir] [PREBUILT=dir] bench/gpu-quant.sh MODELS_DIR [steps...]
+# usage: [B=build-dir] [PREBUILT=dir] [CMAKE_FLAGS=...] bench/gpu-quant.sh MODELS_DIR [steps...]
 #   PREBUILT: loom, test-cuda and libloom-cuda.so built elsewhere (step build then copies them)
 #   steps: build testcuda testops e2e ppl sanitize sanitize-ops bench7b profile (default: all but
 #   sanitize-ops and profile)
@@ -20,13 +20,8 @@ gen7b() { [ -f $M7 ] || $B/loom gen-model --preset 7b --type f16 --tokenizer "$M
 for s in $steps; do
   t0=$(date +%s)
   case $s in
-  build)
-    if [ -n "${PREBUILT:-}" ]; then mkdir -p $B && cp "$PREBUILT"/* $B/ && log "prebuilt binaries from $PREBUILT"; continue; fi
-    cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_WERROR=ON -DLOOM_SHARED_MODELS="$MODELS" -DCMAKE_CUDA_ARCHITECTURES=90 > "$DEST/build.log" 2>&1 &&
-      cmake --build $B -j16 >> "$DEST/build.log" 2>&1 || { tail -30 "$DEST/build.log"; exit 1; } ;;
-  testcuda)
-    timeout 150 $B/test-cuda > "$DEST/test-cuda.log" 2>&1; log "test-cuda rc=$?"
-    grep -E "op cases|memory tests|all checks|check\(s\) failed" "$DEST/test-cuda.log"; grep "check failed" "$DEST/test-cuda.log" | cut -c1-250 | head -20 ;;
+  build | testcuda) # as bench/gpu-e2e.sh does them (the build for the H200 only)
+    B=$B OUT=$DEST CMAKE_FLAGS="-DCMAKE_CUDA_ARCHITECTURES=90 ${CMAKE_FLAGS:-}" bash bench/gpu-e2e.sh "$MODELS" $s || exit 1 ;;
   testops)
     timeout 150 $B/loom test-ops -b CUDA0 > "$DEST/test-ops.log" 2>&1; log "loom test-ops -b CUDA0 rc=$?"
     grep -E "FAIL|passed|^mul_mat|^get_rows|^cpy|^dup|^set_rows" "$DEST/test-ops.log" | head -40 ;;

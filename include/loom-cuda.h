@@ -67,6 +67,40 @@ bool loom_backend_is_cuda(loom_backend_t backend);
  * device; LOOM_ERR_UNSUPPORTED when Loom was built without CUDA. */
 enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
 
+/* The fusions of the CUDA backend (docs/CUDA.md, "The fusions"), as loom_cuda_get_stats counts
+ * them: per kind, the launches that carry it (one launch may carry several, e.g. a pre-norm and
+ * SwiGLU). */
+enum loom_cuda_fusion {
+    LOOM_CUDA_FUSION_NORM_MUL,      /* RMS_NORM and the MUL of its result by an F32 row in one kernel */
+    LOOM_CUDA_FUSION_ROPE_COPY,     /* ROPE and the copy of its result (a cache store) in one kernel */
+    LOOM_CUDA_FUSION_EPILOGUE,      /* a product's ADD, MUL, SILU, copy or rotation in the product's kernel */
+    LOOM_CUDA_FUSION_SWIGLU,        /* MUL_MAT, SILU, MUL_MAT, MUL of one activation in one kernel */
+    LOOM_CUDA_FUSION_MULTI,         /* two or three products of one activation (a layer's q, k and v) */
+    LOOM_CUDA_FUSION_TAIL_NORM,     /* RMS_NORM and MUL of the product's result in the launch's last block */
+    LOOM_CUDA_FUSION_TAIL_SOFT_MAX, /* SOFT_MAX of the product's result in the launch's last block */
+    LOOM_CUDA_FUSION_TAIL_PRE_NORM, /* the last block prepares the next launch's pre-norm */
+    LOOM_CUDA_FUSION_PRE_NORM,      /* the products finish the RMS_NORM and MUL of their input */
+    LOOM_CUDA_FUSION_COUNT
+};
+
+/* What a CUDA backend's graph computes launched, summed since the backend was created. Counted as
+ * each launch is planned (no device work, no waiting), so the figures hold as soon as
+ * graph_compute returns; a compute that replays captured CUDA graphs counts what their capture
+ * counted. A launch group is a node and the nodes fused into it (cuBLAS may queue several
+ * kernels for one). */
+struct loom_cuda_stats {
+    int64_t computes;                         /* graph_compute calls that queued work */
+    int64_t nodes;                            /* compute nodes queued (views and empty nodes compute nothing) */
+    int64_t launches;                         /* launch groups */
+    int64_t led[LOOM_OP_COUNT];               /* launch groups by the op of their first node */
+    int64_t fusions[LOOM_CUDA_FUSION_COUNT];  /* launch groups carrying each fusion */
+};
+
+/* Copies the counts of 'backend' into '*stats' (for tests and tools: which fusions a graph got).
+ * Errors: LOOM_ERR_INVALID_ARG when 'backend' is not a CUDA backend or 'stats' is NULL;
+ * LOOM_ERR_UNSUPPORTED when Loom was built without CUDA. */
+enum loom_status loom_cuda_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats);
+
 #ifdef __cplusplus
 }
 #endif

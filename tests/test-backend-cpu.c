@@ -1,5 +1,7 @@
-/* test-backend-cpu.c -- CPU device: placing a context's tensors, max_size splitting, set/get, views, host-ptr wrapping. */
+/* test-backend-cpu.c -- CPU device: placing a context's tensors, max_size splitting, set/get, views, host-ptr wrapping;
+ * the CUDA calls refuse a CPU backend. */
 #include "loom-cpu.h"
+#include "loom-cuda.h"
 #include "test-util.h"
 
 #include <string.h>
@@ -58,5 +60,16 @@ int main(void) {
     test_host_ptr_chunks();
     CHECK(loom_backend_dev_count() >= 1, "registry has the CPU");
     CHECK(loom_backend_dev_by_name("cpu") == loom_backend_dev_by_name("CPU"), "lookup by name");
+    /* not a CUDA backend (LOOM_ERR_INVALID_ARG; LOOM_ERR_UNSUPPORTED when built without CUDA), one error logged */
+    loom_backend_t cpu = loom_backend_cpu_init();
+    struct loom_cuda_stats stats;
+    loom_log_set(test_capture_log, NULL);
+    test_n_errors = 0;
+    const enum loom_status st = loom_cuda_get_stats(cpu, &stats);
+    CHECK((st == LOOM_ERR_INVALID_ARG || st == LOOM_ERR_UNSUPPORTED) && test_n_errors == 1, "CUDA counts of a CPU backend refused: %s",
+          loom_status_str(st));
+    CHECK(!loom_backend_is_cuda(cpu), "the CPU backend is not a CUDA backend");
+    loom_log_set(NULL, NULL);
+    loom_backend_free(cpu);
     return test_finish("test-backend-cpu");
 }

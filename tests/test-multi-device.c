@@ -1,7 +1,9 @@
 /* test-multi-device.c -- one model over several simulated devices: the layer split (-sm layer, its
  * prompt pipelined in micro-batches) gives bit for bit the logits and greedy text of one device and
  * of the CPU; the row split (-sm row, tensor parallelism with the host all-reduce) gives them within
- * F32 rounding; the share arithmetic and the host all-reduce against independent references. */
+ * F32 rounding; batch offload (a prompt's CPU-layer products on the device) adds splits, counted
+ * through the scheduler, and keeps the logits; the share arithmetic and the host all-reduce against
+ * independent references. */
 #include "llama/model-impl.h" /* loom_split_layers, loom_split_range */
 #include "loom-sim.h"
 #include "test-util.h"
@@ -29,6 +31,7 @@ struct result {
     int n_devices;
     enum loom_split_mode mode;
     int n_vocab;
+    int prompt_splits;            /* the scheduler's splits of the prompt's graph */
 };
 
 /* A fixed prompt of N_PROMPT token ids (BOS first), then N_GEN greedy tokens. */
@@ -61,6 +64,7 @@ static bool run_model(const char * path, const struct run * r, struct result * o
     if (ok) {
         ok = loom_llama_decode(lctx, prompt, N_PROMPT) == LOOM_OK;
         CHECK(ok, "prompt on %s: %s", r->device ? r->device : "CPU", test_last_error);
+        out->prompt_splits = ok ? loom_backend_sched_get_n_splits(loom_llama_get_sched(lctx)) : 0;
     }
     if (ok) {
         out->prompt_logits = malloc((size_t)n_vocab * sizeof(float));
@@ -198,6 +202,23 @@ int main(void) {
     const struct run r_one = {"sim0", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0, 0};
     if (run_model(path, &r_cpu, &ref) && run_model(path, &r_one, &one)) {
         compare("one sim device", &ref, &one, true);
+        /* batch offload (LOOM_SCHED_OFFLOAD_BATCH, default 32 columns): with 2 of 5 layers on sim0,
+         * the 70-token prompt's products of the CPU layers run on sim0 too (their weights copied
+         * over), in more splits than without it; the same logits either way */
+        const struct run r_part = {"sim0", LOOM_SPLIT_MODE_LAYER, {0}, 512, 0, 0, 2};
+        struct result off = {0}, on = {0};
+        setenv("LOOM_SCHED_OFFLOAD_BATCH", "0", 1);
+        const bool ran_off = run_model(path, &r_part, &off);
+        unsetenv("LOOM_SCHED_OFFLOAD_BATCH");
+        if (ran_off && run_model(path, &r_part, &on)) {
+            compare("-ngl 2 without batch offload", &ref, &off, true);
+            compare("-ngl 2 with batch offload", &ref, &on, true);
+            printf("batch offload: %d splits with, %d without\n", on.prompt_splits, off.prompt_splits);
+            CHECK(on.prompt_splits > off.prompt_splits && off.prompt_splits >= 2, "batch offload: %d splits with, %d without",
+                  on.prompt_splits, off.prompt_splits);
+        }
+        free(off.prompt_logits);
+        free(on.prompt_logits);
         /* with micro-batches of 'ub' tokens, the pipelined prompt equals one device decoding it in
          * batches of 'ub' bit for bit (each micro-batch computes what that batch would), and the
          * whole-batch run within F32 rounding */

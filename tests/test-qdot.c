@@ -44,6 +44,34 @@ static void fill_blocks(enum loom_type t, uint8_t * row, int64_t k) {
 
 enum { MAXK = 288, MAXR = 8, MAXC = 8, GUARD = 0x7fc00bad };
 
+/* Checks the tile 'c' (n_words words) that a kernel wrote: nr columns of mr F32 results, column j
+ * at c + 1 + j (mr + 2) between two guard words, GUARD words after the last column; result [j][r]
+ * against the double sum over k of wf[r][i] * af[j][i], plus extra[j][r] unless 'extra' is NULL,
+ * within 2e-6 of the sum of the products' magnitudes. 'what' and 'type' name the case in messages.
+ * Returns the results checked. */
+static int check_tile(const uint32_t * c, size_t n_words, int mr, int nr, int64_t k, float wf[][MAXK], float af[][MAXK],
+                      double extra[][MAXR], const char * what, const char * type) {
+    int checked = 0;
+    for (int j = 0; j < nr; j++) {
+        const uint32_t * cj = c + 1 + j * (mr + 2);
+        CHECK(cj[-1] == GUARD && cj[mr] == GUARD, "%s %s k=%lld %dx%d: wrote outside column %d", what, type, (long long)k, mr, nr, j);
+        for (int r = 0; r < mr; r++) {
+            double ref = extra ? extra[j][r] : 0.0, mag = 0.0;
+            for (int64_t i = 0; i < k; i++) {
+                ref += (double)wf[r][i] * af[j][i];
+                mag += fabs((double)wf[r][i] * af[j][i]);
+            }
+            float got;
+            memcpy(&got, &cj[r], 4);
+            CHECK(fabs(got - ref) <= 2e-6 * mag + 1e-30, "%s %s k=%lld %dx%d [%d][%d]: %.9g, expected %.9g", what, type, (long long)k, mr,
+                  nr, j, r, got, ref);
+            checked++;
+        }
+    }
+    for (size_t i = (size_t)nr * (mr + 2); i < n_words; i++) CHECK(c[i] == GUARD, "%s %s: wrote past the tile", what, type);
+    return checked;
+}
+
 static int check_table(const struct cpu_vec * v, const char * name) {
     int checked = 0;
     for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
@@ -74,24 +102,7 @@ static int check_table(const struct cpu_vec * v, const char * name) {
                     uint32_t c[MAXC * (MAXR + 2)];
                     for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
                     q->dot(k, w, ldw, mr, a, lda, nr, (uint8_t *)(c + 1), ldc);
-                    for (int j = 0; j < nr; j++) {
-                        const uint32_t * cj = c + 1 + j * (mr + 2);
-                        CHECK(cj[-1] == GUARD && cj[mr] == GUARD, "%s %s k=%lld %dx%d: wrote outside column %d", name,
-                              wt->name, (long long)k, mr, nr, j);
-                        for (int r = 0; r < mr; r++) {
-                            double ref = 0.0, mag = 0.0;
-                            for (int64_t i = 0; i < k; i++) {
-                                ref += (double)wf[r][i] * af[j][i];
-                                mag += fabs((double)wf[r][i] * af[j][i]);
-                            }
-                            float got;
-                            memcpy(&got, &cj[r], 4);
-                            CHECK(fabs(got - ref) <= 2e-6 * mag + 1e-30, "%s %s k=%lld %dx%d [%d][%d]: %.9g, expected %.9g",
-                                  name, wt->name, (long long)k, mr, nr, j, r, got, ref);
-                            checked++;
-                        }
-                    }
-                    for (size_t i = (size_t)nr * (mr + 2); i < sizeof c / 4; i++) CHECK(c[i] == GUARD, "%s %s: wrote past the tile", name, wt->name);
+                    checked += check_tile(c, sizeof c / 4, mr, nr, k, wf, af, NULL, name, wt->name);
                 }
             }
             free(w);
@@ -105,6 +116,8 @@ static int check_table(const struct cpu_vec * v, const char * name) {
 /* The integer GEMM entries of table 'v' (vec.h, "integer GEMM"). */
 static int check_qgemm(const struct cpu_vec * v, const char * name) {
     int checked = 0;
+    char what[64];
+    snprintf(what, sizeof what, "%s qgemm", name);
     for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
         const struct cpu_qgemm * q = &v->qgemm[t];
         if (!q->gemm) continue;
@@ -140,6 +153,19 @@ static int check_qgemm(const struct cpu_vec * v, const char * name) {
                           name, j, (long long)b);
                 }
             }
+            /* the minimum meets the column's F16 sum ds, not d * s */
+            double extra[MAXC][MAXR];
+            for (int j = 0; has_m && j < v->qgemm_nr; j++) {
+                const struct cpu_q8_0x * blk = (const struct cpu_q8_0x *)(a + j * lda);
+                for (int r = 0; r < MAXR; r++) {
+                    extra[j][r] = 0.0;
+                    for (int64_t b = 0; b < k / 32; b++) {
+                        uint16_t m;
+                        memcpy(&m, w + r * ldw + b * loom_type_size((enum loom_type)t) + 2, 2);
+                        extra[j][r] += (double)loom_fp16_to_fp32(m) * ((double)blk[b].ds - (double)blk[b].d * blk[b].s);
+                    }
+                }
+            }
             for (int mr = 1; mr <= MAXR; mr++) {
                 q->pack(w, ldw, mr, k, panel);
                 for (int nr = 1; nr <= v->qgemm_nr; nr++) {
@@ -147,33 +173,7 @@ static int check_qgemm(const struct cpu_vec * v, const char * name) {
                     uint32_t c[MAXC * (MAXR + 2)];
                     for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
                     q->gemm(k, panel, a, lda, nr, (uint8_t *)(c + 1), ldc, mr);
-                    for (int j = 0; j < nr; j++) {
-                        const uint32_t * cj = c + 1 + j * (mr + 2);
-                        CHECK(cj[-1] == GUARD && cj[mr] == GUARD, "%s qgemm %s k=%lld %dx%d: wrote outside column %d", name,
-                              wt->name, (long long)k, mr, nr, j);
-                        for (int r = 0; r < mr; r++) {
-                            double ref = 0.0, mag = 0.0;
-                            for (int64_t i = 0; i < k; i++) {
-                                ref += (double)wf[r][i] * af[j][i];
-                                mag += fabs((double)wf[r][i] * af[j][i]);
-                            }
-                            if (has_m) { /* the minimum meets the column's F16 sum ds, not d * s */
-                                const struct cpu_q8_0x * blk = (const struct cpu_q8_0x *)(a + j * lda);
-                                for (int64_t b = 0; b < k / 32; b++) {
-                                    uint16_t m;
-                                    memcpy(&m, w + r * ldw + b * loom_type_size((enum loom_type)t) + 2, 2);
-                                    ref += (double)loom_fp16_to_fp32(m) * ((double)blk[b].ds - (double)blk[b].d * blk[b].s);
-                                }
-                            }
-                            float got;
-                            memcpy(&got, &cj[r], 4);
-                            CHECK(fabs(got - ref) <= 2e-6 * mag + 1e-30, "%s qgemm %s k=%lld %dx%d [%d][%d]: %.9g, expected %.9g",
-                                  name, wt->name, (long long)k, mr, nr, j, r, got, ref);
-                            checked++;
-                        }
-                    }
-                    for (size_t i = (size_t)nr * (mr + 2); i < sizeof c / 4; i++)
-                        CHECK(c[i] == GUARD, "%s qgemm %s: wrote past the tile", name, wt->name);
+                    checked += check_tile(c, sizeof c / 4, mr, nr, k, wf, af, has_m ? extra : NULL, what, wt->name);
                 }
             }
             free(w);

@@ -279,6 +279,13 @@ static void test_assignment(void) {
 
     loom_backend_sched_t s = loom_backend_sched_new(bs, NULL, 3, 64);
     CHECK(loom_backend_sched_alloc_graph(s, a2.graph) == LOOM_OK, "alloc");
+    /* sim0 (the weight w0's device, spreading up and down): GET_ROWS (emb's device sim1 refuses it),
+     * MUL_MAT, SILU; sim1: GELU (sim0 refuses it); sim0: SOFT_MAX. Three splits; copied in: emb to
+     * sim0, the SILU to sim1, the GELU back to sim0 */
+    CHECK(loom_backend_sched_get_n_splits(s) == 3 && loom_backend_sched_get_n_copies(s) == 3, "splits %d, copies %d",
+          loom_backend_sched_get_n_splits(s), loom_backend_sched_get_n_copies(s));
+    CHECK(loom_backend_sched_get_n_splits(sd) == loom_backend_sched_get_n_splits(s) &&
+          loom_backend_sched_get_n_copies(sd) == loom_backend_sched_get_n_copies(s), "debug: the same splits and copies");
     CHECK(loom_backend_sched_get_tensor_backend(s, a2.h) == b_sim0, "weight pulls its consumer");
     CHECK(loom_backend_sched_get_tensor_backend(s, a2.a) == b_sim0, "assignment spreads down");
     CHECK(loom_backend_sched_get_tensor_backend(s, a2.x) != b_sim1, "unsupported op falls back");

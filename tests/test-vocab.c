@@ -96,6 +96,11 @@ static void test_validation(void) {
     struct loom_vocab_params d = loom_vocab_default_params();
     CHECK(d.bos_id == -1 && d.eos_id == -1 && d.unk_id == -1 && d.add_bos && d.add_space_prefix, "defaults");
     expect_status(&d, LOOM_ERR_INVALID_ARG, "default params (no tokens)");
+    const char * const three[3] = {"<unk>", "<s>", "</s>"};
+    const struct loom_vocab_params l = loom_vocab_llama_params(3, three, NULL, NULL, NULL);
+    CHECK(l.n_tokens == 3 && l.texts == three && !l.text_lens && !l.scores && !l.types && l.unk_id == 0 && l.bos_id == 1 && l.eos_id == 2 &&
+              l.eot_id == -1 && l.add_bos && l.add_space_prefix && l.type == LOOM_VOCAB_TYPE_SPM,
+          "the llama layout: the defaults with unk 0, bos 1, eos 2");
     expect_status(NULL, LOOM_ERR_INVALID_ARG, "NULL params");
     CHECK(loom_vocab_new(&p, NULL) == LOOM_ERR_INVALID_ARG, "NULL out");
 

@@ -1,9 +1,10 @@
 /* fixture-compare.c -- quantizes each tensor of an F32 GGUF with Loom's quantizers to the type the
  * reference engine chose in a file it wrote from the same source, and counts the bytes that differ.
- *   cc -O2 -march=native -Iinclude -Isrc bench/quant/fixture-compare.c BUILD/libloom.a -lm -fopenmp -o /tmp/fixture-compare
+ *   cc -O2 -march=native -Iinclude -Isrc -Itests/util bench/quant/fixture-compare.c tests/util/test-util.c BUILD/libloom.a -lm -fopenmp -o /tmp/fixture-compare
  *   /tmp/fixture-compare kq/kq-F32.gguf kq/kq-Q4_K_M.gguf */
 #include "loom-gguf.h"
 #include "loom.h"
+#include "test-util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,18 +12,6 @@
 
 static const uint8_t * tensor_bytes(const struct loom_gguf * g, const uint8_t * file, int64_t i) {
     return file + loom_gguf_data_offset(g) + loom_gguf_tensor_offset(g, i);
-}
-
-static uint8_t * slurp(const char * path) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * p = malloc((size_t)n);
-    if (fread(p, 1, (size_t)n, f) != (size_t)n) p = NULL;
-    fclose(f);
-    return p;
 }
 
 int main(int argc, char ** argv) {
@@ -33,7 +22,8 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    uint8_t * fa = slurp(argv[1]), * fb = slurp(argv[2]);
+    size_t na, nb;
+    uint8_t * fa = test_read_file(argv[1], &na), * fb = test_read_file(argv[2], &nb);
     int bad = 0;
     for (int64_t i = 0; i < loom_gguf_n_tensors(b); i++) {
         const char * name = loom_gguf_tensor_name(b, i);

@@ -2,28 +2,17 @@
  * weights and the bytes the reference engine's quantizer made of them, taken from the fixtures it
  * wrote (../shared/models/quant: llama-quantize, or its Python quantizers for Q4_1). test-quantize
  * checks Loom's quantizers against them without the fixtures. Made once with:
- *   cc -O2 -Iinclude -Isrc bench/quant/make-ref-rows.c BUILD/libloom.a -lm -fopenmp -o /tmp/make-ref-rows
+ *   cc -O2 -Iinclude -Isrc -Itests/util bench/quant/make-ref-rows.c tests/util/test-util.c BUILD/libloom.a -lm -fopenmp -o /tmp/make-ref-rows
  *   /tmp/make-ref-rows ../shared/models/quant tests/data/quant-ref-rows.dat
  * Record layout (little-endian): u32 type, u32 ne0, u32 n_rows, n_rows * ne0 F32 values, then the
  * rows' quantized bytes; the file starts with the magic "LQRR" and a u32 record count. */
 #include "loom-gguf.h"
 #include "loom.h"
+#include "test-util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint8_t * slurp(const char * path) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * p = malloc((size_t)n);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) p = NULL;
-    fclose(f);
-    return p;
-}
 
 struct pick {
     const char * src, * file, * tensor;
@@ -59,7 +48,8 @@ int main(int argc, char ** argv) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        uint8_t * fa = slurp(pa), * fb = slurp(pb);
+        size_t na, nb;
+        uint8_t * fa = test_read_file(pa, &na), * fb = test_read_file(pb, &nb);
         const int64_t ia = loom_gguf_find_tensor(a, picks[k].tensor), ib = loom_gguf_find_tensor(b, picks[k].tensor);
         const uint32_t type = (uint32_t)loom_gguf_tensor_type(b, ib), ne0 = (uint32_t)loom_gguf_tensor_ne(b, ib)[0];
         fwrite(&type, 4, 1, out);

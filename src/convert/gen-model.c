@@ -172,13 +172,7 @@ static enum loom_status byte_vocab(int32_t n_vocab, struct loom_vocab ** out) {
         ptrs[i] = texts[i];
     }
     if (st == LOOM_OK) {
-        struct loom_vocab_params vp = loom_vocab_default_params();
-        vp.n_tokens = n_vocab;
-        vp.texts = ptrs;
-        vp.types = types;
-        vp.bos_id = 1;
-        vp.eos_id = 2;
-        vp.unk_id = 0;
+        const struct loom_vocab_params vp = loom_vocab_llama_params(n_vocab, ptrs, NULL, NULL, types);
         st = loom_vocab_new(&vp, out);
     }
     free(texts);

@@ -45,41 +45,33 @@ static void k4_scales(const uint8_t * q, int sc[8], int m[8]) {
 /* The pair sum of the Q8_K block sums covering sub-block s of 32. */
 static inline int bsum32(const struct block_q8_K * a, int s) { return a->bsums[2 * s] + a->bsums[2 * s + 1]; }
 
+/* One Q4_K super-block (qh NULL) or Q5_K super-block (qh: the fifth bits) against 'a': the
+ * sub-block sums weighted by the scales minus those weighted by the minimums, scaled by d and dmin. */
+static inline float dot_k45_block(const uint8_t * scales, const uint8_t * qs, const uint8_t * qh, loom_half d, loom_half dmin,
+                                  const struct block_q8_K * a) {
+    int sc[8], m[8], isum = 0, imin = 0;
+    k4_scales(scales, sc, m);
+    for (int s = 0; s < 8; s++) {
+        const uint8_t * q = qs + 32 * (s / 2);
+        const int8_t * y = a->qs + 32 * s;
+        const int shift = 4 * (s % 2);
+        int t = 0;
+        for (int l = 0; l < 32; l++) t += (((q[l] >> shift) & 0x0f) | (qh ? ((qh[l] >> s) & 1) << 4 : 0)) * y[l];
+        isum += sc[s] * t;
+        imin += m[s] * bsum32(a, s);
+    }
+    return a->d * (loom_fp16_to_fp32(d) * (float)isum - loom_fp16_to_fp32(dmin) * (float)imin);
+}
+
 static float dot_q4_K(const struct block_q4_K * w, const struct block_q8_K * a, int64_t nb) {
     float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        int sc[8], m[8], isum = 0, imin = 0;
-        k4_scales(w[i].scales, sc, m);
-        for (int s = 0; s < 8; s++) {
-            const uint8_t * q = w[i].qs + 32 * (s / 2);
-            const int8_t * y = a[i].qs + 32 * s;
-            const int shift = 4 * (s % 2);
-            int t = 0;
-            for (int l = 0; l < 32; l++) t += ((q[l] >> shift) & 0x0f) * y[l];
-            isum += sc[s] * t;
-            imin += m[s] * bsum32(&a[i], s);
-        }
-        sum += a[i].d * (loom_fp16_to_fp32(w[i].d) * (float)isum - loom_fp16_to_fp32(w[i].dmin) * (float)imin);
-    }
+    for (int64_t i = 0; i < nb; i++) sum += dot_k45_block(w[i].scales, w[i].qs, NULL, w[i].d, w[i].dmin, &a[i]);
     return sum;
 }
 
 static float dot_q5_K(const struct block_q5_K * w, const struct block_q8_K * a, int64_t nb) {
     float sum = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        int sc[8], m[8], isum = 0, imin = 0;
-        k4_scales(w[i].scales, sc, m);
-        for (int s = 0; s < 8; s++) {
-            const uint8_t * q = w[i].qs + 32 * (s / 2);
-            const int8_t * y = a[i].qs + 32 * s;
-            const int shift = 4 * (s % 2);
-            int t = 0;
-            for (int l = 0; l < 32; l++) t += (((q[l] >> shift) & 0x0f) | ((w[i].qh[l] >> s) & 1) << 4) * y[l];
-            isum += sc[s] * t;
-            imin += m[s] * bsum32(&a[i], s);
-        }
-        sum += a[i].d * (loom_fp16_to_fp32(w[i].d) * (float)isum - loom_fp16_to_fp32(w[i].dmin) * (float)imin);
-    }
+    for (int64_t i = 0; i < nb; i++) sum += dot_k45_block(w[i].scales, w[i].qs, w[i].qh, w[i].d, w[i].dmin, &a[i]);
     return sum;
 }
 

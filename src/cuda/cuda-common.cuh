@@ -123,12 +123,19 @@ struct lc_backend {
     int n_chunks_replay;             /* chunks the last captured compute used; 0: nothing to replay */
     uint64_t replay_fp;              /* fingerprint of that compute's graph (cuda-exec.cu) */
     bool replay_gathers;             /* that graph has row kernels that may raise err_dev */
-    int replay_nodes, replay_groups; /* its compute nodes and launch groups (for the profile) */
     int64_t graph_instantiated, graph_updated, graph_replayed; /* chunks made anew / updated in place / computes replayed (profile) */
     struct lc_conv_cache conv;
     struct lc_profile * prof;        /* opts.profile, else NULL */
+    /* loom_cuda_get_stats: the sums (stats), the compute being planned (cur), what the last
+     * captured compute counted (replay: added again by each replay of it); fusions: the
+     * LOOM_CUDA_FUSION_* bits the planner set for the launch group being queued (cuda-exec.cu) */
+    struct loom_cuda_stats stats, cur, replay_stats;
+    unsigned fusions;
     struct loom_backend backend;
 };
+
+/* Notes that the launch group being queued carries fusion 'f' (for loom_cuda_get_stats). */
+static inline void lc_note_fusion(struct lc_backend * be, enum loom_cuda_fusion f) { be->fusions |= 1u << f; }
 
 /* ---------------------------------------------------------------- errors */
 
@@ -164,6 +171,8 @@ enum loom_status lc_comm_init(struct loom_backend_comm * comm);
 enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g);
 /* Destroys the backend's executable CUDA graphs. */
 void lc_graphs_free(struct lc_backend * be);
+/* The module's get_stats (cuda-module.h): the counts of CUDA backend 'backend'. */
+void lc_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats);
 
 /* ---------------------------------------------------------------- the tensor descriptor */
 

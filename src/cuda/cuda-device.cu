@@ -433,6 +433,6 @@ static enum loom_status set_max_buffer_size(loom_backend_dev_t dev, size_t bytes
 }
 
 extern "C" __attribute__((visibility("default"))) const struct lc_module_api * lc_module_api(int version) {
-    static const struct lc_module_api api = {LC_MODULE_API, register_devices, dev_is_cuda, is_cuda_backend, set_max_buffer_size, lc_comm_init};
+    static const struct lc_module_api api = {LC_MODULE_API, register_devices, dev_is_cuda, is_cuda_backend, set_max_buffer_size, lc_get_stats, lc_comm_init};
     return version == LC_MODULE_API ? &api : NULL;
 }

@@ -117,6 +117,28 @@ static void profile_group(struct lc_backend * be, const struct loom_cgraph * g, 
     lc_profile_group(be, label, flop, bytes);
 }
 
+/* ---------------------------------------------------------------- counts (loom_cuda_get_stats) */
+
+/* One launch group led by an 'op' node, carrying the LOOM_CUDA_FUSION_* bits 'fusions'. */
+static void count_group(struct loom_cuda_stats * c, enum loom_op op, unsigned fusions) {
+    c->launches++;
+    c->led[op]++;
+    for (int f = 0; f < LOOM_CUDA_FUSION_COUNT; f++) c->fusions[f] += (fusions >> f) & 1u;
+}
+
+/* stats += 'add'. */
+static void add_stats(struct loom_cuda_stats * stats, const struct loom_cuda_stats * add) {
+    stats->computes += add->computes;
+    stats->nodes += add->nodes;
+    stats->launches += add->launches;
+    for (int o = 0; o < LOOM_OP_COUNT; o++) stats->led[o] += add->led[o];
+    for (int f = 0; f < LOOM_CUDA_FUSION_COUNT; f++) stats->fusions[f] += add->fusions[f];
+}
+
+void lc_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats) {
+    *stats = ((const struct lc_backend *)backend->context)->stats;
+}
+
 /* ---------------------------------------------------------------- launch groups */
 
 /* The next compute node after node 'i' (view nodes compute nothing), or g->n_nodes. */
@@ -136,6 +158,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     bool queued = false; /* by a fusion */
     enum loom_status st = LOOM_OK;
     be->memcpy_queued = false;
+    be->fusions = 0;
     /* what the group before left for a pre-norm; only this group may use it */
     be->pre_avail = be->pre_next;
     be->pre_next.valid = false;
@@ -162,6 +185,7 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
             if (f) {
                 k = 1;
                 queued = true;
+                lc_note_fusion(be, node->op == LOOM_OP_RMS_NORM ? LOOM_CUDA_FUSION_NORM_MUL : LOOM_CUDA_FUSION_ROPE_COPY);
             }
         }
         last = idx[k];
@@ -175,8 +199,11 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
         return st;
     }
     for (int k = i; k <= last; k++) {
-        if (!is_skip(g->nodes[k])) note_write(be, g->nodes[k]);
+        if (is_skip(g->nodes[k])) continue;
+        note_write(be, g->nodes[k]);
+        be->cur.nodes++;
     }
+    count_group(&be->cur, node->op, be->fusions);
     /* what a programmatic launch may follow: our own kernels (cuBLAS may queue other work) */
     be->pdl_prev = !be->memcpy_queued && !(node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node));
     if (be->prof) {
@@ -308,6 +335,7 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
          * sequence, not the boundaries and keys of every later chunk */
         const int limit = chunk < LC_GRAPH_CHUNKS - 1 ? LC_GRAPH_FIRST_NODES + chunk * LC_GRAPH_NODES : INT32_MAX;
         const int start = i;
+        const struct loom_cuda_stats counted = be->cur; /* a chunk whose capture fails is counted where it is launched directly */
         if (cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
             (void)cudaGetLastError();
             return graphs_failed(be, g, start, n_groups, "stream capture refused");
@@ -335,6 +363,7 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
         const cudaError_t ce = cudaStreamEndCapture(be->stream, &graph);
         if (ce != cudaSuccess || !graph) { /* the capture broke: nothing of this chunk ran */
             (void)cudaGetLastError();
+            be->cur = counted;
             return graphs_failed(be, g, start, n_groups, cudaGetErrorString(ce));
         }
         if (st != LOOM_OK || groups == 0) {
@@ -344,12 +373,16 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
         key = mix64(key, (uint64_t)groups);
         const bool ok = launch_captured(be, &be->chunks[chunk], graph, key);
         cudaGraphDestroy(graph);
-        if (!ok) return graphs_failed(be, g, start, n_groups, "instantiation or launch refused");
+        if (!ok) {
+            be->cur = counted;
+            return graphs_failed(be, g, start, n_groups, "instantiation or launch refused");
+        }
         *n_groups += groups;
         n_chunks = chunk + 1;
     }
     be->n_chunks_replay = n_chunks;
     be->replay_fp = fp;
+    be->replay_stats = be->cur;
     return LOOM_OK;
 }
 
@@ -419,7 +452,8 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
         be->pdl_prev = false;
         if (be->prof) lc_profile_begin(be, false);
         const bool ok = replay(be);
-        if (be->prof) lc_profile_end(be, be->replay_nodes, be->replay_groups);
+        if (be->prof) lc_profile_end(be, (int)be->replay_stats.nodes, (int)be->replay_stats.launches);
+        if (ok) add_stats(&be->stats, &be->replay_stats);
         if (ok) return be->replay_gathers ? queue_error_check(be) : LOOM_OK;
         be->n_chunks_replay = 0; /* capture again below */
     }
@@ -431,6 +465,8 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
     be->conv.src = NULL; /* scratch from another compute may be stale */
     be->pre_next.valid = false;
     be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
+    memset(&be->cur, 0, sizeof be->cur);
+    be->cur.computes = 1;
     if (be->prof) lc_profile_begin(be, blas);
     if (be->graphs && !blas && n_compute >= LC_GRAPH_MIN_NODES && !lc_profile_times_kernels(be->prof)) {
         st = run_graphs(be, g, fp, &n_groups);
@@ -438,8 +474,7 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
         st = run_direct(be, g, 0, &n_groups);
     }
     if (be->prof) lc_profile_end(be, n_compute, n_groups);
-    be->replay_nodes = n_compute;
-    be->replay_groups = n_groups;
+    add_stats(&be->stats, &be->cur);
     if (st != LOOM_OK) return st;
     return gathers ? queue_error_check(be) : LOOM_OK;
 }

@@ -106,6 +106,15 @@ enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t by
     return g_api->set_max_buffer_size(dev, bytes);
 }
 
+enum loom_status loom_cuda_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats) {
+    if (!loom_backend_is_cuda(backend) || !stats) {
+        loom_log(LOOM_LOG_ERROR, "loom_cuda_get_stats: %s", stats ? "not a CUDA backend" : "no place for the counts");
+        return LOOM_ERR_INVALID_ARG;
+    }
+    g_api->get_stats(backend, stats);
+    return LOOM_OK;
+}
+
 loom_backend_comm_t loom_cuda_comm_new(loom_backend_t * backends, int n) {
     if (!g_api) return NULL; /* no CUDA backend can exist without the module */
     loom_backend_comm_t c = calloc(1, sizeof *c);

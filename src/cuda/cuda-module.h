@@ -7,13 +7,13 @@
 #ifndef LOOM_CUDA_MODULE_H
 #define LOOM_CUDA_MODULE_H
 
-#include "loom-backend.h"
+#include "loom-cuda.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define LC_MODULE_API 2                  /* bumped when struct lc_module_api changes */
+#define LC_MODULE_API 3                  /* bumped when struct lc_module_api changes */
 #define LC_MODULE_FILE "libloom-cuda.so"
 #define LC_MODULE_ENTRY "lc_module_api"  /* const struct lc_module_api * lc_module_api(int version) */
 
@@ -24,6 +24,7 @@ struct lc_module_api {
     bool (*dev_is_cuda)(loom_backend_dev_t dev);
     bool (*backend_is_cuda)(loom_backend_t backend);
     enum loom_status (*set_max_buffer_size)(loom_backend_dev_t dev, size_t bytes);
+    void (*get_stats)(loom_backend_t backend, struct loom_cuda_stats * stats); /* a CUDA backend's counts */
     /* fills 'comm' (comm-impl.h: iface and context; n and backends already set) with an NCCL
      * communicator over its CUDA backends; LOOM_ERR_UNSUPPORTED (logged) when the module was built
      * without NCCL, LOOM_ERR_BACKEND when NCCL fails */

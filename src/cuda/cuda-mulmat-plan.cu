@@ -401,6 +401,11 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
         for (int sg = 0; sg < nseg; sg++) pre_norm_apply(&pl, sg == 0, m.s[sg]);
     }
     *used = at;
+    lc_note_fusion(be, LOOM_CUDA_FUSION_MULTI);
+    if (pp) lc_note_fusion(be, LOOM_CUDA_FUSION_PRE_NORM);
+    for (int sg = 0; sg < nseg; sg++) {
+        if (m.s[sg].epi.kind != LC_EPI_NONE) lc_note_fusion(be, LOOM_CUDA_FUSION_EPILOGUE);
+    }
     return lc_matvec_queue_multi(be, m, nseg);
 }
 
@@ -464,6 +469,15 @@ static bool rms_norm_tail_for(struct lc_backend * be, const struct loom_tensor *
     return true;
 }
 
+/* Notes the fusions of one product's launch: its epilogue, tail and pre-norm (loom_cuda_get_stats). */
+static void note_fusions(struct lc_backend * be, const struct lc_mv_epi * epi, const struct lc_mv_tail * tail, const struct lc_pre_plan * pp) {
+    if (epi->kind != LC_EPI_NONE) lc_note_fusion(be, LOOM_CUDA_FUSION_EPILOGUE);
+    if (tail->kind == LC_TAIL_SOFT_MAX) lc_note_fusion(be, LOOM_CUDA_FUSION_TAIL_SOFT_MAX);
+    if (tail->kind == LC_TAIL_RMS_NORM) lc_note_fusion(be, LOOM_CUDA_FUSION_TAIL_NORM);
+    if (tail->kind == LC_TAIL_RMS_PART) lc_note_fusion(be, LOOM_CUDA_FUSION_TAIL_PRE_NORM);
+    if (pp) lc_note_fusion(be, LOOM_CUDA_FUSION_PRE_NORM);
+}
+
 /* A product with its epilogue and tail (comment of lc_mul_mat_group) or, with a pre-norm 'pp', with
  * its epilogue; '*used' = nodes queued (0: none, the product is the caller's). */
 static enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_tensor * const * nodes, int n, const struct lc_pre_plan * pp,
@@ -498,6 +512,7 @@ static enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_ten
     }
     *used = 1 + fused;
     if (ho.valid) be->pre_next = ho;
+    note_fusions(be, &epi, &tail, pp);
     return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL, tail.kind != LC_TAIL_NONE ? &tail : NULL, pp ? &pl : NULL);
 }
 
@@ -556,6 +571,8 @@ static enum loom_status lc_mul_mat_glu(struct lc_backend * be, struct loom_tenso
     struct lc_mv_epi none;
     memset(&none, 0, sizeof none);
     *fused = true;
+    lc_note_fusion(be, LOOM_CUDA_FUSION_SWIGLU);
+    if (pp) lc_note_fusion(be, LOOM_CUDA_FUSION_PRE_NORM);
     return lc_matvec(be, &a, &b, &d, &none, lc_is_weight(wg) && lc_is_weight(wu), a2.data, &glu, NULL, pp ? &pl : NULL);
 }
 

@@ -162,15 +162,7 @@ enum loom_status loom_vocab_load_llama2c_buffer(const void * data, size_t size, 
         types[i] = loom_vocab_parse_byte_piece(texts[i], lens[i]) >= 0 ? LOOM_TOKEN_TYPE_BYTE : LOOM_TOKEN_TYPE_NORMAL;
     }
 
-    struct loom_vocab_params p = loom_vocab_default_params();
-    p.n_tokens = (int32_t)n;
-    p.texts = texts;
-    p.text_lens = lens;
-    p.scores = scores;
-    p.types = types;
-    p.unk_id = 0;
-    p.bos_id = 1;
-    p.eos_id = 2;
+    const struct loom_vocab_params p = loom_vocab_llama_params((int32_t)n, texts, lens, scores, types);
     st = loom_vocab_new(&p, out);
     if (st == LOOM_ERR_INVALID_ARG) st = LOOM_ERR_FORMAT; /* the arrays came from the file */
 done:

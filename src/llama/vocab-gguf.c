@@ -145,17 +145,7 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
         /* the array data in a file need not be aligned for direct float access */
         if (scores) memcpy(scores_copy, scores, n * sizeof *scores_copy);
         if (types) memcpy(types_copy, types, n * sizeof *types_copy);
-        struct loom_vocab_params vp = loom_vocab_default_params();
-        vp.n_tokens = (int32_t)n;
-        vp.texts = texts;
-        vp.text_lens = lens;
-        vp.scores = scores_copy;
-        vp.types = types_copy;
-        vp.bos_id = 1;
-        vp.eos_id = 2;
-        vp.unk_id = 0;
-        vp.add_bos = true;
-        vp.add_space_prefix = true;
+        struct loom_vocab_params vp = loom_vocab_llama_params((int32_t)n, texts, lens, scores_copy, types_copy);
         if (bpe) st = read_bpe(g, &vp, &pre, &merges, &merge_lens);
         /* optional keys: the defaults when absent, an error when present with another type */
         if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.bos_token_id", &vp.bos_id);

@@ -25,6 +25,20 @@ struct loom_vocab_params loom_vocab_default_params(void) {
     return p;
 }
 
+struct loom_vocab_params loom_vocab_llama_params(int32_t n_tokens, const char * const * texts, const size_t * text_lens, const float * scores,
+                                                 const int32_t * types) {
+    struct loom_vocab_params p = loom_vocab_default_params();
+    p.n_tokens = n_tokens;
+    p.texts = texts;
+    p.text_lens = text_lens;
+    p.scores = scores;
+    p.types = types;
+    p.unk_id = 0;
+    p.bos_id = 1;
+    p.eos_id = 2;
+    return p;
+}
+
 enum loom_status loom_tokbuf_push(struct loom_tokbuf * b, int32_t id) {
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 64;

@@ -6,6 +6,7 @@
 #include "loom.h"
 #include "quant/quant-blocks.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,21 @@ static inline loom_half quant_fp16(float f) {
     if (f > 65504.f) f = 65504.f;
     if (f < -65504.f) f = -65504.f;
     return loom_fp32_to_fp16(f);
+}
+
+/* The value of the largest magnitude among x[0 .. n) (the first of equal ones; 0 when all are 0),
+ * its magnitude in '*amax'. */
+static inline float quant_signed_absmax(int n, const float * x, float * amax) {
+    float max = 0.f, m = 0.f;
+    for (int i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (a > m) {
+            m = a;
+            max = x[i];
+        }
+    }
+    *amax = m;
+    return max;
 }
 
 /* Quantizes one block of 'blck' floats at 'x' into 'y' (the block's struct). */

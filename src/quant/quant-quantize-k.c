@@ -21,52 +21,48 @@
 
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* The value of the largest magnitude among x[0 .. n) (the first of equal ones; 0 when all are 0),
- * its magnitude in '*amax'. */
-static float signed_absmax(int n, const float * x, float * amax) {
-    float max = 0.f, m = 0.f;
+/* The signed absolute maximum '*max' of x[0 .. n) that a symmetric fit starts from; false, with the
+ * n codes in L zero (a zero scale), when every value is below GROUP_MAX_EPS in magnitude. */
+static bool sym_max(int n, const float * x, void * L, float * max) {
+    float amax;
+    *max = quant_signed_absmax(n, x, &amax);
+    if (!(amax < GROUP_MAX_EPS)) return true;
+    memset(L, 0, (size_t)n);
+    return false;
+}
+
+/* The codes l = round(iscale * x[i]) clamped to -nmax .. nmax-1 of a symmetric fit and their
+ * weighted sums (weights x^2): '*sumlx' = sum w x l, '*suml2' = sum w l^2; the codes go to L
+ * unless it is NULL. */
+static void sym_codes(int n, int nmax, const float * x, float iscale, int8_t * L, float * sumlx, float * suml2) {
+    float slx = 0.f, sl2 = 0.f;
     for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        if (a > m) {
-            m = a;
-            max = x[i];
-        }
+        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
     }
-    *amax = m;
-    return max;
+    *sumlx = slx;
+    *suml2 = sl2;
 }
 
 /* Symmetric scale for 'n' values with codes -nmax .. nmax-1 (stored as L + nmax), weights x^2:
  * tries inverse scales -(nmax + 0.1 k) / max for k in -9..9, keeps the largest sumlx^2 / suml2
  * (the least-squares gain), returns the least-squares scale. */
 static float fit_scale_sym(int n, int nmax, const float * x, uint8_t * L) {
-    float amax;
-    const float max = signed_absmax(n, x, &amax);
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
+    float max;
+    if (!sym_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
-    float sumlx = 0.f, suml2 = 0.f;
-    for (int i = 0; i < n; i++) {
-        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (uint8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    sym_codes(n, nmax, x, iscale, (int8_t *)L, &sumlx, &suml2);
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(((int8_t *)L)[i] + nmax);
     float scale = suml2 != 0.f ? sumlx / suml2 : 0.f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0.f;
-        for (int i = 0; i < n; i++) {
-            const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        sym_codes(n, nmax, x, iscale, NULL, &sumlx, &suml2);
         if (suml2 > 0.f && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) L[i] = (uint8_t)(nmax + clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1));
             scale = sumlx / suml2;
@@ -79,21 +75,10 @@ static float fit_scale_sym(int n, int nmax, const float * x, uint8_t * L) {
 /* Q3_K's sub-block scale: codes -nmax .. nmax-1 from the absolute maximum, then up to five sweeps
  * that move single codes where that raises the weighted gain sumlx^2 / suml2 (weights x^2). */
 static float fit_scale_q3(int n, int nmax, const float * x, int8_t * L) {
-    float amax;
-    const float max = signed_absmax(n, x, &amax);
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    const float iscale = -nmax / max;
-    float sumlx = 0.f, suml2 = 0.f;
-    for (int i = 0; i < n; i++) {
-        const int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float max;
+    if (!sym_max(n, x, L, &max)) return 0.f;
+    float sumlx, suml2;
+    sym_codes(n, nmax, x, -nmax / max, L, &sumlx, &suml2);
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
@@ -239,7 +224,7 @@ static void block_q3_K(const float * x, void * out) {
     float scales[QK_K / 16];
     for (int j = 0; j < QK_K / 16; j++) scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
     float amax;
-    const float max_scale = signed_absmax(QK_K / 16, scales, &amax);
+    const float max_scale = quant_signed_absmax(QK_K / 16, scales, &amax);
     memset(y->scales, 0, sizeof y->scales);
     if (max_scale != 0.f) {
         const float iscale = -32.f / max_scale;
@@ -382,15 +367,9 @@ static void block_q6_K(const float * x, void * out) {
     struct block_q6_K * y = out;
     uint8_t L[QK_K];
     float scales[QK_K / 16];
-    float max_scale = 0.f, max_abs_scale = 0.f;
-    for (int ib = 0; ib < QK_K / 16; ib++) {
-        scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
-        const float a = fabsf(scales[ib]);
-        if (a > max_abs_scale) {
-            max_abs_scale = a;
-            max_scale = scales[ib];
-        }
-    }
+    for (int ib = 0; ib < QK_K / 16; ib++) scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+    float max_abs_scale;
+    const float max_scale = quant_signed_absmax(QK_K / 16, scales, &max_abs_scale);
     if (max_abs_scale < GROUP_MAX_EPS) {
         memset(y, 0, sizeof *y);
         return;
@@ -425,7 +404,7 @@ static void block_q6_K(const float * x, void * out) {
 static void block_q8_K(const float * x, void * out) {
     struct block_q8_K * y = out;
     float amax;
-    const float max = signed_absmax(QK_K, x, &amax);
+    const float max = quant_signed_absmax(QK_K, x, &amax);
     if (amax == 0.f) {
         memset(y, 0, sizeof *y);
         return;
@@ -469,7 +448,7 @@ static float fit_scale_iq4(const float * xb, uint8_t * L) {
     float weight[32];
     for (int j = 0; j < 32; j++) weight[j] = xb[j] * xb[j];
     float amax;
-    const float max = signed_absmax(32, xb, &amax);
+    const float max = quant_signed_absmax(32, xb, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, 32);
         return 0.f;
@@ -521,15 +500,9 @@ static void block_iq4_xs(const float * x, void * out) {
     struct block_iq4_xs * y = out;
     uint8_t L[QK_K];
     float scales[QK_K / 32];
-    float max_scale = 0.f, amax_scale = 0.f;
-    for (int ib = 0; ib < QK_K / 32; ib++) {
-        scales[ib] = fit_scale_iq4(x + 32 * ib, L + 32 * ib);
-        const float a = fabsf(scales[ib]);
-        if (a > amax_scale) {
-            amax_scale = a;
-            max_scale = scales[ib];
-        }
-    }
+    for (int ib = 0; ib < QK_K / 32; ib++) scales[ib] = fit_scale_iq4(x + 32 * ib, L + 32 * ib);
+    float amax_scale;
+    const float max_scale = quant_signed_absmax(QK_K / 32, scales, &amax_scale);
     memset(y, 0, sizeof *y);
     const float d = -max_scale / 32;
     y->d = quant_fp16(d);

@@ -55,19 +55,6 @@ void lqu_run(const struct quant_codec * c, const float * x, void * y, int64_t n)
 
 /* ---------------------------------------------------------------- legacy blocks */
 
-/* The element of largest magnitude (the first one on ties), with its sign. */
-static float signed_absmax(const float * x, int n) {
-    float amax = 0.f, max = 0.f;
-    for (int j = 0; j < n; j++) {
-        const float a = fabsf(x[j]);
-        if (a > amax) {
-            amax = a;
-            max = x[j];
-        }
-    }
-    return max;
-}
-
 static void min_max(const float * x, int n, float * mn, float * mx) {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int j = 0; j < n; j++) {
@@ -80,71 +67,84 @@ static void min_max(const float * x, int n, float * mn, float * mx) {
 
 static inline float inverse(float d) { return d != 0.f ? 1.0f / d : 0.0f; }
 
+/* Codes q[j] = (int8_t)(x[j] * id + bias), at most qmax: a block of a type with an offset (bias:
+ * the offset plus 1/2, so that the cast rounds; x[j] * id >= -offset). */
+static void codes_offset(const float * x, int n, float id, float bias, int qmax, uint8_t * q) {
+    for (int j = 0; j < n; j++) {
+        const int v = (int8_t)(x[j] * id + bias);
+        q[j] = (uint8_t)(v < qmax ? v : qmax);
+    }
+}
+
+/* Codes q[j] = round((x[j] - mn) * id), at most qmax: a block of a type with a minimum mn. */
+static void codes_min(const float * x, int n, float mn, float id, int qmax, uint8_t * q) {
+    for (int j = 0; j < n; j++) {
+        const int v = (int8_t)((x[j] - mn) * id + 0.5f);
+        q[j] = (uint8_t)(v < qmax ? v : qmax);
+    }
+}
+
+/* Packs the low 4 bits of the codes q[0 .. n-1] two to a byte into qs (element j in the low half of
+ * byte j, element j + n/2 in the high half); returns bit 4 of each code, element j's at bit j. */
+static uint32_t pack_codes(const uint8_t * q, int n, uint8_t * qs) {
+    uint32_t qh = 0;
+    for (int j = 0; j < n / 2; j++) {
+        qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + n / 2] & 0xf) << 4);
+        qh |= (uint32_t)(q[j] >> 4) << j | (uint32_t)(q[j + n / 2] >> 4) << (j + n / 2);
+    }
+    return qh;
+}
+
+/* A block of n <= 32 values of a type with an offset: d = max / -(qmax + 1) / 2 (max: the signed
+ * absolute maximum) stored as binary16 at '*d', codes round(x / d) + (qmax + 1) / 2 at most qmax,
+ * their low 4 bits packed into qs; returns their fifth bits (pack_codes). */
+static uint32_t block_offset(const float * x, int n, int qmax, loom_half * d, uint8_t * qs) {
+    const float half = (float)((qmax + 1) / 2);
+    float amax;
+    const float s = quant_signed_absmax(n, x, &amax) / -half;
+    *d = quant_fp16(s);
+    uint8_t q[32];
+    codes_offset(x, n, inverse(s), half + 0.5f, qmax, q);
+    return pack_codes(q, n, qs);
+}
+
+/* A block of n <= 32 values of a type with a minimum: d = (max - min) / qmax and m = min stored as
+ * binary16 at '*d' and '*m', codes round((x - min) / d) at most qmax, their low 4 bits packed into
+ * qs; returns their fifth bits (pack_codes). */
+static uint32_t block_min(const float * x, int n, int qmax, loom_half * d, loom_half * m, uint8_t * qs) {
+    float mn, mx;
+    min_max(x, n, &mn, &mx);
+    const float s = (mx - mn) / (float)qmax;
+    *d = quant_fp16(s);
+    *m = quant_fp16(mn);
+    uint8_t q[32];
+    codes_min(x, n, mn, inverse(s), qmax, q);
+    return pack_codes(q, n, qs);
+}
+
 /* q4_0: d = max / -8 maps the extreme value to code 0; codes 0..15, x = (q - 8) d */
 static void block_q4_0(const float * x, void * out) {
     struct block_q4_0 * y = out;
-    const float d = signed_absmax(x, QK4_0) / -8.f;
-    const float id = inverse(d);
-    y->d = quant_fp16(d);
-    for (int j = 0; j < QK4_0 / 2; j++) {
-        const float v0 = x[j] * id, v1 = x[j + QK4_0 / 2] * id;
-        const int q0 = (int8_t)(v0 + 8.5f), q1 = (int8_t)(v1 + 8.5f);
-        y->qs[j] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
-    }
+    (void)block_offset(x, QK4_0, 15, &y->d, y->qs);
 }
 
 /* q4_1: d = (max - min) / 15, m = min; codes 0..15, x = q d + m */
 static void block_q4_1(const float * x, void * out) {
     struct block_q4_1 * y = out;
-    float mn, mx;
-    min_max(x, QK4_1, &mn, &mx);
-    const float d = (mx - mn) / 15.f;
-    const float id = inverse(d);
-    y->d = quant_fp16(d);
-    y->m = quant_fp16(mn);
-    for (int j = 0; j < QK4_1 / 2; j++) {
-        const float v0 = (x[j] - mn) * id, v1 = (x[j + QK4_1 / 2] - mn) * id;
-        const int q0 = (int8_t)(v0 + 0.5f), q1 = (int8_t)(v1 + 0.5f);
-        y->qs[j] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
-    }
+    (void)block_min(x, QK4_1, 15, &y->d, &y->m, y->qs);
 }
 
 /* q5_0: d = max / -16; codes 0..31, x = (q - 16) d; bit 4 of element j goes to bit j of qh */
 static void block_q5_0(const float * x, void * out) {
     struct block_q5_0 * y = out;
-    const float d = signed_absmax(x, QK5_0) / -16.f;
-    const float id = inverse(d);
-    y->d = quant_fp16(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < QK5_0 / 2; j++) {
-        const float v0 = x[j] * id, v1 = x[j + QK5_0 / 2] * id;
-        int q0 = (int8_t)(v0 + 16.5f), q1 = (int8_t)(v1 + 16.5f);
-        q0 = q0 < 31 ? q0 : 31;
-        q1 = q1 < 31 ? q1 : 31;
-        y->qs[j] = (uint8_t)((q0 & 0xf) | (q1 & 0xf) << 4);
-        qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + QK5_0 / 2);
-    }
+    const uint32_t qh = block_offset(x, QK5_0, 31, &y->d, y->qs);
     memcpy(y->qh, &qh, 4);
 }
 
-/* q5_1: d = (max - min) / 31, m = min; codes 0..31 */
+/* q5_1: d = (max - min) / 31, m = min; codes 0..31, x = q d + m; qh as q5_0's */
 static void block_q5_1(const float * x, void * out) {
     struct block_q5_1 * y = out;
-    float mn, mx;
-    min_max(x, QK5_1, &mn, &mx);
-    const float d = (mx - mn) / 31.f;
-    const float id = inverse(d);
-    y->d = quant_fp16(d);
-    y->m = quant_fp16(mn);
-    uint32_t qh = 0;
-    for (int j = 0; j < QK5_1 / 2; j++) {
-        const float v0 = (x[j] - mn) * id, v1 = (x[j + QK5_1 / 2] - mn) * id;
-        int q0 = (uint8_t)(v0 + 0.5f), q1 = (uint8_t)(v1 + 0.5f);
-        q0 = q0 < 31 ? q0 : 31;
-        q1 = q1 < 31 ? q1 : 31;
-        y->qs[j] = (uint8_t)((q0 & 0xf) | (q1 & 0xf) << 4);
-        qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + QK5_1 / 2);
-    }
+    const uint32_t qh = block_min(x, QK5_1, 31, &y->d, &y->m, y->qs);
     memcpy(y->qh, &qh, 4);
 }
 

@@ -21,6 +21,13 @@ enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t by
     return LOOM_ERR_UNSUPPORTED;
 }
 
+enum loom_status loom_cuda_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats) {
+    (void)backend;
+    (void)stats;
+    loom_log(LOOM_LOG_ERROR, "loom_cuda_get_stats: Loom was built without CUDA");
+    return LOOM_ERR_UNSUPPORTED;
+}
+
 loom_backend_comm_t loom_cuda_comm_new(loom_backend_t * backends, int n) {
     (void)backends;
     (void)n;
