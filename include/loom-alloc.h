@@ -39,22 +39,22 @@ extern "C" {
 typedef struct loom_gallocr * loom_gallocr_t;
 
 /* An allocator with one buffer id (0) of type 'buft'. Returns NULL (logged) when out of host memory. */
-loom_gallocr_t loom_gallocr_new(loom_backend_buffer_type_t buft);
+LOOM_API loom_gallocr_t loom_gallocr_new(loom_backend_buffer_type_t buft);
 /* An allocator with 'n_bufs' buffer ids: id i places tensors in buffers of type bufts[i]. Two ids
  * with the same type still get separate buffers. Returns NULL (logged) on a bad argument or OOM. */
-loom_gallocr_t loom_gallocr_new_n(loom_backend_buffer_type_t * bufts, int n_bufs);
+LOOM_API loom_gallocr_t loom_gallocr_new_n(loom_backend_buffer_type_t * bufts, int n_bufs);
 /* Frees the allocator and its buffers (tensors it placed are left dangling). NULL is a no-op. */
-void loom_gallocr_free(loom_gallocr_t galloc);
+LOOM_API void loom_gallocr_free(loom_gallocr_t galloc);
 
 /* Measures 'graph' (every tensor in buffer id 0) and allocates buffers large enough for it; the
  * buffers only grow. Nothing in 'graph' is placed. Errors (logged; afterwards the allocator holds
  * no buffers and no plan, nothing leaked): LOOM_ERR_TOO_LARGE when one tensor alone exceeds the
  * buffer type's max_size (names it); LOOM_ERR_INVALID_ARG when a source that needs memory is not in
  * the graph; LOOM_ERR_OOM when a buffer cannot be allocated. */
-enum loom_status loom_gallocr_reserve(loom_gallocr_t galloc, struct loom_cgraph * graph);
+LOOM_API enum loom_status loom_gallocr_reserve(loom_gallocr_t galloc, struct loom_cgraph * graph);
 /* As loom_gallocr_reserve, with node i placed in buffer id node_buffer_ids[i] and leaf j in
  * leaf_buffer_ids[j] (either array may be NULL: id 0). Ids must be in [0, n_bufs). */
-enum loom_status loom_gallocr_reserve_n(loom_gallocr_t galloc, struct loom_cgraph * graph, const int * node_buffer_ids,
+LOOM_API enum loom_status loom_gallocr_reserve_n(loom_gallocr_t galloc, struct loom_cgraph * graph, const int * node_buffer_ids,
                                         const int * leaf_buffer_ids);
 
 /* Places every tensor of 'graph' that needs memory and initialises its views. A graph of the same
@@ -64,22 +64,22 @@ enum loom_status loom_gallocr_reserve_n(loom_gallocr_t galloc, struct loom_cgrap
  * are re-placed. With LOOM_ALLOC_CHECK=1 in the environment the result is verified with
  * loom_gallocr_check. Errors as loom_gallocr_reserve, plus the buffers' own init failures; on any
  * error no tensor of 'graph' is left pointing into the allocator's buffers. */
-enum loom_status loom_gallocr_alloc_graph(loom_gallocr_t galloc, struct loom_cgraph * graph);
+LOOM_API enum loom_status loom_gallocr_alloc_graph(loom_gallocr_t galloc, struct loom_cgraph * graph);
 /* As loom_gallocr_alloc_graph with explicit buffer ids (see loom_gallocr_reserve_n). */
-enum loom_status loom_gallocr_alloc_graph_n(loom_gallocr_t galloc, struct loom_cgraph * graph, const int * node_buffer_ids,
+LOOM_API enum loom_status loom_gallocr_alloc_graph_n(loom_gallocr_t galloc, struct loom_cgraph * graph, const int * node_buffer_ids,
                                             const int * leaf_buffer_ids);
 
 /* Bytes of the buffers currently held for 'buffer_id' (all chunks together); 0 for a bad id. */
-size_t loom_gallocr_get_buffer_size(loom_gallocr_t galloc, int buffer_id);
+LOOM_API size_t loom_gallocr_get_buffer_size(loom_gallocr_t galloc, int buffer_id);
 /* Number of buffers (chunks) held for 'buffer_id'; more than one when max_size forced a split. */
-int loom_gallocr_get_n_chunks(loom_gallocr_t galloc, int buffer_id);
+LOOM_API int loom_gallocr_get_n_chunks(loom_gallocr_t galloc, int buffer_id);
 /* Buffer 'chunk' of 'buffer_id', or NULL. */
-loom_backend_buffer_t loom_gallocr_get_buffer(loom_gallocr_t galloc, int buffer_id, int chunk);
+LOOM_API loom_backend_buffer_t loom_gallocr_get_buffer(loom_gallocr_t galloc, int buffer_id, int chunk);
 /* Bytes the last plan would have needed for 'buffer_id' without any reuse: the sum of the padded
  * sizes of every tensor it placed there (in-place results counted separately). 0 for a bad id. */
-size_t loom_gallocr_get_naive_size(loom_gallocr_t galloc, int buffer_id);
+LOOM_API size_t loom_gallocr_get_naive_size(loom_gallocr_t galloc, int buffer_id);
 /* Number of planning (measuring) passes run so far; a reused plan does not count. */
-int loom_gallocr_get_n_plans(loom_gallocr_t galloc);
+LOOM_API int loom_gallocr_get_n_plans(loom_gallocr_t galloc);
 
 /* Verifies the placement of 'graph' (after loom_gallocr_alloc_graph) from the tensors themselves,
  * independently of the plan: every tensor that needs memory has it; each tensor this allocator
@@ -90,7 +90,7 @@ int loom_gallocr_get_n_plans(loom_gallocr_t galloc);
  * bytes only as an in-place element-wise op over its own source at the same address and layout.
  * Cost: O(T log T + overlapping pairs) for T placed tensors. Returns LOOM_OK, or
  * LOOM_ERR_INVALID_ARG after logging each violation found (up to a few). */
-enum loom_status loom_gallocr_check(loom_gallocr_t galloc, struct loom_cgraph * graph);
+LOOM_API enum loom_status loom_gallocr_check(loom_gallocr_t galloc, struct loom_cgraph * graph);
 
 #ifdef __cplusplus
 }

@@ -52,24 +52,24 @@ struct loom_chat_message {
 };
 
 /* The family's name as --chat-template spells it ("chatml", "llama3", ...); NULL outside the enum. */
-const char * loom_chat_template_name(enum loom_chat_template t);
+LOOM_API const char * loom_chat_template_name(enum loom_chat_template t);
 /* Looks 'name' up among the names above into '*out'. Errors: LOOM_ERR_INVALID_ARG for NULL or an
  * unknown name (logged with the list of known ones). */
-enum loom_status loom_chat_template_from_name(const char * name, enum loom_chat_template * out);
+LOOM_API enum loom_status loom_chat_template_from_name(const char * name, enum loom_chat_template * out);
 /* Recognizes the family of a Jinja template text 'tmpl' (NUL-terminated; NULL = the file has none)
  * from the markers it contains, into '*out'. Returns false, with '*out' = CHATML, when it recognizes
  * none (the caller should say that it falls back to ChatML). */
-bool loom_chat_template_detect(const char * tmpl, enum loom_chat_template * out);
+LOOM_API bool loom_chat_template_detect(const char * tmpl, enum loom_chat_template * out);
 /* The text of the token that closes a turn in the family, where it has one of its own
  * ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|EOT|>"), else NULL
  * (the [INST] families and DeepSeek V2/V3 close turns with the EOS token). */
-const char * loom_chat_template_eot_text(enum loom_chat_template t);
+LOOM_API const char * loom_chat_template_eot_text(enum loom_chat_template t);
 /* Writes 'n_msgs' messages in format 't', then with 'add_assistant' the opening of the assistant's
  * reply, into 'buf' ('size' bytes; a NUL follows when there is room). Returns the length in bytes,
  * -(length) when 'size' is smaller (call again with that room), LOOM_TOKEN_ERROR (logged) for a
  * template outside the enum, NULL msgs with n_msgs > 0, a message with a NULL role or content,
  * size < 0, NULL buf with size > 0, or out of memory. */
-int32_t loom_chat_apply(enum loom_chat_template t, const struct loom_chat_message * msgs, size_t n_msgs, bool add_assistant, char * buf,
+LOOM_API int32_t loom_chat_apply(enum loom_chat_template t, const struct loom_chat_message * msgs, size_t n_msgs, bool add_assistant, char * buf,
                         int32_t size);
 
 #ifdef __cplusplus

@@ -35,14 +35,14 @@ struct loom_gen_params {
 };
 /* Fills 'p' with a named shape: "260k", "15m", "110m" (the llama2.c family), "1b" (TinyLlama 1.1B)
  * or "7b" (Llama-2 7B). Returns LOOM_ERR_INVALID_ARG for an unknown name. */
-enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
+LOOM_API enum loom_status loom_gen_preset(const char * name, struct loom_gen_params * p);
 /* Writes a llama- or qwen2-architecture GGUF with random weights: matrices ~ N(0, 0.02^2) (Irwin-Hall
  * approximation), norm weights 1 + N(0, 0.01^2), biases N(0, 0.1^2), streamed so the model never
  * sits in memory. Errors: LOOM_ERR_INVALID_ARG (a shape rule broken: heads dividing n_embd, ...;
  * rope parameters out of range; rope_freqs with qwen2; n_vocab other than the token count of
  * 'vocab_path'; both vocabulary sources), LOOM_ERR_IO, LOOM_ERR_FORMAT (bad tokenizer file or
  * vocabulary GGUF), LOOM_ERR_UNSUPPORTED (a vocabulary Loom cannot read), LOOM_ERR_OOM. */
-enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
+LOOM_API enum loom_status loom_gen_model(const struct loom_gen_params * p, const char * out_path);
 
 /* Called after each tensor of loom_model_quantize is written: tensor 'i' of 'n', its name, its
  * type in the input and in the output, and its data size in bytes in each. */
@@ -55,8 +55,8 @@ struct loom_quantize_params {
 };
 /* The preset names loom_model_quantize takes, comma-separated (for messages), and whether 'name'
  * is one of them (case-insensitive). */
-const char * loom_quantize_preset_names(void);
-bool loom_quantize_preset_known(const char * name);
+LOOM_API const char * loom_quantize_preset_names(void);
+LOOM_API bool loom_quantize_preset_known(const char * name);
 /* Writes 'out_path': the GGUF model at 'in_path' (F32 / F16 / BF16 weights) with its weights
  * converted to the preset 'preset' (the field's names: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
  * Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, F32) and the field's
@@ -72,7 +72,7 @@ bool loom_quantize_preset_known(const char * name);
  * the input or not a writable file), LOOM_ERR_FORMAT (malformed input; a tensor holding NaN or
  * inf, named), LOOM_ERR_UNSUPPORTED (an already quantized or unconvertible tensor), LOOM_ERR_IO,
  * LOOM_ERR_OOM. */
-enum loom_status loom_model_quantize(const char * in_path, const char * out_path, const char * preset,
+LOOM_API enum loom_status loom_model_quantize(const char * in_path, const char * out_path, const char * preset,
                                      const struct loom_quantize_params * params);
 
 /* Converts a llama2.c checkpoint ('checkpoint_path': seven int32 -- dim, hidden_dim, n_layers,
@@ -82,7 +82,7 @@ enum loom_status loom_model_quantize(const char * in_path, const char * out_path
  * adjacent pairs (2i, 2i+1) of each head. The output is written to a temporary file and renamed,
  * and never replaces an input. Errors: LOOM_ERR_IO, LOOM_ERR_FORMAT (a malformed or truncated
  * checkpoint or tokenizer, named with the reason), LOOM_ERR_INVALID_ARG, LOOM_ERR_OOM. */
-enum loom_status loom_convert_llama2c(const char * checkpoint_path, const char * tokenizer_path, const char * out_path);
+LOOM_API enum loom_status loom_convert_llama2c(const char * checkpoint_path, const char * tokenizer_path, const char * out_path);
 
 #ifdef __cplusplus
 }

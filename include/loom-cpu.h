@@ -9,15 +9,15 @@ extern "C" {
 #endif
 
 /* A backend on the CPU device (same as loom_backend_dev_init(loom_backend_dev_by_name("CPU"), NULL)). */
-loom_backend_t loom_backend_cpu_init(void);
-bool loom_backend_is_cpu(loom_backend_t backend);
+LOOM_API loom_backend_t loom_backend_cpu_init(void);
+LOOM_API bool loom_backend_is_cpu(loom_backend_t backend);
 /* Threads used by graph_compute (>= 1); default: the number of online processors. */
-void loom_backend_cpu_set_n_threads(loom_backend_t backend, int n_threads);
-int loom_backend_cpu_get_n_threads(loom_backend_t backend);
+LOOM_API void loom_backend_cpu_set_n_threads(loom_backend_t backend, int n_threads);
+LOOM_API int loom_backend_cpu_get_n_threads(loom_backend_t backend);
 /* Host memory aligned to 64 bytes; is_host. */
-loom_backend_buffer_type_t loom_backend_cpu_buffer_type(void);
+LOOM_API loom_backend_buffer_type_t loom_backend_cpu_buffer_type(void);
 /* Wraps caller-owned host memory without copying (never freed by the buffer). */
-loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
+LOOM_API loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
 
 /* Computes 'graph' directly on host data (tensors of a context created with no_alloc = false, or
  * in host buffers) with 'n_threads' threads (< 1 counts as 1).
@@ -34,12 +34,12 @@ loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
  * combination the CPU does not implement (see loom_cpu_supports_op); LOOM_ERR_INVALID_ARG when a
  * tensor has no data or lives in a buffer that is not host memory; LOOM_ERR_OOM when the scratch
  * memory cannot be allocated. */
-enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads);
+LOOM_API enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads);
 /* True when the CPU kernels implement 'op' with its sources' types and layouts: every op of loom.h
  * with the types documented there (F32/F16/BF16, I32 ids/positions, I32->I32 copies), sources of
  * any strides (transposed, permuted, strided views), results with dense rows (any strides for CPY).
  * Views and NONE are always supported (they need no work). */
-bool loom_cpu_supports_op(const struct loom_tensor * op);
+LOOM_API bool loom_cpu_supports_op(const struct loom_tensor * op);
 
 /* Kernel paths. SIMD kernels (AVX-512 with F16C/FMA, plus AVX512-BF16 vdpbf16ps for BF16 weights;
  * AVX2/FMA/F16C as the fallback) are compiled with function target attributes, so every x86-64
@@ -49,11 +49,11 @@ bool loom_cpu_supports_op(const struct loom_tensor * op);
  * names the table instead (tests run every path; avx512 named also keeps one-column products on
  * the 512-bit kernels, which AMD processors otherwise leave for the AVX2 ones); another value is
  * ignored with a warning. Not thread-safe against a concurrent graph compute. */
-void loom_cpu_set_scalar(bool scalar);
-bool loom_cpu_get_scalar(void);
+LOOM_API void loom_cpu_set_scalar(bool scalar);
+LOOM_API bool loom_cpu_get_scalar(void);
 /* A short constant description of the kernels in use: "AVX512 FMA F16C BF16", "AVX2 FMA F16C",
  * "scalar". */
-const char * loom_cpu_features(void);
+LOOM_API const char * loom_cpu_features(void);
 
 #ifdef __cplusplus
 }

@@ -56,16 +56,16 @@ extern "C" {
 #endif
 
 /* Number of CUDA devices in the registry (registering them on first use); 0 without a GPU. */
-size_t loom_cuda_device_count(void);
+LOOM_API size_t loom_cuda_device_count(void);
 /* True when 'dev' is a CUDA device (NULL gives false). */
-bool loom_backend_dev_is_cuda(loom_backend_dev_t dev);
+LOOM_API bool loom_backend_dev_is_cuda(loom_backend_dev_t dev);
 /* True when 'backend' runs on a CUDA device (NULL gives false). */
-bool loom_backend_is_cuda(loom_backend_t backend);
+LOOM_API bool loom_backend_is_cuda(loom_backend_t backend);
 /* Sets the largest single buffer (bytes) of the device buffer type of 'dev'; 0 means unlimited.
  * Overrides LOOM_CUDA_MAX_BUFFER_MB; affects buffers allocated afterwards (and the chunking of
  * host memory wrapped afterwards). Errors: LOOM_ERR_INVALID_ARG when 'dev' is not a CUDA
  * device; LOOM_ERR_UNSUPPORTED when Loom was built without CUDA. */
-enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
+LOOM_API enum loom_status loom_cuda_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
 
 /* The fusions of the CUDA backend (docs/CUDA.md, "The fusions"), as loom_cuda_get_stats counts
  * them: per kind, the launches that carry it (one launch may carry several, e.g. a pre-norm and
@@ -99,7 +99,7 @@ struct loom_cuda_stats {
 /* Copies the counts of 'backend' into '*stats' (for tests and tools: which fusions a graph got).
  * Errors: LOOM_ERR_INVALID_ARG when 'backend' is not a CUDA backend or 'stats' is NULL;
  * LOOM_ERR_UNSUPPORTED when Loom was built without CUDA. */
-enum loom_status loom_cuda_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats);
+LOOM_API enum loom_status loom_cuda_get_stats(loom_backend_t backend, struct loom_cuda_stats * stats);
 
 #ifdef __cplusplus
 }

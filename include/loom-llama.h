@@ -21,7 +21,7 @@ enum loom_arch {
     LOOM_ARCH_COUNT
 };
 /* "llama", "qwen2"; NULL outside the enum. */
-const char * loom_arch_name(enum loom_arch arch);
+LOOM_API const char * loom_arch_name(enum loom_arch arch);
 
 /* RoPE scaling (<arch>.rope.scaling.type). */
 enum loom_rope_scaling {
@@ -72,7 +72,7 @@ enum loom_split_mode {
     LOOM_SPLIT_MODE_COUNT
 };
 /* "none", "layer", "row"; NULL outside the enum. */
-const char * loom_split_mode_name(enum loom_split_mode mode);
+LOOM_API const char * loom_split_mode_name(enum loom_split_mode mode);
 
 /* Devices one model can be split over at most. */
 #define LOOM_MAX_DEVICES 16
@@ -98,7 +98,7 @@ struct loom_model_params {
 struct loom_model;
 
 /* Defaults: no offload, split mode LAYER over every non-CPU device by free memory, mmap on, mlock off. */
-struct loom_model_params loom_model_default_params(void);
+LOOM_API struct loom_model_params loom_model_default_params(void);
 
 /* Loading is two phases. Phase 1, loom_model_file_open: the file is opened and its header,
  * metadata and tensor index parsed once; the hyper-parameters, the vocabulary and the chat template
@@ -109,12 +109,12 @@ struct loom_model_params loom_model_default_params(void);
 struct loom_model_file;
 /* Phase 1 for the model at 'path'. Errors as for loom_model_load, but for the weights' own: a
  * tensor's shape or type is checked in phase 2. */
-enum loom_status loom_model_file_open(const char * path, struct loom_model_file ** out);
-void loom_model_file_free(struct loom_model_file * file);    /* NULL is a no-op */
-const struct loom_hparams * loom_model_file_hparams(const struct loom_model_file * file);  /* n_vocab included */
-const struct loom_vocab * loom_model_file_vocab(const struct loom_model_file * file);
+LOOM_API enum loom_status loom_model_file_open(const char * path, struct loom_model_file ** out);
+LOOM_API void loom_model_file_free(struct loom_model_file * file);    /* NULL is a no-op */
+LOOM_API const struct loom_hparams * loom_model_file_hparams(const struct loom_model_file * file);  /* n_vocab included */
+LOOM_API const struct loom_vocab * loom_model_file_vocab(const struct loom_model_file * file);
 /* Phase 2: loads the weights of 'file' with 'params'. Errors as for loom_model_load. */
-enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom_model_params params, struct loom_model ** out);
+LOOM_API enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom_model_params params, struct loom_model ** out);
 
 /* Both phases at once (loom_model_file_open, loom_model_load_file, loom_model_file_free): loads a
  * GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
@@ -127,25 +127,25 @@ enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom
  * quantized blocks), LOOM_ERR_INVALID_ARG (an unknown device name, the CPU or a device twice in
  * 'device', main_gpu outside the list, a negative, NaN or all-zero-but-set tensor_split, a split
  * mode outside the enum), LOOM_ERR_OOM, LOOM_ERR_CANCELLED. */
-enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out);
-void loom_model_free(struct loom_model * model);
-const struct loom_hparams * loom_model_hparams(const struct loom_model * model);
-const struct loom_vocab * loom_model_vocab(const struct loom_model * model);
-uint64_t loom_model_n_params(const struct loom_model * model);   /* elements of all weights */
-uint64_t loom_model_size(const struct loom_model * model);       /* bytes of all weights */
+LOOM_API enum loom_status loom_model_load(const char * path, struct loom_model_params params, struct loom_model ** out);
+LOOM_API void loom_model_free(struct loom_model * model);
+LOOM_API const struct loom_hparams * loom_model_hparams(const struct loom_model * model);
+LOOM_API const struct loom_vocab * loom_model_vocab(const struct loom_model * model);
+LOOM_API uint64_t loom_model_n_params(const struct loom_model * model);   /* elements of all weights */
+LOOM_API uint64_t loom_model_size(const struct loom_model * model);       /* bytes of all weights */
 /* "CPU", or the offload devices' registry names ("CUDA0", "sim0+sim1") followed by "+CPU". */
-const char * loom_model_backend_name(const struct loom_model * model);
+LOOM_API const char * loom_model_backend_name(const struct loom_model * model);
 /* The file's tokenizer.chat_template (a Jinja template text), or NULL when it has none (or one that
  * is not a string). Valid while the model lives. */
-const char * loom_model_chat_template(const struct loom_model * model);
+LOOM_API const char * loom_model_chat_template(const struct loom_model * model);
 /* A short description, e.g. "llama 260K F32". */
-const char * loom_model_desc(const struct loom_model * model);
+LOOM_API const char * loom_model_desc(const struct loom_model * model);
 /* The split mode the model was loaded with (NONE with fewer than two devices), and how many devices
  * hold its offloaded layers (0: none). */
-enum loom_split_mode loom_model_split_mode(const struct loom_model * model);
-int loom_model_n_devices(const struct loom_model * model);
+LOOM_API enum loom_split_mode loom_model_split_mode(const struct loom_model * model);
+LOOM_API int loom_model_n_devices(const struct loom_model * model);
 /* The device that holds layer 'il' (NULL: the CPU; with ROW, the output device for the split layers). */
-loom_backend_dev_t loom_model_layer_device(const struct loom_model * model, int il);
+LOOM_API loom_backend_dev_t loom_model_layer_device(const struct loom_model * model, int il);
 
 /* Whether a step's attention is the fused FLASH_ATTN_EXT op (the field's -fa). */
 enum loom_llama_flash_attn {
@@ -171,7 +171,7 @@ struct loom_llama_context;
 
 /* Defaults: the model's training context, batches of 512, all cores, last logits only, F16 K and
  * V, flash attention auto. */
-struct loom_llama_context_params loom_llama_context_default_params(void);
+LOOM_API struct loom_llama_context_params loom_llama_context_default_params(void);
 /* Creates the KV cache (per layer, on the device that runs the layer) and the scheduler.
  * The cache is K [n_embd_kv, n_ctx] per layer, and V the same with flash attention, else stored
  * transposed [n_ctx, n_embd_kv] (one row per channel, for the product with the softmax); the
@@ -183,10 +183,10 @@ struct loom_llama_context_params loom_llama_context_default_params(void);
  * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range, a flash_attn value not in the enum),
  * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16; -sm row over CUDA devices
  * without NCCL), LOOM_ERR_OOM. */
-enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
+LOOM_API enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out);
-void loom_llama_context_free(struct loom_llama_context * lctx);
-int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx);
+LOOM_API void loom_llama_context_free(struct loom_llama_context * lctx);
+LOOM_API int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx);
 
 /* The KV cache holds n_ctx cells shared by every sequence (the field's unified cache): each cell
  * is tagged with the sequence id and the position of the token whose K and V it holds, and a token
@@ -194,21 +194,21 @@ int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx);
  * id (loom_llama_decode, _n_past, _kv_truncate) work on sequence 0. */
 
 /* Positions of sequence 0 in the KV cache (1 + its highest position; 0 when it has none). */
-int32_t loom_llama_n_past(const struct loom_llama_context * lctx);
+LOOM_API int32_t loom_llama_n_past(const struct loom_llama_context * lctx);
 /* Empties the KV cache (every sequence). */
-void loom_llama_kv_clear(struct loom_llama_context * lctx);
+LOOM_API void loom_llama_kv_clear(struct loom_llama_context * lctx);
 /* Keeps the positions [0, n_keep) of sequence 0 and drops the rest (loom_llama_kv_seq_rm(lctx, 0,
  * n_keep, -1)): the next decode runs at position n_keep (a prompt that extends the cached tokens
  * evaluates only what is new). A negative 'n_keep' drops everything. */
-void loom_llama_kv_truncate(struct loom_llama_context * lctx, int32_t n_keep);
+LOOM_API void loom_llama_kv_truncate(struct loom_llama_context * lctx, int32_t n_keep);
 /* Frees the cells of sequence 'seq_id' (< 0: of every sequence) at positions [p0, p1) (p0 < 0:
  * from 0; p1 < 0: to the end). Returns the number of cells freed. The other sequences' cells are
  * untouched; the freed ones are reused by later tokens. */
-int32_t loom_llama_kv_seq_rm(struct loom_llama_context * lctx, int32_t seq_id, int32_t p0, int32_t p1);
+LOOM_API int32_t loom_llama_kv_seq_rm(struct loom_llama_context * lctx, int32_t seq_id, int32_t p0, int32_t p1);
 /* The highest position sequence 'seq_id' holds in the KV cache, -1 when it holds none. */
-int32_t loom_llama_kv_seq_pos_max(const struct loom_llama_context * lctx, int32_t seq_id);
+LOOM_API int32_t loom_llama_kv_seq_pos_max(const struct loom_llama_context * lctx, int32_t seq_id);
 /* Cells in use, of n_ctx. */
-int32_t loom_llama_kv_used_cells(const struct loom_llama_context * lctx);
+LOOM_API int32_t loom_llama_kv_used_cells(const struct loom_llama_context * lctx);
 
 /* Tokens of one decode call, any mix of sequences (the arrays are the caller's, [n_tokens] each). */
 struct loom_llama_batch {
@@ -226,19 +226,19 @@ struct loom_llama_batch {
  * position or sequence id; LOOM_ERR_TOO_LARGE when fewer than n_tokens cells are free ("the KV cache
  * is full"); LOOM_ERR_OOM. A backend failure returns its status with the failing step's cells
  * freed (the steps before it stay in the cache), and no logits. */
-enum loom_status loom_llama_decode_batch(struct loom_llama_context * lctx, const struct loom_llama_batch * batch);
+LOOM_API enum loom_status loom_llama_decode_batch(struct loom_llama_context * lctx, const struct loom_llama_batch * batch);
 /* Runs 'n_tokens' tokens of sequence 0 at its next positions, in steps of at most n_batch, with the
  * logits of the last one (of every one with logits_all). Errors: LOOM_ERR_TOO_LARGE when n_past +
  * n_tokens > n_ctx or fewer cells are free (nothing is run), LOOM_ERR_INVALID_ARG for a token id
  * outside the vocabulary, the backend's status on failure. */
-enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens);
+LOOM_API enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32_t * tokens, int32_t n_tokens);
 /* Logits [n_vocab] of the last token of the last decode call whose logits were computed; NULL
  * before the first decode. */
-const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
+LOOM_API const float * loom_llama_get_logits(const struct loom_llama_context * lctx);
 /* Logits [n_vocab] of token 'i' of the last decode call (batch index; negative counts from the
  * end: -1 is the last token); NULL for an index outside the call or a token whose logits were not
  * asked for. Valid until the next decode. */
-const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
+LOOM_API const float * loom_llama_get_logits_ith(const struct loom_llama_context * lctx, int32_t i);
 /* What loom_model_fit measured and chose. Sizes in bytes, as the buffers would be allocated. */
 #define LOOM_FIT_MAX_LAYERS 4096
 struct loom_fit {
@@ -265,7 +265,7 @@ struct loom_fit {
  * largest step (n_batch tokens attending over the full context) in a context whose KV memory is
  * never touched. Without an offload device: LOOM_OK and 0 layers. Errors: those of
  * loom_model_load and loom_llama_context_new; LOOM_ERR_UNSUPPORTED past LOOM_FIT_MAX_LAYERS. */
-enum loom_status loom_model_fit(struct loom_model_file * file, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
+LOOM_API enum loom_status loom_model_fit(struct loom_model_file * file, struct loom_model_params mp, struct loom_llama_context_params cp, size_t margin,
                                 struct loom_fit * out);
 
 /* Bytes held in one device's memory (for a memory breakdown). */
@@ -276,16 +276,16 @@ struct loom_llama_memory {
 };
 /* What 'model' and 'lctx' (either may be NULL) hold on 'dev': its device memory, or with 'dev' NULL
  * or the CPU device, host memory (mapped weights, CPU buffers, pinned host memory of a device). */
-void loom_llama_memory_breakdown(const struct loom_model * model, const struct loom_llama_context * lctx, loom_backend_dev_t dev,
+LOOM_API void loom_llama_memory_breakdown(const struct loom_model * model, const struct loom_llama_context * lctx, loom_backend_dev_t dev,
                                  struct loom_llama_memory * out);
 
 /* The scheduler (for introspection: splits, copies, buffer sizes). */
-loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
+LOOM_API loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx);
 
 /* Reads a model file's hyper-parameters and, when 'vocab' is not NULL, its vocabulary (the caller
  * owns it: loom_vocab_free), and nothing else: for a caller that needs only these (the commands
  * that go on to load the weights use loom_model_file_open). Errors as for loom_model_load. */
-enum loom_status loom_model_read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab);
+LOOM_API enum loom_status loom_model_read_meta(const char * path, struct loom_hparams * hp, struct loom_vocab ** vocab);
 
 #ifdef __cplusplus
 }

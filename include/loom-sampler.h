@@ -35,15 +35,15 @@ struct loom_sampler;
 
 /* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1 (off),
  * repeat_last_n 64, presence and frequency penalties 0 (off), seed LOOM_DEFAULT_SEED. */
-struct loom_sampler_params loom_sampler_default_params(void);
+LOOM_API struct loom_sampler_params loom_sampler_default_params(void);
 
 /* Creates a sampler. Errors (logged, '*out' = NULL): LOOM_ERR_INVALID_ARG for NULL pointers, a NaN
  * temp/top_p/min_p, repeat_penalty not > 0 (or NaN/inf), a presence or frequency penalty NaN/inf,
  * repeat_last_n < 0 or > 1<<20;
  * LOOM_ERR_OOM. Out-of-range but meaningful values are clamped (top_p <= 0 and min_p >= 1 keep
  * only the most likely token(s)). */
-enum loom_status loom_sampler_new(const struct loom_sampler_params * params, struct loom_sampler ** out);
-void loom_sampler_free(struct loom_sampler * s);   /* NULL is a no-op */
+LOOM_API enum loom_status loom_sampler_new(const struct loom_sampler_params * params, struct loom_sampler ** out);
+LOOM_API void loom_sampler_free(struct loom_sampler * s);   /* NULL is a no-op */
 
 /* Samples a token id in [0, n_vocab) from 'logits' [n_vocab] (not modified) into '*token'.
  * NaN logits count as -inf (never chosen). +inf logits win outright: when any is present, the
@@ -51,18 +51,18 @@ void loom_sampler_free(struct loom_sampler * s);   /* NULL is a no-op */
  * empty: top-k, top-p and min-p each keep at least the most likely token.
  * Errors (logged, '*token' untouched): LOOM_ERR_INVALID_ARG for NULL pointers, n_vocab <= 0, or
  * logits that are all -inf/NaN (nothing can be sampled); LOOM_ERR_OOM. */
-enum loom_status loom_sampler_sample(struct loom_sampler * s, const float * logits, int n_vocab, int32_t * token);
+LOOM_API enum loom_status loom_sampler_sample(struct loom_sampler * s, const float * logits, int n_vocab, int32_t * token);
 
 /* Appends 'token' to the history the repetition penalty looks at (keep the last repeat_last_n).
  * Call it for prompt tokens and for each sampled token you keep. Negative ids are ignored. */
-void loom_sampler_accept(struct loom_sampler * s, int32_t token);
+LOOM_API void loom_sampler_accept(struct loom_sampler * s, int32_t token);
 
 /* Clears the history and restarts the PRNG from the seed in use. */
-void loom_sampler_reset(struct loom_sampler * s);
+LOOM_API void loom_sampler_reset(struct loom_sampler * s);
 
 /* The seed actually in use (the clock-derived one when LOOM_DEFAULT_SEED was asked for); creating
  * a sampler with it reproduces the same draws. */
-uint64_t loom_sampler_get_seed(const struct loom_sampler * s);
+LOOM_API uint64_t loom_sampler_get_seed(const struct loom_sampler * s);
 
 #ifdef __cplusplus
 }

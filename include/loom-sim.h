@@ -55,23 +55,23 @@ struct loom_sim_params {
 };
 
 /* The defaults described above. */
-struct loom_sim_params loom_sim_default_params(void);
+LOOM_API struct loom_sim_params loom_sim_default_params(void);
 
 /* Creates a sim device named 'name' (at most 63 bytes; e.g. "sim0"). 'params' may be NULL for the
  * defaults. Returns NULL (logged) for an empty name, an alignment that is not a power of two, or no
  * memory. The device is not registered; see loom_backend_register_device. */
-loom_backend_dev_t loom_sim_device_new(const char * name, const struct loom_sim_params * params);
+LOOM_API loom_backend_dev_t loom_sim_device_new(const char * name, const struct loom_sim_params * params);
 /* Unregisters (when registered) and frees the device. Its buffers, backends and events must have been
  * freed first (a programming error, aborts, otherwise). NULL is a no-op. */
-void loom_sim_device_free(loom_backend_dev_t dev);
+LOOM_API void loom_sim_device_free(loom_backend_dev_t dev);
 /* True when 'dev' is a sim device. */
-bool loom_sim_device_is_sim(loom_backend_dev_t dev);
+LOOM_API bool loom_sim_device_is_sim(loom_backend_dev_t dev);
 /* Makes and registers (loom_backend_register_device) the devices the environment asks for:
  * LOOM_SIM_DEVICES=N (1..64) default devices named sim0..sim{N-1}, limited by LOOM_SIM_MAX_BUFFER_MB
  * and LOOM_SIM_MEMORY_MB when set (a bad value is ignored with a warning). Call it once, before the
  * devices are looked up; they live as long as the process. Returns the number registered (0 when
  * LOOM_SIM_DEVICES is unset). */
-size_t loom_sim_register_env_devices(void);
+LOOM_API size_t loom_sim_register_env_devices(void);
 
 struct loom_sim_stats {
     size_t bytes_allocated;   /* bytes of device memory held by live buffers now */
@@ -89,20 +89,20 @@ struct loom_sim_stats {
 };
 
 /* Reads the device's counters. 'dev' must be a sim device. */
-void loom_sim_get_stats(loom_backend_dev_t dev, struct loom_sim_stats * stats);
+LOOM_API void loom_sim_get_stats(loom_backend_dev_t dev, struct loom_sim_stats * stats);
 /* Zeroes the counters (every field but bytes_allocated and n_buffers) and sets the peak to the
  * current allocation; live buffers are kept. */
-void loom_sim_reset_stats(loom_backend_dev_t dev);
+LOOM_API void loom_sim_reset_stats(loom_backend_dev_t dev);
 /* Makes the Nth buffer creation from now (counted from 1) fail; 0 disarms. */
-void loom_sim_set_fail_alloc(loom_backend_dev_t dev, uint64_t n);
+LOOM_API void loom_sim_set_fail_alloc(loom_backend_dev_t dev, uint64_t n);
 /* Makes the Nth init_tensor from now (counted from 1) fail; 0 disarms. */
-void loom_sim_set_fail_init_tensor(loom_backend_dev_t dev, uint64_t n);
+LOOM_API void loom_sim_set_fail_init_tensor(loom_backend_dev_t dev, uint64_t n);
 /* Sets the largest single buffer to 'bytes' (0: SIZE_MAX, unlimited) for the allocations that
  * follow; buffers already made keep their size. */
-void loom_sim_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
+LOOM_API void loom_sim_set_max_buffer_size(loom_backend_dev_t dev, size_t bytes);
 
 /* True when 'addr' lies in the sim address space (an address some sim device could hand out). */
-bool loom_sim_is_device_addr(const void * addr);
+LOOM_API bool loom_sim_is_device_addr(const void * addr);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,14 @@
 extern "C" {
 #endif
 
+/* LOOM_API marks the public API: the functions libloom.so exports. The library is compiled with
+ * hidden visibility, so every other function (internal, whatever its name) stays inside it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define LOOM_API __attribute__((visibility("default")))
+#else
+#define LOOM_API
+#endif
+
 #define LOOM_MAX_DIMS 4
 #define LOOM_MAX_SRC 6
 #define LOOM_MAX_OP_PARAMS 64 /* bytes */
@@ -47,7 +55,7 @@ enum loom_status {
 };
 
 /* Returns a short constant description of 's' ("ok", "out of memory", ...); never NULL. */
-const char * loom_status_str(enum loom_status s);
+LOOM_API const char * loom_status_str(enum loom_status s);
 
 enum loom_log_level {
     LOOM_LOG_DEBUG = 0,
@@ -62,20 +70,20 @@ typedef void (*loom_log_callback)(enum loom_log_level level, const char * text, 
 
 /* Sets where library messages go. NULL restores the default (stderr, INFO and above; DEBUG when
  * the environment variable LOOM_DEBUG is set). Not thread-safe against concurrent logging. */
-void loom_log_set(loom_log_callback cb, void * user_data);
+LOOM_API void loom_log_set(loom_log_callback cb, void * user_data);
 /* The callback and user data in use (NULL: the default), so that a caller can divert messages
  * for a while and then put them back with loom_log_set. */
-void loom_log_get(loom_log_callback * cb, void ** user_data);
+LOOM_API void loom_log_get(loom_log_callback * cb, void ** user_data);
 
 /* Logs a printf-style message through the current callback. */
-void loom_log(enum loom_log_level level, const char * fmt, ...)
+LOOM_API void loom_log(enum loom_log_level level, const char * fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
 /* Aborts with file:line and a message; for broken invariants only, never for bad input. */
-void loom_abort(const char * file, int line, const char * fmt, ...)
+LOOM_API void loom_abort(const char * file, int line, const char * fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4), noreturn))
 #endif
@@ -141,20 +149,20 @@ struct loom_type_traits {
 };
 
 /* Traits of 'type'; for an id that is out of range or unknown, a record with blck_size 0. */
-const struct loom_type_traits * loom_type_get_traits(enum loom_type type);
+LOOM_API const struct loom_type_traits * loom_type_get_traits(enum loom_type type);
 /* True when 'type' is an id the table knows (any GGUF type), whether or not Loom computes with it. */
-bool loom_type_is_known(int type);
-const char * loom_type_name(enum loom_type type);   /* "?" for unknown ids */
-int64_t loom_blck_size(enum loom_type type);
-size_t loom_type_size(enum loom_type type);          /* bytes per block */
+LOOM_API bool loom_type_is_known(int type);
+LOOM_API const char * loom_type_name(enum loom_type type);   /* "?" for unknown ids */
+LOOM_API int64_t loom_blck_size(enum loom_type type);
+LOOM_API size_t loom_type_size(enum loom_type type);          /* bytes per block */
 /* Bytes of one row of 'ne0' elements; 'ne0' must be a multiple of the block length. */
-size_t loom_row_size(enum loom_type type, int64_t ne0);
+LOOM_API size_t loom_row_size(enum loom_type type, int64_t ne0);
 
 /* Scalar conversions (IEEE 754 binary16 and bfloat16; round to nearest even, NaN kept NaN). */
-float loom_fp16_to_fp32(uint16_t h);
-uint16_t loom_fp32_to_fp16(float f);
-float loom_bf16_to_fp32(uint16_t h);
-uint16_t loom_fp32_to_bf16(float f);
+LOOM_API float loom_fp16_to_fp32(uint16_t h);
+LOOM_API uint16_t loom_fp32_to_fp16(float f);
+LOOM_API float loom_bf16_to_fp32(uint16_t h);
+LOOM_API uint16_t loom_fp32_to_bf16(float f);
 
 /* ---------------------------------------------------------------- ops */
 
@@ -184,9 +192,9 @@ enum loom_op {
     LOOM_OP_COUNT
 };
 
-const char * loom_op_name(enum loom_op op);   /* "MUL_MAT", ... */
+LOOM_API const char * loom_op_name(enum loom_op op);   /* "MUL_MAT", ... */
 /* True for ops that only reinterpret their source's storage (VIEW, RESHAPE, PERMUTE, TRANSPOSE). */
-bool loom_op_is_view(enum loom_op op);
+LOOM_API bool loom_op_is_view(enum loom_op op);
 
 enum loom_tensor_flag {
     LOOM_TENSOR_FLAG_INPUT = 1,   /* set from outside before each compute */
@@ -217,40 +225,40 @@ struct loom_tensor {
 
 /* ---------------------------------------------------------------- tensor queries */
 
-int64_t loom_nelements(const struct loom_tensor * t);  /* ne0*ne1*ne2*ne3 */
-int64_t loom_nrows(const struct loom_tensor * t);   /* ne1*ne2*ne3 */
+LOOM_API int64_t loom_nelements(const struct loom_tensor * t);  /* ne0*ne1*ne2*ne3 */
+LOOM_API int64_t loom_nrows(const struct loom_tensor * t);   /* ne1*ne2*ne3 */
 /* Bytes spanned by 't' from its first to one past its last element, honouring strides
  * (for a contiguous tensor: nelements * type size / block length). */
-size_t loom_nbytes(const struct loom_tensor * t);
-size_t loom_element_size(const struct loom_tensor * t);  /* bytes per element of a plain type */
-bool loom_is_contiguous(const struct loom_tensor * t);   /* dense row-major in ne order */
+LOOM_API size_t loom_nbytes(const struct loom_tensor * t);
+LOOM_API size_t loom_element_size(const struct loom_tensor * t);  /* bytes per element of a plain type */
+LOOM_API bool loom_is_contiguous(const struct loom_tensor * t);   /* dense row-major in ne order */
 /* Rows are dense (nb0 = element size) though rows themselves may be strided. */
-bool loom_is_contiguous_rows(const struct loom_tensor * t);
-bool loom_is_transposed(const struct loom_tensor * t);   /* nb0 > nb1 */
-bool loom_is_permuted(const struct loom_tensor * t);     /* strides not increasing */
-bool loom_is_empty(const struct loom_tensor * t);        /* some ne[i] == 0 */
-bool loom_is_view(const struct loom_tensor * t);         /* view_src != NULL */
-bool loom_are_same_shape(const struct loom_tensor * a, const struct loom_tensor * b);
-bool loom_are_same_layout(const struct loom_tensor * a, const struct loom_tensor * b); /* shape, type and strides */
+LOOM_API bool loom_is_contiguous_rows(const struct loom_tensor * t);
+LOOM_API bool loom_is_transposed(const struct loom_tensor * t);   /* nb0 > nb1 */
+LOOM_API bool loom_is_permuted(const struct loom_tensor * t);     /* strides not increasing */
+LOOM_API bool loom_is_empty(const struct loom_tensor * t);        /* some ne[i] == 0 */
+LOOM_API bool loom_is_view(const struct loom_tensor * t);         /* view_src != NULL */
+LOOM_API bool loom_are_same_shape(const struct loom_tensor * a, const struct loom_tensor * b);
+LOOM_API bool loom_are_same_layout(const struct loom_tensor * a, const struct loom_tensor * b); /* shape, type and strides */
 /* True when 'b' broadcasts to 'a': a->ne[i] % b->ne[i] == 0 for every i. */
-bool loom_can_repeat(const struct loom_tensor * b, const struct loom_tensor * a);
+LOOM_API bool loom_can_repeat(const struct loom_tensor * b, const struct loom_tensor * a);
 /* Number of dimensions ignoring trailing 1s (at least 1). */
-int loom_n_dims(const struct loom_tensor * t);
+LOOM_API int loom_n_dims(const struct loom_tensor * t);
 
-void loom_set_name(struct loom_tensor * t, const char * name);  /* truncated to LOOM_MAX_NAME-1 */
-void loom_format_name(struct loom_tensor * t, const char * fmt, ...)
+LOOM_API void loom_set_name(struct loom_tensor * t, const char * name);  /* truncated to LOOM_MAX_NAME-1 */
+LOOM_API void loom_format_name(struct loom_tensor * t, const char * fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-const char * loom_get_name(const struct loom_tensor * t);
-void loom_set_input(struct loom_tensor * t);
-void loom_set_output(struct loom_tensor * t);
-void loom_set_weight(struct loom_tensor * t);
+LOOM_API const char * loom_get_name(const struct loom_tensor * t);
+LOOM_API void loom_set_input(struct loom_tensor * t);
+LOOM_API void loom_set_output(struct loom_tensor * t);
+LOOM_API void loom_set_weight(struct loom_tensor * t);
 
 /* Op parameters are stored as raw 32-bit words; these read and write them. */
-int32_t loom_get_op_param_i32(const struct loom_tensor * t, int i);
-float loom_get_op_param_f32(const struct loom_tensor * t, int i);
+LOOM_API int32_t loom_get_op_param_i32(const struct loom_tensor * t, int i);
+LOOM_API float loom_get_op_param_f32(const struct loom_tensor * t, int i);
 
 /* ---------------------------------------------------------------- contexts */
 
@@ -263,34 +271,34 @@ struct loom_init_params {
 };
 
 /* Bytes one tensor's metadata takes in an arena (use mem_size = n_tensors * this + graphs). */
-size_t loom_tensor_overhead(void);
+LOOM_API size_t loom_tensor_overhead(void);
 /* Bytes a graph of 'size' nodes takes in an arena. */
-size_t loom_graph_overhead(size_t size);
+LOOM_API size_t loom_graph_overhead(size_t size);
 
 /* Creates a context. Returns NULL (with a logged reason) when the arena cannot be allocated. */
-struct loom_context * loom_init(struct loom_init_params params);
-void loom_free(struct loom_context * ctx);
-bool loom_get_no_alloc(const struct loom_context * ctx);
-void loom_set_no_alloc(struct loom_context * ctx, bool no_alloc);
-size_t loom_used_mem(const struct loom_context * ctx);   /* bytes of the arena in use */
+LOOM_API struct loom_context * loom_init(struct loom_init_params params);
+LOOM_API void loom_free(struct loom_context * ctx);
+LOOM_API bool loom_get_no_alloc(const struct loom_context * ctx);
+LOOM_API void loom_set_no_alloc(struct loom_context * ctx, bool no_alloc);
+LOOM_API size_t loom_used_mem(const struct loom_context * ctx);   /* bytes of the arena in use */
 /* Iterates the tensors created in 'ctx' in creation order; NULL at the end. */
-struct loom_tensor * loom_get_first_tensor(const struct loom_context * ctx);
-struct loom_tensor * loom_get_next_tensor(const struct loom_context * ctx, struct loom_tensor * t);
+LOOM_API struct loom_tensor * loom_get_first_tensor(const struct loom_context * ctx);
+LOOM_API struct loom_tensor * loom_get_next_tensor(const struct loom_context * ctx, struct loom_tensor * t);
 /* Linear lookup by name; NULL when absent. */
-struct loom_tensor * loom_get_tensor(const struct loom_context * ctx, const char * name);
+LOOM_API struct loom_tensor * loom_get_tensor(const struct loom_context * ctx, const char * name);
 
 /* ---------------------------------------------------------------- tensor creation
  * Running out of arena is a programming error (the caller sizes the context) and aborts. */
 
 /* A tensor of 'n_dims' (1..4) dimensions 'ne' (elements; ne[0] a multiple of the type's block
  * length) with contiguous strides; its data comes from the arena unless the context is no_alloc. */
-struct loom_tensor * loom_new_tensor(struct loom_context * ctx, enum loom_type type, int n_dims, const int64_t * ne);
-struct loom_tensor * loom_new_tensor_1d(struct loom_context * ctx, enum loom_type type, int64_t ne0);
-struct loom_tensor * loom_new_tensor_2d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1);
-struct loom_tensor * loom_new_tensor_3d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1, int64_t ne2);
-struct loom_tensor * loom_new_tensor_4d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+LOOM_API struct loom_tensor * loom_new_tensor(struct loom_context * ctx, enum loom_type type, int n_dims, const int64_t * ne);
+LOOM_API struct loom_tensor * loom_new_tensor_1d(struct loom_context * ctx, enum loom_type type, int64_t ne0);
+LOOM_API struct loom_tensor * loom_new_tensor_2d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1);
+LOOM_API struct loom_tensor * loom_new_tensor_3d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+LOOM_API struct loom_tensor * loom_new_tensor_4d(struct loom_context * ctx, enum loom_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 /* A new tensor with the type and shape of 'src' (contiguous strides), no op. */
-struct loom_tensor * loom_dup_tensor(struct loom_context * ctx, const struct loom_tensor * src);
+LOOM_API struct loom_tensor * loom_dup_tensor(struct loom_context * ctx, const struct loom_tensor * src);
 
 /* ---------------------------------------------------------------- views
  * Views share the storage of their source's base; the result's 'view_src' is that base and
@@ -298,22 +306,22 @@ struct loom_tensor * loom_dup_tensor(struct loom_context * ctx, const struct loo
 
 /* Views of 'a' at byte 'offset' with the given shape and row strides nb1..nb3 (bytes);
  * nb0 is the element size. The viewed extent must lie inside 'a'. */
-struct loom_tensor * loom_view_1d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, size_t offset);
-struct loom_tensor * loom_view_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
-struct loom_tensor * loom_view_3d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
-struct loom_tensor * loom_view_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+LOOM_API struct loom_tensor * loom_view_1d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, size_t offset);
+LOOM_API struct loom_tensor * loom_view_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, size_t nb1, size_t offset);
+LOOM_API struct loom_tensor * loom_view_3d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, size_t nb1, size_t nb2, size_t offset);
+LOOM_API struct loom_tensor * loom_view_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
 /* A view with the same shape and strides as 'a'. */
-struct loom_tensor * loom_view_tensor(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_view_tensor(struct loom_context * ctx, struct loom_tensor * a);
 /* Reinterprets a contiguous 'a' with a new shape of the same element count. */
-struct loom_tensor * loom_reshape_1d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0);
-struct loom_tensor * loom_reshape_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1);
-struct loom_tensor * loom_reshape_3d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
-struct loom_tensor * loom_reshape_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+LOOM_API struct loom_tensor * loom_reshape_1d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0);
+LOOM_API struct loom_tensor * loom_reshape_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1);
+LOOM_API struct loom_tensor * loom_reshape_3d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2);
+LOOM_API struct loom_tensor * loom_reshape_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 /* Moves source dimension i to result dimension axis_i (a permutation of 0..3), as ggml_permute:
  * result.ne[axis_i] = a.ne[i], result.nb[axis_i] = a.nb[i]. */
-struct loom_tensor * loom_permute(struct loom_context * ctx, struct loom_tensor * a, int axis0, int axis1, int axis2, int axis3);
+LOOM_API struct loom_tensor * loom_permute(struct loom_context * ctx, struct loom_tensor * a, int axis0, int axis1, int axis2, int axis3);
 /* Swaps dimensions 0 and 1. */
-struct loom_tensor * loom_transpose(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_transpose(struct loom_context * ctx, struct loom_tensor * a);
 
 /* ---------------------------------------------------------------- ops
  * Each returns a new node; its result is F32 unless stated. Sources may be non-contiguous
@@ -323,22 +331,22 @@ struct loom_tensor * loom_transpose(struct loom_context * ctx, struct loom_tenso
  * a to_float (its rows dequantized), ids I32 [n, ne2, ne3]
  * (ids->ne[1] == a->ne[2]) -> F32 [ne0, n, ne2, ne3]. An id outside [0, n_rows) yields zeros and a
  * logged error (never an out-of-bounds read). */
-struct loom_tensor * loom_get_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * ids);
+LOOM_API struct loom_tensor * loom_get_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * ids);
 
 /* dst[i, j, i2, i3] = sum_k a[k, i, i2/r2, i3/r3] * b[k, j, i2, i3]
  * a [K, M, ne2a, ne3a] (F32/F16/BF16, or a quantized type with a to_float: then a's rows are
  * dense blocks), b [K, N, ne2b, ne3b] (F32), r2 = ne2b/ne2a, r3 = ne3b/ne3a (must divide evenly)
  * -> F32 [M, N, ne2b, ne3b]. Both may be non-contiguous (rows strided, transposed or permuted). */
-struct loom_tensor * loom_mul_mat(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+LOOM_API struct loom_tensor * loom_mul_mat(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Element-wise a + b and a * b with 'b' broadcast to 'a' (loom_can_repeat(b, a)); a and b F32
  * (a may also be F16/BF16: the result is F32 with a's shape). */
-struct loom_tensor * loom_add(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
-struct loom_tensor * loom_mul(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+LOOM_API struct loom_tensor * loom_add(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+LOOM_API struct loom_tensor * loom_mul(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 /* a * s, a F32. */
-struct loom_tensor * loom_scale(struct loom_context * ctx, struct loom_tensor * a, float s);
+LOOM_API struct loom_tensor * loom_scale(struct loom_context * ctx, struct loom_tensor * a, float s);
 /* Per row (over ne0): x / sqrt(mean(x^2) + eps). a F32 [ne0, ...]. (Zhang & Sennrich 2019.) */
-struct loom_tensor * loom_rms_norm(struct loom_context * ctx, struct loom_tensor * a, float eps);
+LOOM_API struct loom_tensor * loom_rms_norm(struct loom_context * ctx, struct loom_tensor * a, float eps);
 
 enum loom_rope_mode {
     LOOM_ROPE_NORMAL = 0,  /* rotates pairs (2i, 2i+1) of each head (the original RoPE, GGUF llama) */
@@ -347,7 +355,7 @@ enum loom_rope_mode {
 /* Rotary position embedding (Su et al. 2021, RoFormer). a F32 [head_dim, n_head, n_tokens, 1],
  * pos I32 [n_tokens]. The first 'n_dims' (even, <= head_dim) elements of each head are rotated by
  * angle pos * freq_scale * freq_base^(-2i/n_dims) for pair i; the rest are copied. */
-struct loom_tensor * loom_rope(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
+LOOM_API struct loom_tensor * loom_rope(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
                                int n_dims, enum loom_rope_mode mode, float freq_base, float freq_scale);
 
 /* Parameters of loom_rope_ext beyond loom_rope's (the field's rope_ext set). */
@@ -361,7 +369,7 @@ struct loom_rope_ext_params {
 
 /* Defaults that make loom_rope_ext equal loom_rope: n_ctx_orig 0, ext_factor 0, attn_factor 1,
  * beta_fast 32, beta_slow 1. */
-struct loom_rope_ext_params loom_rope_ext_default_params(void);
+LOOM_API struct loom_rope_ext_params loom_rope_ext_default_params(void);
 
 /* RoPE with frequency factors and YaRN (Peng et al. 2023, "YaRN: Efficient Context Window
  * Extension of Large Language Models", sections 3.2-3.4, in the field's discretised form).
@@ -375,22 +383,22 @@ struct loom_rope_ext_params loom_rope_ext_default_params(void);
  *   m       = attn_factor * (ext_factor != 0 ? 1 + 0.1 ln(1 / freq_scale) : 1)   (YaRN's attention temperature)
  * and the pair (x0, x1) becomes m * (x0 cos theta - x1 sin theta, x0 sin theta + x1 cos theta).
  * Shapes as loom_rope; 'freq_factors' may be NULL (Llama 3.1 ships them as rope_freqs.weight). */
-struct loom_tensor * loom_rope_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
+LOOM_API struct loom_tensor * loom_rope_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * pos,
                                    struct loom_tensor * freq_factors, int n_dims, enum loom_rope_mode mode, float freq_base,
                                    float freq_scale, const struct loom_rope_ext_params * ext);
 
 /* The YaRN parameters of a ROPE node (loom_rope_ext_default_params for one made by loom_rope). */
-struct loom_rope_ext_params loom_rope_get_ext_params(const struct loom_tensor * rope);
+LOOM_API struct loom_rope_ext_params loom_rope_get_ext_params(const struct loom_tensor * rope);
 /* True when a ROPE node is plain loom_rope (no frequency factors, YaRN off, attn_factor 1): the
  * rotation a backend without the extensions can still compute. */
-bool loom_rope_is_plain(const struct loom_tensor * rope);
+LOOM_API bool loom_rope_is_plain(const struct loom_tensor * rope);
 
 /* Per row over ne0: softmax(a * scale + mask), with the row maximum subtracted first.
  * a F32 [ne0, ne1, ne2, ne3]; mask optional (NULL), F32 or F16 [ne0, >= ne1, m2, m3] broadcast
  * over dims 2 and 3 (ne2 % m2 == 0, ne3 % m3 == 0); -INFINITY entries mask out. A row that is
  * entirely -inf yields zeros. */
-struct loom_tensor * loom_soft_max(struct loom_context * ctx, struct loom_tensor * a);
-struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * mask, float scale);
+LOOM_API struct loom_tensor * loom_soft_max(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * mask, float scale);
 
 /* Fused attention: for each query, softmax(q K^T * scale + mask) V in one pass over the KV cells,
  * with the running maximum and sum of the online softmax (Milakov & Gimelshein 2018, "Online
@@ -404,7 +412,7 @@ struct loom_tensor * loom_soft_max_ext(struct loom_context * ctx, struct loom_te
  * row i is query i's); -INFINITY masks a cell out; a query whose cells are all masked gets zeros.
  * -> F32 [Dv, H, n_q, B]: the heads of one query are adjacent, so a reshape gives [Dv * H, n_q].
  * The field calls this op FLASH_ATTN_EXT. */
-struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_tensor * q, struct loom_tensor * k,
+LOOM_API struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_tensor * q, struct loom_tensor * k,
                                          struct loom_tensor * v, struct loom_tensor * mask, float scale);
 
 /* One rank's part of an all-reduce across devices: the sum over the 'n_ranks' nodes of group
@@ -412,18 +420,18 @@ struct loom_tensor * loom_flash_attn_ext(struct loom_context * ctx, struct loom_
  * -> F32 of a's shape. No device computes it: the scheduler runs a group's nodes at once through
  * its communicator (loom_backend_sched_set_comm), rank r on the communicator's backend r. Used by
  * tensor-parallel layers (-sm row) after the products split by input columns. */
-struct loom_tensor * loom_all_reduce(struct loom_context * ctx, struct loom_tensor * a, int group, int rank, int n_ranks);
+LOOM_API struct loom_tensor * loom_all_reduce(struct loom_context * ctx, struct loom_tensor * a, int group, int rank, int n_ranks);
 
 /* x * sigmoid(x) (Hendrycks & Gimpel 2016 "SiLU"). a F32. */
-struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_silu(struct loom_context * ctx, struct loom_tensor * a);
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the tanh approximation of GELU). a F32. */
-struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_gelu(struct loom_context * ctx, struct loom_tensor * a);
 
 /* Copies the values of 'a' into 'b' (same element count, any shapes/strides), converting
  * between F32/F16/BF16 (I32 to I32 only), quantizing F32 into a block type (Q4_0 ... IQ4_XS,
  * each row's blocks coded as the type's from_float codes them) or dequantizing one into F32;
  * a block type's side keeps rows of whole blocks. Returns a view of 'b' that depends on the copy. */
-struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
+LOOM_API struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b);
 
 /* Scatters rows: a[:, ids[i]] = b[:, i] for i < n, converted to a's type. a [ne0, n_rows] of
  * F32/F16/BF16 with any strides (a transposed view stores columns), or of a block type with a
@@ -432,17 +440,17 @@ struct loom_tensor * loom_cpy(struct loom_context * ctx, struct loom_tensor * a,
  * their values. An id outside [0, n_rows) writes nothing and is reported as an error (never an
  * out-of-bounds write). The rows a graph writes are data, so one graph serves every position
  * (the KV cache store of token generation). */
-struct loom_tensor * loom_set_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b, struct loom_tensor * ids);
+LOOM_API struct loom_tensor * loom_set_rows(struct loom_context * ctx, struct loom_tensor * a, struct loom_tensor * b, struct loom_tensor * ids);
 /* A new contiguous tensor of a's type and shape holding a's values. */
-struct loom_tensor * loom_dup(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_dup(struct loom_context * ctx, struct loom_tensor * a);
 /* A contiguous copy of 'a' (same type), optionally with a new shape of equal element count. */
-struct loom_tensor * loom_cont(struct loom_context * ctx, struct loom_tensor * a);
-struct loom_tensor * loom_cont_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1);
-struct loom_tensor * loom_cont_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+LOOM_API struct loom_tensor * loom_cont(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_cont_2d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1);
+LOOM_API struct loom_tensor * loom_cont_4d(struct loom_context * ctx, struct loom_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 
 /* Index of the maximum along ne0 for each row: a F32 [ne0, ne1] -> I32 [ne1]. Ties go to the
  * lowest index; NaN entries are ignored (a row of only NaN gives 0). */
-struct loom_tensor * loom_argmax(struct loom_context * ctx, struct loom_tensor * a);
+LOOM_API struct loom_tensor * loom_argmax(struct loom_context * ctx, struct loom_tensor * a);
 
 /* ---------------------------------------------------------------- graphs */
 
@@ -450,35 +458,35 @@ struct loom_tensor * loom_argmax(struct loom_context * ctx, struct loom_tensor *
 struct loom_cgraph;
 
 /* A graph of capacity LOOM_DEFAULT_GRAPH_SIZE (or 'size') allocated in 'ctx'. */
-struct loom_cgraph * loom_new_graph(struct loom_context * ctx);
-struct loom_cgraph * loom_new_graph_custom(struct loom_context * ctx, size_t size);
+LOOM_API struct loom_cgraph * loom_new_graph(struct loom_context * ctx);
+LOOM_API struct loom_cgraph * loom_new_graph_custom(struct loom_context * ctx, size_t size);
 /* Adds 'tensor' and everything it depends on (depth first, sources before consumers, each
  * tensor once). View ops are nodes; a view's base is reached through src[0]. Exceeding the
  * capacity aborts (the caller sizes the graph). */
-void loom_build_forward_expand(struct loom_cgraph * g, struct loom_tensor * tensor);
-int loom_graph_n_nodes(const struct loom_cgraph * g);
+LOOM_API void loom_build_forward_expand(struct loom_cgraph * g, struct loom_tensor * tensor);
+LOOM_API int loom_graph_n_nodes(const struct loom_cgraph * g);
 /* Node i; negative i counts from the end (-1 is the last node). */
-struct loom_tensor * loom_graph_node(const struct loom_cgraph * g, int i);
+LOOM_API struct loom_tensor * loom_graph_node(const struct loom_cgraph * g, int i);
 /* Empties 'g' (capacity kept). */
-void loom_graph_clear(struct loom_cgraph * g);
+LOOM_API void loom_graph_clear(struct loom_cgraph * g);
 /* Logs nodes and leafs with op, type, shape and name at INFO level. */
-void loom_graph_print(const struct loom_cgraph * g);
+LOOM_API void loom_graph_print(const struct loom_cgraph * g);
 
 
 /* ---------------------------------------------------------------- misc */
 
-int64_t loom_time_us(void);   /* monotonic microseconds */
-int64_t loom_time_ns(void);   /* monotonic nanoseconds (the same clock) */
+LOOM_API int64_t loom_time_us(void);   /* monotonic microseconds */
+LOOM_API int64_t loom_time_ns(void);   /* monotonic nanoseconds (the same clock) */
 /* CPUs this process may run on (its affinity mask; else the processors online), at least 1. */
-int loom_n_cpus(void);
+LOOM_API int loom_n_cpus(void);
 /* Threads the CPU kernels use unless told: LOOM_N_THREADS (1..1024; anything else is ignored with a
  * warning), else loom_n_cpus(). */
-int loom_default_n_threads(void);
+LOOM_API int loom_default_n_threads(void);
 /* Reads the whole file at 'path' (a regular file or a pipe) into a new heap buffer ('*data', freed
  * by the caller) of '*size' bytes, followed by a NUL byte that '*size' does not count. Errors
  * (logged with the reason, '*data' NULL): LOOM_ERR_IO (cannot open or read), LOOM_ERR_TOO_LARGE
  * (more than 'max_bytes'), LOOM_ERR_OOM. */
-enum loom_status loom_read_file(const char * path, size_t max_bytes, void ** data, size_t * size);
+LOOM_API enum loom_status loom_read_file(const char * path, size_t max_bytes, void ** data, size_t * size);
 /* Rounds 'x' up to a multiple of 'align' (a power of two). */
 static inline size_t loom_pad(size_t x, size_t align) { return (x + align - 1) & ~(align - 1); }
 

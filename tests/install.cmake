@@ -8,5 +8,5 @@ if(LOOM_CUDA)
   add_test(NAME cuda-module-symbols COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda-module-symbols.sh
     $<TARGET_FILE:loom-cuda> $<TARGET_FILE:loom-cli> $<TARGET_FILE:loom-shared>)
 endif()
-# the static library's global symbols: loom_* or an internal subsystem marker (tests/library-symbols.sh)
-add_test(NAME library-symbols COMMAND bash ${CMAKE_SOURCE_DIR}/tests/library-symbols.sh $<TARGET_FILE:loom>)
+# the static library's global symbols: loom_* or an internal subsystem marker; the shared library's exports: the LOOM_API declarations (tests/library-symbols.sh)
+add_test(NAME library-symbols COMMAND bash ${CMAKE_SOURCE_DIR}/tests/library-symbols.sh $<TARGET_FILE:loom> $<TARGET_FILE:loom-shared> ${CMAKE_SOURCE_DIR}/include)

@@ -57,7 +57,8 @@ struct loom_backend_buffer {
 };
 
 /* Creates a buffer object (the implementation's memory lives in 'context'). NULL on OOM. */
-loom_backend_buffer_t loom_backend_buffer_init(loom_backend_buffer_type_t buft, struct loom_backend_buffer_i iface,
+/* (LOOM_API: the CUDA module, libloom-cuda.so, creates its buffers through it) */
+LOOM_API loom_backend_buffer_t loom_backend_buffer_init(loom_backend_buffer_type_t buft, struct loom_backend_buffer_i iface,
                                                void * context, size_t size);
 
 /* ---------------------------------------------------------------- backend (a stream) */

@@ -36,12 +36,13 @@ size_t loom_hash_size(size_t min_size); /* a good table size >= min_size */
 /* Reads environment variable 'var' as a whole number in [lo, hi] into '*out'. False when it is
  * unset or empty, and false with a logged warning (naming the variable and the range) when it is
  * set to anything else. */
-bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out);
+/* (LOOM_API here and for loom_env_str: the CUDA module reads its debug variables through them) */
+LOOM_API bool loom_env_uint(const char * var, unsigned long long lo, unsigned long long hi, unsigned long long * out);
 /* A switch from environment variable 'var': 'dflt' when it is unset or empty, else false for "0"
  * and true for anything else (LOOM_DEBUG, LOOM_SCHED_DEBUG, LOOM_ALLOC_CHECK). */
 bool loom_env_flag(const char * var, bool dflt);
 /* The value of environment variable 'var', or NULL when it is unset or empty. */
-const char * loom_env_str(const char * var);
+LOOM_API const char * loom_env_str(const char * var);
 
 #ifdef __cplusplus
 }
