@@ -137,10 +137,9 @@ static __device__ __forceinline__ void lc_mv_wait(const struct lc_mv_args & p, b
 
 /* After a block has written its rows of batch 'bt': count its arrival; the last block to arrive
  * computes the tail (comment of lc_mv_tail). Every thread of the block calls it; 'shared' is
- * LC_MV_TAIL_SHARED bytes of shared memory; 'blk': the number of the block's group of rows
- * (RMS_PART's partial sum; blockIdx.x unless a block computes several groups one after another). */
+ * LC_MV_TAIL_SHARED bytes of shared memory. */
 #define LC_MV_TAIL_SHARED 256 /* bytes of shared memory the tail uses: 32 floats for reductions, a flag */
-static __device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, int64_t bt, float * shared, float hsq, int64_t blk) {
+static __device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args & p, int64_t bt, float * shared, float hsq) {
     const struct lc_mv_tail & t = p.tail;
     unsigned & last = *(unsigned *)(shared + 32);
     __syncthreads(); /* every warp of the block has written (and is done with the staging ring) */
@@ -150,7 +149,7 @@ static __device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args
         if (threadIdx.x == 0) {
             float s = 0.0f;
             for (int w = 0; w < (int)(blockDim.x / 32); w++) s += shared[w];
-            t.parts[blk] = s;
+            t.parts[blockIdx.x] = s;
         }
         __syncthreads();
         return;

@@ -225,7 +225,7 @@ __device__ __forceinline__ void lc_matvec_body(const struct lc_mv_args & p) {
             if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, b, scale, (int64_t)WARPS * (dual ? HALF : ROWS), lane);
         }
         const float hsq = lc_mv_finish<NC, ROWS, TAIL>(p, row0, i2, i3, lane, acc);
-        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)ring, hsq, blockIdx.x);
+        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)ring, hsq);
     }
 }
 

@@ -18,104 +18,58 @@ int lc_quant_align(int type);
 /* ------------------------------------------------------------------ loads */
 
 static __device__ __forceinline__ float lc_h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xffff))); }
+static __device__ __forceinline__ uint32_t lc_ld16(const char * p) { return __ldg((const unsigned short *)p); }
+static __device__ __forceinline__ uint32_t lc_ld32(const char * p) { return __ldg((const unsigned int *)p); }
+static __device__ __forceinline__ uint2 lc_ld64(const char * p) { return __ldg((const uint2 *)p); }
+static __device__ __forceinline__ uint4 lc_ld128(const char * p) { return __ldg((const uint4 *)p); }
 /* bytes 2..5 of the 8 bytes lo:hi (little-endian) */
 static __device__ __forceinline__ uint32_t lc_mid16(uint32_t lo, uint32_t hi) { return __funnelshift_r(lo, hi, 16); }
 /* byte i (compile-time after unrolling) of the little-endian words w */
 #define LC_BYTE(w, i) (((w)[(i) >> 2] >> (8 * ((i) & 3))) & 0xffu)
 
-/* Where a decoder reads a block: lc_gld from global memory (read-only path), lc_sld from a copy
- * in shared memory that keeps the global address's alignment modulo 16 and holds the whole
- * 16-byte aligned chunks around the block (cuda-matvec-q.cuh's ring). Each gives 2-, 4-, 8- and
- * 16-byte loads at addresses of that alignment, and bytes<NB>(p, w): bytes [p, p + NB) of a 2-byte
- * aligned address (NB even) packed little-endian into w (the last word's high half is 0 when
- * NB % 4 == 2). */
-struct lc_gld {
-    static __device__ __forceinline__ uint32_t ld16(const char * p) { return __ldg((const unsigned short *)p); }
-    static __device__ __forceinline__ uint32_t ld32(const char * p) { return __ldg((const unsigned int *)p); }
-    static __device__ __forceinline__ uint2 ld64(const char * p) { return __ldg((const uint2 *)p); }
-    static __device__ __forceinline__ uint4 ld128(const char * p) { return __ldg((const uint4 *)p); }
-    /* no byte outside the range is read: 4-byte loads from the first 4-byte aligned address on,
-     * 2-byte loads at the ends; no branch (the alignment picks addresses and shifts) */
-    template <int NB> static __device__ __forceinline__ void bytes(const char * p, uint32_t (&w)[(NB + 3) / 4]) {
-        static_assert(NB % 2 == 0 && NB >= 4, "an even byte count");
-        const bool mis = ((uintptr_t)p & 2) != 0;
-        if (NB % 4 == 2) {
-            const int n4 = (NB - 2) / 4;
-            uint32_t W[n4 > 0 ? n4 : 1];
+/* Bytes [p, p + NB) of a 2-byte aligned address (NB even), packed little-endian into w (the last
+ * word's high half is 0 when NB % 4 == 2), reading no byte outside the range: 4-byte loads from
+ * the first 4-byte aligned address on, 2-byte loads at the ends. No branch: the alignment picks
+ * addresses and shifts. */
+template <int NB> static __device__ __forceinline__ void lc_ld_b2(const char * p, uint32_t (&w)[(NB + 3) / 4]) {
+    static_assert(NB % 2 == 0 && NB >= 4, "an even byte count");
+    const bool mis = ((uintptr_t)p & 2) != 0;
+    if (NB % 4 == 2) {
+        const int n4 = (NB - 2) / 4;
+        uint32_t W[n4 > 0 ? n4 : 1];
 #pragma unroll
-            for (int i = 0; i < n4; i++) W[i] = ld32(p + (mis ? 2 : 0) + 4 * i);
-            const uint32_t h = ld16(mis ? p : p + NB - 2);
-            if (mis) {
-                w[0] = h | (W[0] << 16);
+        for (int i = 0; i < n4; i++) W[i] = lc_ld32(p + (mis ? 2 : 0) + 4 * i);
+        const uint32_t h = lc_ld16(mis ? p : p + NB - 2);
+        if (mis) {
+            w[0] = h | (W[0] << 16);
 #pragma unroll
-                for (int i = 1; i < n4; i++) w[i] = lc_mid16(W[i - 1], W[i]);
-                w[n4] = W[n4 - 1] >> 16;
-            } else {
-#pragma unroll
-                for (int i = 0; i < n4; i++) w[i] = W[i];
-                w[n4] = h;
-            }
+            for (int i = 1; i < n4; i++) w[i] = lc_mid16(W[i - 1], W[i]);
+            w[n4] = W[n4 - 1] >> 16;
         } else {
-            const int n4 = NB / 4 - 1;
-            uint32_t W[n4 > 0 ? n4 : 1];
 #pragma unroll
-            for (int i = 0; i < n4; i++) W[i] = ld32(p + (mis ? 2 : 0) + 4 * i);
-            const uint32_t h1 = ld16(mis ? p : p + NB - 4), h2 = ld16(p + NB - 2);
-            if (n4 == 0) {
-                w[0] = h1 | (h2 << 16);
-            } else if (mis) {
-                w[0] = h1 | (W[0] << 16);
+            for (int i = 0; i < n4; i++) w[i] = W[i];
+            w[n4] = h;
+        }
+    } else {
+        const int n4 = NB / 4 - 1;
+        uint32_t W[n4 > 0 ? n4 : 1];
 #pragma unroll
-                for (int i = 1; i < n4; i++) w[i] = lc_mid16(W[i - 1], W[i]);
-                w[n4] = (W[n4 - 1] >> 16) | (h2 << 16);
-            } else {
+        for (int i = 0; i < n4; i++) W[i] = lc_ld32(p + (mis ? 2 : 0) + 4 * i);
+        const uint32_t h1 = lc_ld16(mis ? p : p + NB - 4), h2 = lc_ld16(p + NB - 2);
+        if (n4 == 0) {
+            w[0] = h1 | (h2 << 16);
+        } else if (mis) {
+            w[0] = h1 | (W[0] << 16);
 #pragma unroll
-                for (int i = 0; i < n4; i++) w[i] = W[i];
-                w[n4] = h1 | (h2 << 16);
-            }
+            for (int i = 1; i < n4; i++) w[i] = lc_mid16(W[i - 1], W[i]);
+            w[n4] = (W[n4 - 1] >> 16) | (h2 << 16);
+        } else {
+#pragma unroll
+            for (int i = 0; i < n4; i++) w[i] = W[i];
+            w[n4] = h1 | (h2 << 16);
         }
     }
-};
-
-/* (shared-memory loads by address, so that no generic load is left for the hardware to resolve;
- * volatile: they stay after the wait for the copies) */
-struct lc_sld {
-    static __device__ __forceinline__ unsigned sa(const char * p) { return (unsigned)__cvta_generic_to_shared(p); }
-    static __device__ __forceinline__ uint32_t ld16(const char * p) {
-        unsigned short v;
-        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(sa(p)));
-        return v;
-    }
-    static __device__ __forceinline__ uint32_t ld32(const char * p) {
-        uint32_t v;
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(sa(p)));
-        return v;
-    }
-    static __device__ __forceinline__ uint2 ld64(const char * p) {
-        uint2 v;
-        asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(sa(p)));
-        return v;
-    }
-    static __device__ __forceinline__ uint4 ld128(const char * p) {
-        uint4 v;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(sa(p)));
-        return v;
-    }
-    /* the aligned words around the range (in the copy's chunks), shifted by the misalignment; the
-     * bytes past NB in the last word are zeroed as lc_gld's are */
-    template <int NB> static __device__ __forceinline__ void bytes(const char * p, uint32_t (&w)[(NB + 3) / 4]) {
-        static_assert(NB % 2 == 0 && NB >= 4, "an even byte count");
-        const int N = (NB + 3) / 4;
-        const char * q = (const char *)((uintptr_t)p & ~(uintptr_t)3);
-        const unsigned sh = ((unsigned)(uintptr_t)p & 2) * 8;
-        uint32_t W[N + 1];
-#pragma unroll
-        for (int i = 0; i <= N; i++) W[i] = ld32(q + 4 * i);
-#pragma unroll
-        for (int i = 0; i < N; i++) w[i] = __funnelshift_r(W[i], W[i + 1], sh);
-        if (NB % 4 == 2) w[N - 1] &= 0xffffu;
-    }
-};
+}
 
 /* The float value of code q - off (q < 2^23; off: 0, 4, 8, 16, 32) without an integer-to-float
  * conversion (a slow instruction): q in the mantissa of 2^23, minus 2^23 + off, exactly. */
@@ -159,9 +113,8 @@ template <class V> static __device__ __forceinline__ void lc_nibble_run(const ui
 /* ------------------------------------------------------------------ the types */
 
 /* lc_q<TYPE>: QK elements per block of BS bytes, read in NU units of UE elements;
- * unit<L>(blk, u, f) loads unit u (0 .. NU - 1) of the block at 'blk' through loader L (lc_gld,
- * lc_sld) and calls f(e0, x) for each of its runs x of 32 consecutive elements, e0 the run's first
- * element within the block. */
+ * unit(blk, u, f) loads unit u (0 .. NU - 1) of the block at 'blk' and calls f(e0, x) for each of
+ * its runs x of 32 consecutive elements, e0 the run's first element within the block. */
 template <int TYPE> struct lc_q;
 
 /* The blocks of 32 elements whose 16 code bytes follow a half-precision scale d (IQ4 / Q4_0 /
@@ -169,20 +122,20 @@ template <int TYPE> struct lc_q;
  * aligned); H5: a fifth bit per element in the 4 bytes qh before the codes. */
 template <int NB, bool MIN, bool H5, class V> struct lc_q_legacy {
     static const int QK = 32, BS = NB, UE = 32, NU = 1;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
         constexpr int W = (NB + 3) / 4;
         uint32_t w[W], q[4], qh = 0;
         float d, m = 0.0f;
         if (MIN) { /* d, m [, qh], qs: whole words */
 #pragma unroll
-            for (int i = 0; i < W; i++) w[i] = L::ld32(blk + 4 * i);
+            for (int i = 0; i < W; i++) w[i] = lc_ld32(blk + 4 * i);
             d = lc_h2f(w[0]);
             m = lc_h2f(w[0] >> 16);
             if (H5) qh = w[1];
 #pragma unroll
             for (int i = 0; i < 4; i++) q[i] = w[i + (H5 ? 2 : 1)];
         } else { /* d [, qh], qs: at a 2-byte offset */
-            L::template bytes<NB>(blk, w);
+            lc_ld_b2<NB>(blk, w);
             d = lc_h2f(w[0]);
             if (H5) qh = lc_mid16(w[0], w[1]);
 #pragma unroll
@@ -208,9 +161,9 @@ template <> struct lc_q<LOOM_TYPE_Q5_1> : lc_q_legacy<24, true, true, lc_v_min> 
 
 template <> struct lc_q<LOOM_TYPE_Q8_0> {
     static const int QK = 32, BS = 34, UE = 32, NU = 1;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
         uint32_t w[9];
-        L::template bytes<34>(blk, w);
+        lc_ld_b2<34>(blk, w);
         const float d = lc_h2f(w[0]);
         uint32_t q[8];
 #pragma unroll
@@ -225,11 +178,11 @@ template <> struct lc_q<LOOM_TYPE_Q8_0> {
 /* Q8_K: unit u is elements 32u .. 32u + 31 */
 template <> struct lc_q<LOOM_TYPE_Q8_K> {
     static const int QK = 256, BS = 292, UE = 32, NU = 8;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int u, F && f) {
-        const float d = __uint_as_float(L::ld32(blk));
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int u, F && f) {
+        const float d = __uint_as_float(lc_ld32(blk));
         uint32_t q[8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = L::ld32(blk + 4 + 32 * u + 4 * i);
+        for (int i = 0; i < 8; i++) q[i] = lc_ld32(blk + 4 + 32 * u + 4 * i);
         float x[32];
 #pragma unroll
         for (int j = 0; j < 32; j++) x[j] = d * lc_s8(LC_BYTE(q, j));
@@ -241,14 +194,14 @@ template <> struct lc_q<LOOM_TYPE_Q8_K> {
  * qs[32c .. 32c + 31]); Q5_K's fifth bit of element 32 s + l is bit s of qh[l] */
 template <bool H5> struct lc_q_k45 {
     static const int QK = 256, BS = H5 ? 176 : 144, UE = 64, NU = 4;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int c, F && f) {
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int c, F && f) {
         const int QS = H5 ? 48 : 16; /* after d, dmin, scales[12] (and qh[32]) */
-        const uint4 h = L::ld128(blk);
-        const uint4 q0 = L::ld128(blk + QS + 32 * c), q1 = L::ld128(blk + QS + 16 + 32 * c);
+        const uint4 h = lc_ld128(blk);
+        const uint4 q0 = lc_ld128(blk + QS + 32 * c), q1 = lc_ld128(blk + QS + 16 + 32 * c);
         const uint32_t sc[3] = {h.y, h.z, h.w}, q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
         uint32_t qh[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (H5) {
-            const uint4 h0 = L::ld128(blk + 16), h1 = L::ld128(blk + 32);
+            const uint4 h0 = lc_ld128(blk + 16), h1 = lc_ld128(blk + 32);
             qh[0] = h0.x, qh[1] = h0.y, qh[2] = h0.z, qh[3] = h0.w, qh[4] = h1.x, qh[5] = h1.y, qh[6] = h1.z, qh[7] = h1.w;
         }
         const float d = lc_h2f(h.x), dmin = lc_h2f(h.x >> 16);
@@ -275,9 +228,9 @@ template <> struct lc_q<LOOM_TYPE_Q5_K> : lc_q_k45<true> {};
 /* IQ4_XS: unit s is sub-block s (an IQ4_NL block's codes at qs[16 s]) */
 template <> struct lc_q<LOOM_TYPE_IQ4_XS> {
     static const int QK = 256, BS = 136, UE = 32, NU = 8;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int s, F && f) {
-        const uint2 h = L::ld64(blk); /* d, scales_h, scales_l[4] */
-        const uint2 q0 = L::ld64(blk + 8 + 16 * s), q1 = L::ld64(blk + 16 + 16 * s);
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int s, F && f) {
+        const uint2 h = lc_ld64(blk); /* d, scales_h, scales_l[4] */
+        const uint2 q0 = lc_ld64(blk + 8 + 16 * s), q1 = lc_ld64(blk + 16 + 16 * s);
         const uint32_t q[4] = {q0.x, q0.y, q1.x, q1.y};
         const int ls = (int)(((h.y >> (8 * (s / 2) + 4 * (s % 2))) & 0x0f) | ((h.x >> (16 + 2 * s)) & 3) << 4);
         const float dl = lc_h2f(h.x) * (float)(ls - 32);
@@ -290,12 +243,12 @@ template <> struct lc_q<LOOM_TYPE_IQ4_XS> {
 /* Q2_K: unit h is the half of 128 elements (four 2-bit planes of qs[32h .. 32h + 31]) */
 template <> struct lc_q<LOOM_TYPE_Q2_K> {
     static const int QK = 256, BS = 84, UE = 128, NU = 2;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int h, F && f) {
-        const uint32_t sc[2] = {L::ld32(blk + 8 * h), L::ld32(blk + 8 * h + 4)};
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int h, F && f) {
+        const uint32_t sc[2] = {lc_ld32(blk + 8 * h), lc_ld32(blk + 8 * h + 4)};
         uint32_t q[8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = L::ld32(blk + 16 + 32 * h + 4 * i);
-        const uint32_t dd = L::ld32(blk + 80);
+        for (int i = 0; i < 8; i++) q[i] = lc_ld32(blk + 16 + 32 * h + 4 * i);
+        const uint32_t dd = lc_ld32(blk + 80);
         const float d = lc_h2f(dd), dmin = lc_h2f(dd >> 16);
 #pragma unroll
         for (int p = 0; p < 4; p++) {
@@ -315,12 +268,12 @@ template <> struct lc_q<LOOM_TYPE_Q2_K> {
 /* Q3_K: unit h as Q2_K's, the third bit of element 128 h + 32 p + l at bit 4 h + p of hmask[l] */
 template <> struct lc_q<LOOM_TYPE_Q3_K> {
     static const int QK = 256, BS = 110, UE = 128, NU = 2;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int h, F && f) {
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int h, F && f) {
         uint32_t hm[8], q[8], sc[3];
-        L::template bytes<32>(blk, hm);
-        L::template bytes<32>(blk + 32 + 32 * h, q);
-        L::template bytes<12>(blk + 96, sc);
-        const float d = lc_h2f(L::ld16(blk + 108));
+        lc_ld_b2<32>(blk, hm);
+        lc_ld_b2<32>(blk + 32 + 32 * h, q);
+        lc_ld_b2<12>(blk + 96, sc);
+        const float d = lc_h2f(lc_ld16(blk + 108));
 #pragma unroll
         for (int p = 0; p < 4; p++) {
             float x[32];
@@ -344,12 +297,12 @@ template <> struct lc_q<LOOM_TYPE_Q3_K> {
 /* Q6_K: unit h is the half of 128 elements (ql[64h ..], qh[32h ..], scales[8h ..]) */
 template <> struct lc_q<LOOM_TYPE_Q6_K> {
     static const int QK = 256, BS = 210, UE = 128, NU = 2;
-    template <class L = lc_gld, class F> static __device__ __forceinline__ void unit(const char * blk, int h, F && f) {
+    template <class F> static __device__ __forceinline__ void unit(const char * blk, int h, F && f) {
         uint32_t ql[16], qh[8], sc[2];
-        L::template bytes<64>(blk + 64 * h, ql);
-        L::template bytes<32>(blk + 128 + 32 * h, qh);
-        L::template bytes<8>(blk + 192 + 8 * h, sc);
-        const float d = lc_h2f(L::ld16(blk + 208));
+        lc_ld_b2<64>(blk + 64 * h, ql);
+        lc_ld_b2<32>(blk + 128 + 32 * h, qh);
+        lc_ld_b2<8>(blk + 192 + 8 * h, sc);
+        const float d = lc_h2f(lc_ld16(blk + 208));
 #pragma unroll
         for (int p = 0; p < 4; p++) {
             float x[32];
