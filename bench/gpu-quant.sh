@@ -8,6 +8,10 @@
 #   steps: build testcuda testops e2e ppl sanitize sanitize-ops bench7b profile (default: all but
 #   sanitize-ops and profile)
 #   TYPES: the 7B formats to benchmark (default "Q4_0 Q4_K_M Q8_0 Q6_K")
+#   BASE: a second build (e.g. of main) that bench7b runs alternately with B (before/after
+#   figures of one sitting); ROUNDS: how many times bench7b runs each (default 1); PP: the prompt
+#   length of bench7b (default 512); FIXTURES: the files of e2e, names under MODELS_DIR/quant
+#   (default: every quant fixture); SANITIZE: the files of sanitize (default: four fixtures)
 set -u
 MODELS=$(cd "$1" && pwd); shift
 steps=${*:-build testcuda testops e2e ppl sanitize bench7b}
@@ -15,7 +19,7 @@ DEST=${OUT:-gpu-out}; mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 B=${B:-/tmp/b-cuda-quant}
 M7=/tmp/7b-f16.gguf
 log() { echo "== $*"; }
-fixtures() { ls "$MODELS"/quant/stories260K-*.gguf "$MODELS"/quant/kq/*.gguf; }
+fixtures() { if [ -n "${FIXTURES:-}" ]; then for f in $FIXTURES; do echo "$MODELS/quant/$f"; done; else ls "$MODELS"/quant/stories260K-*.gguf "$MODELS"/quant/kq/*.gguf; fi; }
 gen7b() { [ -f $M7 ] || $B/loom gen-model --preset 7b --type f16 --tokenizer "$MODELS/tokenizer.bin" -o $M7 2>&1 | tail -1; }
 for s in $steps; do
   t0=$(date +%s)
@@ -46,7 +50,7 @@ for s in $steps; do
       echo "$(basename $m): CUDA0 $($B/loom perplexity -m "$m" -f "$MODELS/text/stories.txt" -c 128 -b 128 -ngl 99 2>&1 | grep -o "PPL = [0-9.]*" | tail -1)"
     done | tee "$DEST/ppl.log" ;;
   sanitize)
-    for m in "$MODELS/quant/stories260K-Q4_0.gguf" "$MODELS/quant/stories260K-Q4_K_M.gguf" "$MODELS/quant/kq/kq-Q4_K_M.gguf" "$MODELS/quant/kq/kq-Q3_K_M.gguf"; do
+    for m in ${SANITIZE:-"$MODELS/quant/stories260K-Q4_0.gguf" "$MODELS/quant/stories260K-Q4_K_M.gguf" "$MODELS/quant/kq/kq-Q4_K_M.gguf" "$MODELS/quant/kq/kq-Q3_K_M.gguf"}; do
       timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom run -m "$m" -p "Once upon a time" -n 8 --temp 0 -ngl 99 > "$DEST/memcheck-$(basename $m).log" 2>&1
       log "memcheck $(basename $m) rc=$?"; grep -E "ERROR SUMMARY" "$DEST/memcheck-$(basename $m).log"
     done ;;
@@ -62,7 +66,12 @@ for s in $steps; do
       q=/tmp/7b-$t.gguf
       [ -f $q ] || $B/loom quantize $M7 $q $t 16 > /dev/null 2>&1 || { echo "quantize $t failed"; continue; }
       log "$t: $(stat -c %s $q) bytes"
-      $B/loom bench -m $q -p 512 -n 128 -ngl 99 -r 3 2>&1 | grep -E "pp|tg|model" | tee -a "$DEST/bench7b.md"
+      for r in $(seq ${ROUNDS:-1}); do
+        for bin in $B ${BASE:-}; do
+          log "$t with $bin (round $r)"
+          $bin/loom bench -m $q -p ${PP:-512} -n 128 -ngl 99 -r 3 2>&1 | grep -E "pp|tg|model" | tee -a "$DEST/bench7b.md"
+        done
+      done
     done ;;
   profile)
     # per-kernel breakdown of token generation, and where the weights live

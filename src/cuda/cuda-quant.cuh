@@ -20,6 +20,7 @@ int lc_quant_align(int type);
 static __device__ __forceinline__ float lc_h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)(h & 0xffff))); }
 static __device__ __forceinline__ uint32_t lc_ld16(const char * p) { return __ldg((const unsigned short *)p); }
 static __device__ __forceinline__ uint32_t lc_ld32(const char * p) { return __ldg((const unsigned int *)p); }
+static __device__ __forceinline__ uint2 lc_ld64(const char * p) { return __ldg((const uint2 *)p); }
 static __device__ __forceinline__ uint4 lc_ld128(const char * p) { return __ldg((const uint4 *)p); }
 /* bytes 2..5 of the 8 bytes lo:hi (little-endian) */
 static __device__ __forceinline__ uint32_t lc_mid16(uint32_t lo, uint32_t hi) { return __funnelshift_r(lo, hi, 16); }
@@ -97,6 +98,18 @@ static __device__ __forceinline__ void lc_k4_scale_min(const uint32_t * sc, int 
     }
 }
 
+/* The 32 values of a run whose codes are the nibbles of 16 bytes q (words q[0..3]), the layout
+ * of the legacy blocks and IQ4_NL / IQ4_XS: element j (j < 16) is the low nibble of byte j, element
+ * j + 16 its high nibble; x[e] = v(code, e) (v adds a fifth bit, the scale, the offset). */
+template <class V> static __device__ __forceinline__ void lc_nibble_run(const uint32_t * q, float (&x)[32], V && v) {
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint32_t b = LC_BYTE(q, j);
+        x[j] = v(b & 0x0f, j);
+        x[j + 16] = v(b >> 4, j + 16);
+    }
+}
+
 /* ------------------------------------------------------------------ the types */
 
 /* lc_q<TYPE>: QK elements per block of BS bytes, read in NU units of UE elements;
@@ -104,103 +117,47 @@ static __device__ __forceinline__ void lc_k4_scale_min(const uint32_t * sc, int 
  * its runs x of 32 consecutive elements, e0 the run's first element within the block. */
 template <int TYPE> struct lc_q;
 
-template <> struct lc_q<LOOM_TYPE_Q4_0> {
-    static const int QK = 32, BS = 18, UE = 32, NU = 1;
+/* The blocks of 32 elements whose 16 code bytes follow a half-precision scale d (IQ4 / Q4_0 /
+ * Q5_0: 2-byte aligned) or the scale and a half-precision minimum m (Q4_1 / Q5_1: 4-byte
+ * aligned); H5: a fifth bit per element in the 4 bytes qh before the codes. */
+template <int NB, bool MIN, bool H5, class V> struct lc_q_legacy {
+    static const int QK = 32, BS = NB, UE = 32, NU = 1;
     template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
-        uint32_t w[5];
-        lc_ld_b2<18>(blk, w);
-        const float d = lc_h2f(w[0]);
-        uint32_t q[4];
+        constexpr int W = (NB + 3) / 4;
+        uint32_t w[W], q[4], qh = 0;
+        float d, m = 0.0f;
+        if (MIN) { /* d, m [, qh], qs: whole words */
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i], w[i + 1]);
-        float x[32];
+            for (int i = 0; i < W; i++) w[i] = lc_ld32(blk + 4 * i);
+            d = lc_h2f(w[0]);
+            m = lc_h2f(w[0] >> 16);
+            if (H5) qh = w[1];
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint32_t b = LC_BYTE(q, j);
-            x[j] = lc_code(b & 0x0f, 8.0f) * d;
-            x[j + 16] = lc_code(b >> 4, 8.0f) * d;
+            for (int i = 0; i < 4; i++) q[i] = w[i + (H5 ? 2 : 1)];
+        } else { /* d [, qh], qs: at a 2-byte offset */
+            lc_ld_b2<NB>(blk, w);
+            d = lc_h2f(w[0]);
+            if (H5) qh = lc_mid16(w[0], w[1]);
+#pragma unroll
+            for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i + (H5 ? 1 : 0)], w[i + (H5 ? 2 : 1)]);
         }
+        float x[32];
+        lc_nibble_run(q, x, [&](uint32_t c, int e) { return V::value(H5 ? c | ((qh >> e) & 1) << 4 : c, d, m); });
         f(0, x);
     }
 };
 
-template <> struct lc_q<LOOM_TYPE_IQ4_NL> {
-    static const int QK = 32, BS = 18, UE = 32, NU = 1;
-    template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
-        uint32_t w[5];
-        lc_ld_b2<18>(blk, w);
-        const float d = lc_h2f(w[0]);
-        uint32_t q[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i], w[i + 1]);
-        float x[32];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint32_t b = LC_BYTE(q, j);
-            x[j] = d * lc_iq4nl(b & 0x0f);
-            x[j + 16] = d * lc_iq4nl(b >> 4);
-        }
-        f(0, x);
-    }
-};
+/* the value of a code with the block's scale d and minimum m, per type */
+struct lc_v_q4_0 { static __device__ __forceinline__ float value(uint32_t c, float d, float) { return lc_code(c, 8.0f) * d; } };
+struct lc_v_q5_0 { static __device__ __forceinline__ float value(uint32_t c, float d, float) { return lc_code(c, 16.0f) * d; } };
+struct lc_v_min { static __device__ __forceinline__ float value(uint32_t c, float d, float m) { return lc_code(c, 0.0f) * d + m; } };
+struct lc_v_iq4 { static __device__ __forceinline__ float value(uint32_t c, float d, float) { return d * lc_iq4nl(c); } };
 
-template <> struct lc_q<LOOM_TYPE_Q4_1> {
-    static const int QK = 32, BS = 20, UE = 32, NU = 1;
-    template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
-        uint32_t w[5];
-#pragma unroll
-        for (int i = 0; i < 5; i++) w[i] = lc_ld32(blk + 4 * i);
-        const float d = lc_h2f(w[0]), m = lc_h2f(w[0] >> 16);
-        float x[32];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint32_t b = LC_BYTE(w + 1, j);
-            x[j] = lc_code(b & 0x0f, 0.0f) * d + m;
-            x[j + 16] = lc_code(b >> 4, 0.0f) * d + m;
-        }
-        f(0, x);
-    }
-};
-
-template <> struct lc_q<LOOM_TYPE_Q5_0> {
-    static const int QK = 32, BS = 22, UE = 32, NU = 1;
-    template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
-        uint32_t w[6];
-        lc_ld_b2<22>(blk, w);
-        const float d = lc_h2f(w[0]);
-        const uint32_t qh = lc_mid16(w[0], w[1]);
-        uint32_t q[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i + 1], w[i + 2]);
-        float x[32];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint32_t b = LC_BYTE(q, j);
-            x[j] = lc_code((b & 0x0f) | ((qh >> j) & 1) << 4, 16.0f) * d;
-            x[j + 16] = lc_code((b >> 4) | ((qh >> (j + 16)) & 1) << 4, 16.0f) * d;
-        }
-        f(0, x);
-    }
-};
-
-template <> struct lc_q<LOOM_TYPE_Q5_1> {
-    static const int QK = 32, BS = 24, UE = 32, NU = 1;
-    template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
-        uint32_t w[6];
-#pragma unroll
-        for (int i = 0; i < 6; i++) w[i] = lc_ld32(blk + 4 * i);
-        const float d = lc_h2f(w[0]), m = lc_h2f(w[0] >> 16);
-        const uint32_t qh = w[1];
-        float x[32];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint32_t b = LC_BYTE(w + 2, j);
-            x[j] = lc_code((b & 0x0f) | ((qh >> j) & 1) << 4, 0.0f) * d + m;
-            x[j + 16] = lc_code((b >> 4) | ((qh >> (j + 16)) & 1) << 4, 0.0f) * d + m;
-        }
-        f(0, x);
-    }
-};
+template <> struct lc_q<LOOM_TYPE_Q4_0> : lc_q_legacy<18, false, false, lc_v_q4_0> {};
+template <> struct lc_q<LOOM_TYPE_IQ4_NL> : lc_q_legacy<18, false, false, lc_v_iq4> {};
+template <> struct lc_q<LOOM_TYPE_Q4_1> : lc_q_legacy<20, true, false, lc_v_min> {};
+template <> struct lc_q<LOOM_TYPE_Q5_0> : lc_q_legacy<22, false, true, lc_v_q5_0> {};
+template <> struct lc_q<LOOM_TYPE_Q5_1> : lc_q_legacy<24, true, true, lc_v_min> {};
 
 template <> struct lc_q<LOOM_TYPE_Q8_0> {
     static const int QK = 32, BS = 34, UE = 32, NU = 1;
@@ -233,36 +190,20 @@ template <> struct lc_q<LOOM_TYPE_Q8_K> {
     }
 };
 
-/* Q4_K: unit c is sub-blocks 2c and 2c + 1 (the low and high nibbles of qs[32c .. 32c + 31]) */
-template <> struct lc_q<LOOM_TYPE_Q4_K> {
-    static const int QK = 256, BS = 144, UE = 64, NU = 4;
+/* Q4_K and (H5) Q5_K: unit c is sub-blocks 2c and 2c + 1 (the low and high nibbles of
+ * qs[32c .. 32c + 31]); Q5_K's fifth bit of element 32 s + l is bit s of qh[l] */
+template <bool H5> struct lc_q_k45 {
+    static const int QK = 256, BS = H5 ? 176 : 144, UE = 64, NU = 4;
     template <class F> static __device__ __forceinline__ void unit(const char * blk, int c, F && f) {
-        const uint4 h = lc_ld128(blk); /* d, dmin, scales[12] */
-        const uint4 q0 = lc_ld128(blk + 16 + 32 * c), q1 = lc_ld128(blk + 32 + 32 * c);
-        const uint32_t sc[3] = {h.y, h.z, h.w}, q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        const float d = lc_h2f(h.x), dmin = lc_h2f(h.x >> 16);
-#pragma unroll
-        for (int hi = 0; hi < 2; hi++) {
-            int is, im;
-            lc_k4_scale_min(sc, 2 * c + hi, is, im);
-            const float dl = d * (float)is, ml = dmin * (float)im;
-            float x[32];
-#pragma unroll
-            for (int l = 0; l < 32; l++) x[l] = dl * lc_code((LC_BYTE(q, l) >> (4 * hi)) & 0x0f, 0.0f) - ml;
-            f(64 * c + 32 * hi, x);
-        }
-    }
-};
-
-/* Q5_K: as Q4_K, with the fifth bit of element 32 s + l at bit s of qh[l] */
-template <> struct lc_q<LOOM_TYPE_Q5_K> {
-    static const int QK = 256, BS = 176, UE = 64, NU = 4;
-    template <class F> static __device__ __forceinline__ void unit(const char * blk, int c, F && f) {
+        const int QS = H5 ? 48 : 16; /* after d, dmin, scales[12] (and qh[32]) */
         const uint4 h = lc_ld128(blk);
-        const uint4 h0 = lc_ld128(blk + 16), h1 = lc_ld128(blk + 32);
-        const uint4 q0 = lc_ld128(blk + 48 + 32 * c), q1 = lc_ld128(blk + 64 + 32 * c);
+        const uint4 q0 = lc_ld128(blk + QS + 32 * c), q1 = lc_ld128(blk + QS + 16 + 32 * c);
         const uint32_t sc[3] = {h.y, h.z, h.w}, q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-        const uint32_t qh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        uint32_t qh[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (H5) {
+            const uint4 h0 = lc_ld128(blk + 16), h1 = lc_ld128(blk + 32);
+            qh[0] = h0.x, qh[1] = h0.y, qh[2] = h0.z, qh[3] = h0.w, qh[4] = h1.x, qh[5] = h1.y, qh[6] = h1.z, qh[7] = h1.w;
+        }
         const float d = lc_h2f(h.x), dmin = lc_h2f(h.x >> 16);
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) {
@@ -273,30 +214,28 @@ template <> struct lc_q<LOOM_TYPE_Q5_K> {
             float x[32];
 #pragma unroll
             for (int l = 0; l < 32; l++) {
-                const uint32_t code = ((LC_BYTE(q, l) >> (4 * hi)) & 0x0f) | ((LC_BYTE(qh, l) >> s) & 1) << 4;
+                uint32_t code = (LC_BYTE(q, l) >> (4 * hi)) & 0x0f;
+                if (H5) code |= ((LC_BYTE(qh, l) >> s) & 1) << 4;
                 x[l] = dl * lc_code(code, 0.0f) - ml;
             }
             f(32 * s, x);
         }
     }
 };
+template <> struct lc_q<LOOM_TYPE_Q4_K> : lc_q_k45<false> {};
+template <> struct lc_q<LOOM_TYPE_Q5_K> : lc_q_k45<true> {};
 
 /* IQ4_XS: unit s is sub-block s (an IQ4_NL block's codes at qs[16 s]) */
 template <> struct lc_q<LOOM_TYPE_IQ4_XS> {
     static const int QK = 256, BS = 136, UE = 32, NU = 8;
     template <class F> static __device__ __forceinline__ void unit(const char * blk, int s, F && f) {
-        const uint2 h = __ldg((const uint2 *)blk); /* d, scales_h, scales_l[4] */
-        const uint2 q0 = __ldg((const uint2 *)(blk + 8 + 16 * s)), q1 = __ldg((const uint2 *)(blk + 16 + 16 * s));
+        const uint2 h = lc_ld64(blk); /* d, scales_h, scales_l[4] */
+        const uint2 q0 = lc_ld64(blk + 8 + 16 * s), q1 = lc_ld64(blk + 16 + 16 * s);
         const uint32_t q[4] = {q0.x, q0.y, q1.x, q1.y};
         const int ls = (int)(((h.y >> (8 * (s / 2) + 4 * (s % 2))) & 0x0f) | ((h.x >> (16 + 2 * s)) & 3) << 4);
         const float dl = lc_h2f(h.x) * (float)(ls - 32);
         float x[32];
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const uint32_t b = LC_BYTE(q, j);
-            x[j] = dl * lc_iq4nl(b & 0x0f);
-            x[j + 16] = dl * lc_iq4nl(b >> 4);
-        }
+        lc_nibble_run(q, x, [&](uint32_t c, int) { return lc_v_iq4::value(c, dl, 0.0f); });
         f(32 * s, x);
     }
 };
