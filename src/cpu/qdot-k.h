@@ -1,6 +1,7 @@
 /* qdot-k.h -- the integer kernels for the 256-element super-block weight types (Q2_K, Q3_K, Q4_K,
  * Q5_K, Q6_K, IQ4_XS) against Q8_K activation columns: the column quantizer, the portable kernels
- * (qdot-k-scalar.c) and the AVX2 ones (qdot-k-avx2.c), with the table entries of each ISA. */
+ * (qdot-k-scalar.c), the AVX2 ones (qdot-k-avx2.c) and AVX512-VNNI ones for Q4_K and Q6_K
+ * (qdot-k-vnni.c), with the table entries of each ISA. */
 #ifndef LOOM_CPU_QDOT_K_H
 #define LOOM_CPU_QDOT_K_H
 
@@ -28,12 +29,16 @@ CPU_QDOT_K_DECL(q4_K, avx2);
 CPU_QDOT_K_DECL(q5_K, avx2);
 CPU_QDOT_K_DECL(q6_K, avx2);
 CPU_QDOT_K_DECL(iq4_xs, avx2);
+CPU_QDOT_K_DECL(q4_K, vnni);
+CPU_QDOT_K_DECL(q6_K, vnni);
 
 #define CPU_QDOT_K_ENTRY(T, wt, isa) [LOOM_TYPE_##T] = {LOOM_TYPE_Q8_K, lcpu_quantize_q8_K, lcpu_qdot_##wt##_q8_K_##isa}
 #define CPU_QDOT_K_TABLE(isa)                                                                            \
     CPU_QDOT_K_ENTRY(Q2_K, q2_K, isa), CPU_QDOT_K_ENTRY(Q3_K, q3_K, isa), CPU_QDOT_K_ENTRY(Q4_K, q4_K, isa), \
         CPU_QDOT_K_ENTRY(Q5_K, q5_K, isa), CPU_QDOT_K_ENTRY(Q6_K, q6_K, isa),                              \
         CPU_QDOT_K_ENTRY(IQ4_XS, iq4_xs, isa)
+/* The AVX512-VNNI kernels (qdot-k-vnni.c), which replace their AVX2 ones where the CPU has VNNI. */
+#define CPU_QDOT_K_VNNI CPU_QDOT_K_ENTRY(Q4_K, q4_K, vnni), CPU_QDOT_K_ENTRY(Q6_K, q6_K, vnni)
 
 /* The tile loop every kernel shares: result (j, r) is the row-column dot 'rowdot' of weight row r
  * and column j over k / 256 super-blocks. */
