@@ -10,11 +10,12 @@
  *   Q4_0: nibble, o = 8;  Q5_0: nibble | fifth bit << 4, o = 16;  Q5_1: the code, o = 0, and the
  *   minimum m enters as m * da * sum(a);  Q8_0 / IQ4_NL with vpdpbusd: code + 128, o = 128.
  * The block's integer sum is then sum(u * a) - o * sum(a), and o * sum(a) (and sum(a) for the
- * minimum) is computed once per column and block, shared by every row of the tile. Without VNNI,
- * Q8_0 and IQ4_NL codes reach +-127 and vpmaddubsw would saturate on u = code + 128, so those two
- * take the sign trick instead: |w| as the unsigned operand, a carrying w's sign.
- * Each (row, column) pair keeps eight F32 lane sums, one block at a time in block order, reduced
- * in one fixed order at the end, so a result depends on k alone (not on the tile shape). */
+ * minimum) is computed once per call and column block, shared by every row of the call. Without
+ * VNNI, Q8_0 and IQ4_NL codes reach +-127 and vpmaddubsw would saturate on u = code + 128, so those
+ * two take the sign trick instead: |w| as the unsigned operand, a carrying w's sign.
+ * The one-column kernel (below) sums each group of eight blocks exactly in integers and keeps
+ * eight F32 lane sums per row, one group at a time in group order, reduced in one fixed order at
+ * the end, so a result depends on k alone (not on the rows per call or the thread count). */
 
 #define QL_AI static inline __attribute__((always_inline)) TARGET
 
@@ -293,21 +294,30 @@ QL_AI __m256 QL(row_groups)(const enum ql_type T, const uint8_t * w, int64_t nb,
     return acc;
 }
 
-/* The lcpu_qdot_fn of weight type T: per column, the column is prepared a chunk of groups at a
- * time and every row is swept against it (rows QL_ROWS at a time when k takes several chunks). */
+/* The lcpu_qdot_fn of weight type T: per column, the column is prepared (a chunk of groups at a
+ * time when it is longer than QL_CHUNK groups, for QL_ROWS rows at a time) and every row is swept
+ * against it. */
 QL_AI void QL(qdot)(const enum ql_type T, int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a,
                     size_t lda, int nr, uint8_t * c, size_t ldc) {
     const int64_t nb = k / 32, ng = (nb + QL_GROUP - 1) / QL_GROUP;
     struct ql_group gr[QL_CHUNK];
     for (int j = 0; j < nr; j++) {
         const uint8_t * col = a + (size_t)j * lda;
+        if (ng <= QL_CHUNK) { /* the whole column at once: one row at a time, its sum in registers */
+            QL(prepare)(T, col, nb, 0, ng, gr);
+            for (int r = 0; r < mr; r++) {
+                const float v = QL(hsum)(QL(row_groups)(T, w + (size_t)r * ldw, nb, 0, ng, gr, _mm256_setzero_ps()));
+                memcpy(c + (size_t)j * ldc + (size_t)r * 4, &v, 4);
+            }
+            continue;
+        }
         for (int r0 = 0; r0 < mr; r0 += QL_ROWS) {
             const int rows = mr - r0 < QL_ROWS ? mr - r0 : QL_ROWS;
             __m256 acc[QL_ROWS];
             for (int r = 0; r < rows; r++) acc[r] = _mm256_setzero_ps();
             for (int64_t g0 = 0; g0 < ng; g0 += QL_CHUNK) {
                 const int64_t g1 = ng - g0 < QL_CHUNK ? ng : g0 + QL_CHUNK;
-                if (r0 == 0 || ng > QL_CHUNK) QL(prepare)(T, col, nb, g0, g1, gr);
+                QL(prepare)(T, col, nb, g0, g1, gr);
                 for (int r = 0; r < rows; r++) acc[r] = QL(row_groups)(T, w + (size_t)(r0 + r) * ldw, nb, g0, g1, gr, acc[r]);
             }
             for (int r = 0; r < rows; r++) {
