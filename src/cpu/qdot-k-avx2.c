@@ -18,6 +18,39 @@
 #define QK_SFX avx2
 #include "cpu/qdot-k-x86.h"
 
+TARGET void lcpu_quantize_q8_K_avx2(const float * x, void * y, int64_t k) {
+    struct block_q8_K * b = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        /* (|x|, max) in this order: a NaN x leaves the maximum alone, as the portable loop does */
+        for (int j = 0; j < QK_K; j += 8) mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), mx);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        b[i].d = amax / 127.0f;
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        const __m256 lim = _mm256_set1_ps(127.0f);
+        for (int s = 0; s < QK_K / 32; s++) {
+            __m256i n[4];
+            for (int q = 0; q < 4; q++) {
+                const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * s + 8 * q), id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                n[q] = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim)));
+            }
+            /* packs interleave 128-bit lanes: 0 1 2 3 | 4 5 6 7 -> back in element order */
+            const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+            _mm256_storeu_si256((__m256i *)(b[i].qs + 32 * s), _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+            /* the two 16-element sums: lanes of n[0] + n[1] (elements 0..15), n[2] + n[3] (16..31) */
+            __m256i t = _mm256_hadd_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
+            t = _mm256_hadd_epi32(t, t);
+            const __m128i s2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            b[i].bsums[2 * s] = (int16_t)_mm_cvtsi128_si32(s2);
+            b[i].bsums[2 * s + 1] = (int16_t)_mm_extract_epi32(s2, 1);
+        }
+    }
+}
+
 /* Each sb_* adds one super-block's products of weight block 'w' with column block 'a' to 'acc'. */
 INLINE __m256 sb_q4_K(const struct block_q4_K * w, const struct block_q8_K * a, __m256 acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
