@@ -220,12 +220,13 @@ QL_AI __m256i QL(fold)(const __m256i p[4]) {
     return _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
 }
 
-/* The eight F16 values at p + i * stride (i = 0..7) as F32, lanes in the fold's order. */
-QL_AI __m256 QL(scales8)(const uint8_t * p, size_t stride) {
+/* The eight F16 values at p + i * stride (i = 0..7) as F32, lanes in the fold's order; those of
+ * i >= n are 0. */
+QL_AI __m256 QL(scales8)(const uint8_t * p, size_t stride, int n) {
     uint64_t h[8];
     for (int i = 0; i < 8; i++) {
-        uint16_t v;
-        memcpy(&v, p + (size_t)i * stride, 2);
+        uint16_t v = 0;
+        if (i < n) memcpy(&v, p + (size_t)i * stride, 2);
         h[i] = v;
         /* keeps the assembly in general registers (idle here) instead of vector shuffles */
         __asm__("" : "+r"(h[i]));
@@ -262,8 +263,34 @@ QL_AI void QL(prepare)(const enum ql_type T, const uint8_t * a, int64_t nb, int6
         }
         gr->off = QL_OFF(T) ? QL(fold)(off) : _mm256_setzero_si256();
         gr->asum = QL_MIN(T) ? _mm256_cvtepi32_ps(QL(fold)(sum)) : _mm256_setzero_ps();
-        gr->da = QL(scales8)(src, ab);
+        gr->da = QL(scales8)(src, ab, QL_GROUP);
     }
+}
+
+/* Adds one group of weight blocks, the first n (1..8) at src (block i at src + i * wb), to 'acc'.
+ * Pairs past n are skipped, and the second block of a last pair of one reads that block again:
+ * its column block is zeros, so its products are 0, and its scale is taken as 0 (a scale read
+ * there need not be finite). */
+QL_AI __m256 QL(group)(const enum ql_type T, const uint8_t * src, int n, const struct ql_group * gr, __m256i tbl, __m256 acc) {
+    const size_t wb = QL_BLOCK(T);
+    const uint8_t * blk[QL_GROUP];
+    for (int i = 0; i < QL_GROUP; i++) blk[i] = src + (size_t)(i < n ? i : n - 1) * wb;
+    __m256i p[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        if (2 * q >= n) { /* no block of this pair */
+            p[q] = _mm256_setzero_si256();
+            continue;
+        }
+        __m256i lo, hi;
+        QL(decode_pair)(T, blk[2 * q], blk[2 * q + 1], tbl, &lo, &hi);
+        p[q] = QL(dot_pair)(T, lo, hi, gr->a[2 * q], gr->a[2 * q + 1]);
+    }
+    __m256i isum = QL(fold)(p);
+    if (QL_OFF(T)) isum = _mm256_sub_epi32(isum, gr->off);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(QL(scales8)(src, wb, n), gr->da), acc);
+    if (QL_MIN(T)) acc = _mm256_fmadd_ps(gr->asum, _mm256_mul_ps(QL(scales8)(src + 2, wb, n), gr->da), acc);
+    return acc;
 }
 
 /* Adds groups [g0, g1) of one weight row (nb blocks at w) against the prepared column to 'acc'. */
@@ -271,26 +298,10 @@ QL_AI __m256 QL(row_groups)(const enum ql_type T, const uint8_t * w, int64_t nb,
                             const struct ql_group * gr, __m256 acc) {
     const size_t wb = QL_BLOCK(T);
     const __m256i tbl = T == QL_IQ4_NL ? QL(iq4nl_table)() : _mm256_setzero_si256();
-    for (int64_t g = g0; g < g1; g++, gr++) {
-        uint8_t pad[QL_GROUP * sizeof(struct block_q8_0)];
-        const uint8_t * src = w + (size_t)g * QL_GROUP * wb;
-        if ((g + 1) * QL_GROUP > nb) { /* zero blocks (scale 0) after the row's end */
-            memset(pad, 0, sizeof pad);
-            memcpy(pad, src, (size_t)(nb - g * QL_GROUP) * wb);
-            src = pad;
-        }
-        __m256i p[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) {
-            __m256i lo, hi;
-            QL(decode_pair)(T, src + (2 * q) * wb, src + (2 * q + 1) * wb, tbl, &lo, &hi);
-            p[q] = QL(dot_pair)(T, lo, hi, gr->a[2 * q], gr->a[2 * q + 1]);
-        }
-        __m256i isum = QL(fold)(p);
-        if (QL_OFF(T)) isum = _mm256_sub_epi32(isum, gr->off);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(QL(scales8)(src, wb), gr->da), acc);
-        if (QL_MIN(T)) acc = _mm256_fmadd_ps(gr->asum, _mm256_mul_ps(QL(scales8)(src + 2, wb), gr->da), acc);
-    }
+    const int64_t full = nb / QL_GROUP < g1 ? nb / QL_GROUP : g1;
+    int64_t g = g0;
+    for (; g < full; g++, gr++) acc = QL(group)(T, w + (size_t)g * QL_GROUP * wb, QL_GROUP, gr, tbl, acc);
+    if (g < g1) acc = QL(group)(T, w + (size_t)g * QL_GROUP * wb, (int)(nb - g * QL_GROUP), gr, tbl, acc); /* the short last group */
     return acc;
 }
 
