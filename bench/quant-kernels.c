@@ -1,10 +1,10 @@
 /* quant-kernels.c -- times the CPU integer kernels of one quantized weight type on one thread
- * (thread CPU time, best of 20, so that other load on the machine counts less): the one-column
- * kernel (qdot) over rows streamed from memory, and the integer GEMM (column quantizer + panel
+ * (thread CPU time, best of 20 or ITERS, so that other load on the machine counts less): the one-column
+ * kernel (qdot) over rows streamed from memory (or, with ROWS = 2000, from L2), and the integer GEMM (column quantizer + panel
  * packer + micro-kernel) against the F32 GEMM micro-kernel alone on packed panels (the F32 path
  * without its dequantization and packing: a lower bound of that path's time).
  * build: gcc -O2 -Isrc -Iinclude bench/quant-kernels.c BUILD/libloom.a -lm -lpthread -fopenmp -o /tmp/quant-kernels
- * usage: /tmp/quant-kernels TYPE [avx2|avx512]   (TYPE: the GGUF type number, e.g. 2 = Q4_0, 8 = Q8_0) */
+ * usage: /tmp/quant-kernels TYPE [avx2|avx512 [ROWS [ITERS]]]   (TYPE: the GGUF type number, e.g. 2 = Q4_0, 8 = Q8_0) */
 #include "cpu/vec.h"
 
 #include <stdio.h>
@@ -39,16 +39,17 @@ int main(int argc, char ** argv) {
     for (int64_t i = 0; i < K * 512; i++) x[i] = (float)(rand() % 2000 - 1000) / 1000.0f;
 
     if (v->qdot[type].dot) { /* one column, 32000 rows (the output matrix) streamed from memory */
-        const int64_t M = 32000;
+        const int64_t M = argc > 3 ? atoll(argv[3]) : 32000;
         size_t ldw;
         uint8_t * w = make_rows(type, K, M, &ldw), a[4096];
         float * c = malloc((size_t)M * 4);
         v->qdot[type].quantize(x, a, K);
         double best = 1e9;
-        for (int it = 0; it < 20; it++) {
+        for (int it = 0; it < (argc > 4 ? atoi(argv[4]) : 20); it++) {
             const double t0 = now();
-            for (int64_t i = 0; i < M; i += v->dot_mr) {
-                const int mr = (int)(M - i < v->dot_mr ? M - i : v->dot_mr);
+            const int rows = v->qdot[type].rows ? v->qdot[type].rows : v->dot_mr;
+            for (int64_t i = 0; i < M; i += rows) {
+                const int mr = (int)(M - i < rows ? M - i : rows);
                 v->qdot[type].dot(K, w + (size_t)i * ldw, ldw, mr, a, 0, 1, (uint8_t *)(c + i), 0);
             }
             const double t = now() - t0;

@@ -23,30 +23,37 @@ static uint32_t rnd(void) {
 }
 static float rndf(void) { return (float)(rnd() % 20001) / 10000.0f - 1.0f; } /* [-1, 1] */
 
-/* The quantizer: |q| <= 127, the largest |x| maps to 127, |x - d q| <= d / 2, bsums are the sums;
- * an all-zero block gives d = 0. Tie points (x / d exactly k + 0.5) are covered by the random data
- * only by chance; the bound holds either way. */
-static void check_quantizer(void) {
-    enum { NB = 3 };
+/* A quantizer: |q| <= 127, the largest |x| maps to 127, |x - d q| <= d / 2, bsums are the sums;
+ * an all-zero block gives d = 0; a block whose largest |x| is 127 (so q = x / 1, no rounding in the
+ * product) puts halves on the nearest even code. Every table's quantizer must give the portable
+ * one's blocks bit for bit. */
+static void check_quantizer(lcpu_quantize_act_fn quantize, const char * name) {
+    enum { NB = 4 };
     float x[NB * QK_K];
     for (int i = 0; i < NB * QK_K; i++) x[i] = rndf() * (i < QK_K ? 1.0f : 1e-3f);
     for (int i = 2 * QK_K; i < 3 * QK_K; i++) x[i] = 0.0f;
     x[17] = -3.5f; /* the block's largest magnitude, negative */
-    struct block_q8_K b[NB];
-    lcpu_quantize_q8_K(x, b, NB * QK_K);
-    CHECK(b[0].qs[17] == -127, "the largest |x| maps to -127 (got %d)", b[0].qs[17]);
-    CHECK(b[2].d == 0.0f, "an all-zero block has d = 0");
+    for (int i = 3 * QK_K; i < 4 * QK_K; i++) x[i] = (float)((i - 3 * QK_K) % 200 - 100) + 0.5f; /* ties: -99.5 .. 99.5 */
+    x[3 * QK_K + 5] = 127.0f;
+    struct block_q8_K b[NB], ref[NB];
+    quantize(x, b, NB * QK_K);
+    lcpu_quantize_q8_K(x, ref, NB * QK_K);
+    CHECK(!memcmp(b, ref, sizeof b), "%s: the portable quantizer's blocks bit for bit", name);
+    CHECK(b[0].qs[17] == -127, "%s: the largest |x| maps to -127 (got %d)", name, b[0].qs[17]);
+    CHECK(b[2].d == 0.0f, "%s: an all-zero block has d = 0", name);
+    CHECK(b[3].d == 1.0f && b[3].qs[0] == -100 && b[3].qs[1] == -98 && b[3].qs[2] == -98 && b[3].qs[3] == -96,
+          "%s: halves to the nearest even code (%d %d %d %d)", name, b[3].qs[0], b[3].qs[1], b[3].qs[2], b[3].qs[3]);
     for (int i = 0; i < NB; i++) {
         for (int s = 0; s < QK_K / 16; s++) {
             int sum = 0;
             for (int j = 0; j < 16; j++) sum += b[i].qs[16 * s + j];
-            CHECK(sum == b[i].bsums[s], "bsums[%d] of block %d: %d, sum %d", s, i, b[i].bsums[s], sum);
+            CHECK(sum == b[i].bsums[s], "%s: bsums[%d] of block %d: %d, sum %d", name, s, i, b[i].bsums[s], sum);
         }
         for (int j = 0; j < QK_K; j++) {
             const float v = x[i * QK_K + j], q = b[i].qs[j];
             CHECK(q >= -127 && q <= 127, "q in range");
-            CHECK(fabs((double)v - (double)b[i].d * q) <= 0.5 * b[i].d * (1 + 1e-5) + 1e-30, "block %d element %d: %g against %g", i, j,
-                  (double)v, (double)b[i].d * q);
+            CHECK(fabs((double)v - (double)b[i].d * q) <= 0.5 * b[i].d * (1 + 1e-5) + 1e-30, "%s: block %d element %d: %g against %g", name,
+                  i, j, (double)v, (double)b[i].d * q);
         }
     }
 }
@@ -122,7 +129,6 @@ static void check_kernels(const struct cpu_vec * vec, const struct ktype * t) {
 }
 
 int main(void) {
-    check_quantizer();
     const struct ktype types[] = {
         {LOOM_TYPE_Q2_K, "Q2_K", sizeof(struct block_q2_K), offsetof(struct block_q2_K, d), offsetof(struct block_q2_K, dmin), loom_dequant_q2_K},
         {LOOM_TYPE_Q3_K, "Q3_K", sizeof(struct block_q3_K), offsetof(struct block_q3_K, d), 0, loom_dequant_q3_K},
@@ -143,6 +149,7 @@ int main(void) {
 #endif
     for (int v = 0; v < 3; v++) {
         if (!tables[v]) continue;
+        check_quantizer(tables[v]->qdot[LOOM_TYPE_Q6_K].quantize, tables[v]->name);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) check_kernels(tables[v], &types[t]);
     }
     return test_finish("test-qdot-k");

@@ -1,7 +1,8 @@
 /* test-qdot.c -- the integer dot kernels of every CPU table (scalar, AVX2, AVX-512 where the CPU
  * has them) against a double-precision sum of the dequantized blocks: random weight blocks (every
  * code byte, scales and minimums of both signs), columns quantized by the table's own quantizer,
- * every tile shape mr x nr up to the table's dot_mr x dot_nr, padded strides, and guard words
+ * every tile shape mr x nr up to the entry's rows per call x dot_nr, row lengths of 1 to 9 blocks
+ * and one longer than the legacy kernels prepare at once, padded strides, and guard words
  * around each result that must stay untouched. The kernels sum in integers per block, so the only
  * difference from the reference is F32 rounding. The integer GEMM kernels (qgemm: panel packer,
  * 8-row micro-kernel, cpu_q8_0x column quantizer) get the same check for every row count 1..8 and
@@ -43,13 +44,16 @@ static void fill_blocks(enum loom_type t, uint8_t * row, int64_t k) {
 }
 
 enum { MAXK = 288, MAXR = 8, MAXC = 8, GUARD = 0x7fc00bad };
+/* The one-column kernels: a long row (more blocks than the legacy kernels prepare of a column at
+ * once, with a short last group) and up to QROWS rows per call. */
+enum { LONGK = 8192 + 96, QROWS = 32 };
 
 /* Checks the tile 'c' (n_words words) that a kernel wrote: nr columns of mr F32 results, column j
  * at c + 1 + j (mr + 2) between two guard words, GUARD words after the last column; result [j][r]
- * against the double sum over k of wf[r][i] * af[j][i], plus extra[j][r] unless 'extra' is NULL,
+ * against the double sum over k of wf[r * ld + i] * af[j * ld + i], plus extra[j][r] unless 'extra' is NULL,
  * within 2e-6 of the sum of the products' magnitudes. 'what' and 'type' name the case in messages.
  * Returns the results checked. */
-static int check_tile(const uint32_t * c, size_t n_words, int mr, int nr, int64_t k, float wf[][MAXK], float af[][MAXK],
+static int check_tile(const uint32_t * c, size_t n_words, int mr, int nr, int64_t k, const float * wf, const float * af, int64_t ld,
                       double extra[][MAXR], const char * what, const char * type) {
     int checked = 0;
     for (int j = 0; j < nr; j++) {
@@ -58,8 +62,8 @@ static int check_tile(const uint32_t * c, size_t n_words, int mr, int nr, int64_
         for (int r = 0; r < mr; r++) {
             double ref = extra ? extra[j][r] : 0.0, mag = 0.0;
             for (int64_t i = 0; i < k; i++) {
-                ref += (double)wf[r][i] * af[j][i];
-                mag += fabs((double)wf[r][i] * af[j][i]);
+                ref += (double)wf[r * ld + i] * af[j * ld + i];
+                mag += fabs((double)wf[r * ld + i] * af[j * ld + i]);
             }
             float got;
             memcpy(&got, &cj[r], 4);
@@ -69,6 +73,44 @@ static int check_tile(const uint32_t * c, size_t n_words, int mr, int nr, int64_
         }
     }
     for (size_t i = (size_t)nr * (mr + 2); i < n_words; i++) CHECK(c[i] == GUARD, "%s %s: wrote past the tile", what, type);
+    return checked;
+}
+
+/* One kernel of table 'v' at row length k: every tile shape up to the entry's rows x dot_nr. */
+static int check_dot(const struct cpu_vec * v, const char * name, int t, int64_t k) {
+    const struct cpu_qdot * q = &v->qdot[t];
+    const struct loom_type_traits * wt = loom_type_get_traits((enum loom_type)t);
+    const struct loom_type_traits * at = loom_type_get_traits(q->act_type);
+    const int rows = q->rows ? q->rows : v->dot_mr;
+    CHECK(rows >= 1 && rows <= QROWS && v->dot_nr <= MAXC, "%s %s: %d rows per call", name, wt->name, rows);
+    int checked = 0;
+    /* padded strides, keeping the 2-byte alignment of the F16 scales that every row of a tensor has */
+    const size_t ldw = loom_row_size((enum loom_type)t, k) + 6, lda = loom_row_size(q->act_type, k) + 10;
+    uint8_t * w = malloc(ldw * QROWS), * a = malloc(lda * MAXC);
+    float * x = malloc((size_t)k * 4), * wf = malloc((size_t)k * QROWS * 4), * af = malloc((size_t)k * MAXC * 4);
+    for (int r = 0; r < rows; r++) {
+        fill_blocks((enum loom_type)t, w + r * ldw, k);
+        wt->to_float(w + r * ldw, wf + r * k, k);
+    }
+    for (int j = 0; j < v->dot_nr; j++) {
+        for (int64_t i = 0; i < k; i++) x[i] = rnd_uniform(-1.0f, 1.0f) * (i % 7 == 3 ? 4.0f : 1.0f);
+        q->quantize(x, a + j * lda, k);
+        at->to_float(a + j * lda, af + j * k, k);
+    }
+    for (int mr = 1; mr <= rows; mr++) {
+        for (int nr = 1; nr <= v->dot_nr; nr++) {
+            const size_t ldc = (size_t)(mr + 2) * 4; /* a guard word after each column's results */
+            uint32_t c[MAXC * (QROWS + 2)];
+            for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
+            q->dot(k, w, ldw, mr, a, lda, nr, (uint8_t *)(c + 1), ldc);
+            checked += check_tile(c, sizeof c / 4, mr, nr, k, wf, af, k, NULL, name, wt->name);
+        }
+    }
+    free(w);
+    free(a);
+    free(x);
+    free(wf);
+    free(af);
     return checked;
 }
 
@@ -82,32 +124,9 @@ static int check_table(const struct cpu_vec * v, const char * name) {
         CHECK(wt->to_float && at->to_float, "%s %s: dequantizers", name, wt->name);
         const int64_t blk = loom_blck_size(q->act_type) > loom_blck_size((enum loom_type)t) ? loom_blck_size(q->act_type)
                                                                                             : loom_blck_size((enum loom_type)t);
-        for (int64_t k = blk; k <= MAXK; k += blk * (k < 4 * blk ? 1 : 3)) {
-            /* padded strides, keeping the 2-byte alignment of the F16 scales that every row of a tensor has */
-            const size_t ldw = loom_row_size((enum loom_type)t, k) + 6, lda = loom_row_size(q->act_type, k) + 10;
-            uint8_t * w = malloc(ldw * MAXR), * a = malloc(lda * MAXC);
-            float x[MAXK], wf[MAXR][MAXK], af[MAXC][MAXK];
-            for (int r = 0; r < v->dot_mr; r++) {
-                fill_blocks((enum loom_type)t, w + r * ldw, k);
-                wt->to_float(w + r * ldw, wf[r], k);
-            }
-            for (int j = 0; j < v->dot_nr; j++) {
-                for (int64_t i = 0; i < k; i++) x[i] = rnd_uniform(-1.0f, 1.0f) * (i % 7 == 3 ? 4.0f : 1.0f);
-                q->quantize(x, a + j * lda, k);
-                at->to_float(a + j * lda, af[j], k);
-            }
-            for (int mr = 1; mr <= v->dot_mr; mr++) {
-                for (int nr = 1; nr <= v->dot_nr; nr++) {
-                    const size_t ldc = (size_t)(mr + 2) * 4; /* a guard word after each column's results */
-                    uint32_t c[MAXC * (MAXR + 2)];
-                    for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
-                    q->dot(k, w, ldw, mr, a, lda, nr, (uint8_t *)(c + 1), ldc);
-                    checked += check_tile(c, sizeof c / 4, mr, nr, k, wf, af, NULL, name, wt->name);
-                }
-            }
-            free(w);
-            free(a);
-        }
+        /* 1, 2, 3, 4, 7 blocks, 8 (one whole group of the legacy kernels), 9, then the long row */
+        for (int64_t k = blk; k <= MAXK; k += blk * (k < 4 * blk ? 1 : k < 7 * blk ? 3 : 1)) checked += check_dot(v, name, t, k);
+        checked += check_dot(v, name, t, LONGK);
     }
     printf("%s: %d results checked\n", name, checked);
     return checked;
@@ -173,7 +192,7 @@ static int check_qgemm(const struct cpu_vec * v, const char * name) {
                     uint32_t c[MAXC * (MAXR + 2)];
                     for (size_t i = 0; i < sizeof c / 4; i++) c[i] = GUARD;
                     q->gemm(k, panel, a, lda, nr, (uint8_t *)(c + 1), ldc, mr);
-                    checked += check_tile(c, sizeof c / 4, mr, nr, k, wf, af, has_m ? extra : NULL, what, wt->name);
+                    checked += check_tile(c, sizeof c / 4, mr, nr, k, wf[0], af[0], MAXK, has_m ? extra : NULL, what, wt->name);
                 }
             }
             free(w);

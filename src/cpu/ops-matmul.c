@@ -82,7 +82,7 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
     const struct cpu_qdot * qd = pl->quant ? &vec->qdot[a->type] : NULL;
     if (pl->N <= MM_QDOT_MAX_N && a_dense && qd && qd->dot) {
         pl->path = MM_QDOT;
-        pl->unit = vec->dot_mr;
+        pl->unit = qd->rows ? qd->rows : vec->dot_mr;
     } else if (a_dense && pl->quant && vec->qgemm[a->type].gemm && vec->quantize_q8_0x) {
         pl->path = MM_QGEMM;
         pl->unit = CPU_QGEMM_MR;
@@ -244,7 +244,7 @@ struct mm_batch {
 static void mm_block_dot(const struct cpu_params * p, const struct loom_tensor * a, const struct mm_plan * pl,
                          const struct mm_batch * bt, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     const cpu_dot_fn dot = p->vec->dot[pl->wt];
-    const int dmr = p->vec->dot_mr, dnr = p->vec->dot_nr;
+    const int dmr = pl->path == MM_QDOT ? pl->unit : p->vec->dot_mr, dnr = p->vec->dot_nr;
     for (int64_t i = m0; i < m1; i += dmr) {
         const int mr = (int)(m1 - i < dmr ? m1 - i : dmr);
         const uint8_t * w = bt->w + i * a->nb[1];

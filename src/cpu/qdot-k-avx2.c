@@ -15,46 +15,40 @@
 
 #define TARGET __attribute__((target("avx2,fma,f16c")))
 #define INLINE static inline __attribute__((always_inline)) TARGET
+#define QK_SFX avx2
+#include "cpu/qdot-k-x86.h"
 
-INLINE float h2f(loom_half h) { return _cvtsh_ss(h); }
-
-INLINE __m256i loadu(const void * p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-/* A vector of int16 holding word 'lo' of 's' (8 words, both lanes alike) in the low 128-bit lane and
- * word 'hi' in the high lane: the scales of two 16-element sub-blocks for one 32-byte product. */
-INLINE __m256i pick_words(__m256i s, int lo, int hi) {
-    const __m128i cl = _mm_set1_epi16((short)(2 * lo | (2 * lo + 1) << 8));
-    const __m128i ch = _mm_set1_epi16((short)(2 * hi | (2 * hi + 1) << 8));
-    return _mm256_shuffle_epi8(s, _mm256_set_m128i(ch, cl));
-}
-
-/* The bytes whose bit 'bit' is set become 'val', the others 0. */
-INLINE __m256i bit_to(__m256i x, int bit, int val) {
-    const __m256i m = _mm256_set1_epi8((char)(1 << bit));
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(x, m), m), _mm256_set1_epi8((char)val));
-}
-
-/* The 6-bit scales (sc) and minimums (m) of a Q4_K / Q5_K block, one byte per sub-block. */
-INLINE void k4_scales(const uint8_t * q, uint32_t sc[2], uint32_t m[2]) {
-    uint32_t u[3];
-    memcpy(u, q, 12);
-    sc[0] = u[0] & 0x3f3f3f3f;
-    m[0] = u[1] & 0x3f3f3f3f;
-    sc[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
-    m[1] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
-}
-
-/* The minimums of a Q4_K / Q5_K block times the column's block sums, as 8 F32 lanes: lane l holds
- * (bsums[2l] + bsums[2l + 1]) times the minimum of sub-block l (exact integers). */
-INLINE __m256 k4_min_sum(const uint32_t m[2], const struct block_q8_K * a) {
-    const __m128i m8 = _mm_set_epi32(0, 0, (int)m[1], (int)m[0]);
-    const __m256i mv = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each minimum twice */
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(mv, loadu(a->bsums)));
-}
-
-/* The scales of a Q4_K / Q5_K block as 8 int16 in each 128-bit lane. */
-INLINE __m256i k4_scale_words(const uint32_t sc[2]) {
-    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc[1], (int)sc[0])));
+TARGET void lcpu_quantize_q8_K_avx2(const float * x, void * y, int64_t k) {
+    struct block_q8_K * b = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        /* (|x|, max) in this order: a NaN x leaves the maximum alone, as the portable loop does */
+        for (int j = 0; j < QK_K; j += 8) mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), mx);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        b[i].d = amax / 127.0f;
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        const __m256 lim = _mm256_set1_ps(127.0f);
+        for (int s = 0; s < QK_K / 32; s++) {
+            __m256i n[4];
+            for (int q = 0; q < 4; q++) {
+                const __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * s + 8 * q), id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                n[q] = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim)));
+            }
+            /* packs interleave 128-bit lanes: 0 1 2 3 | 4 5 6 7 -> back in element order */
+            const __m256i p8 = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+            _mm256_storeu_si256((__m256i *)(b[i].qs + 32 * s), _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+            /* the two 16-element sums: lanes of n[0] + n[1] (elements 0..15), n[2] + n[3] (16..31) */
+            __m256i t = _mm256_hadd_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
+            t = _mm256_hadd_epi32(t, t);
+            const __m128i s2 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            b[i].bsums[2 * s] = (int16_t)_mm_cvtsi128_si32(s2);
+            b[i].bsums[2 * s + 1] = (int16_t)_mm_extract_epi32(s2, 1);
+        }
+    }
 }
 
 /* Each sb_* adds one super-block's products of weight block 'w' with column block 'a' to 'acc'. */
@@ -177,29 +171,6 @@ INLINE __m256 sb_iq4_xs(const struct block_iq4_xs * w, const struct block_q8_K *
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a->d * h2f(w->d)), acc);
 }
 
-/* The sum of the 8 lanes of 'v', in one fixed order. */
-INLINE float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* One row against one column at a time, super-block by super-block into 8 F32 lanes. (Four rows
- * interleaved per column measured 4-5x slower: the unrolled rows spill.) */
-#define QDOT_K_ROWS(wt, wblock)                                                                    \
-    TARGET CPU_QDOT_K_DECL(wt, avx2) {                                                             \
-        for (int j = 0; j < nr; j++) {                                                             \
-            const struct block_q8_K * y = (const struct block_q8_K *)(a + j * lda);                \
-            for (int r = 0; r < mr; r++) {                                                         \
-                const wblock * x = (const wblock *)(w + (size_t)r * ldw);                          \
-                __m256 acc = _mm256_setzero_ps();                                                  \
-                for (int64_t i = 0; i < k / QK_K; i++) acc = sb_##wt(&x[i], &y[i], acc);           \
-                const float v = hsum_ps(acc);                                                      \
-                memcpy(c + j * ldc + (size_t)r * 4, &v, 4);                                        \
-            }                                                                                      \
-        }                                                                                          \
-    }
 QDOT_K_ROWS(q4_K, struct block_q4_K)
 QDOT_K_ROWS(q5_K, struct block_q5_K)
 QDOT_K_ROWS(q6_K, struct block_q6_K)

@@ -19,7 +19,10 @@ void lcpu_quantize_q8_K(const float * x, void * y, int64_t k) {
         const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         b[i].d = d;
         for (int j = 0; j < QK_K; j++) {
-            float v = x[j] * id + magic;
+            /* the product rounded to F32 first (volatile: no fused multiply-add under -march=native),
+             * as the SIMD quantizer rounds it */
+            volatile float p = x[j] * id;
+            float v = p + magic;
             v -= magic;
             b[i].qs[j] = (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
         }

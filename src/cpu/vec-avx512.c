@@ -203,7 +203,7 @@ const struct cpu_vec * lcpu_vec_avx512(bool with_bf16, bool wide_rows) {
     g_rows_1 = __builtin_cpu_is("amd") && !wide_rows ? lcpu_vec_avx2() : NULL;
     g_table.name = g_rows_1 ? "AVX512 FMA F16C (one-column products: AVX2)" : "AVX512 FMA F16C";
     if (__builtin_cpu_supports("avx512vnni")) {
-        const struct cpu_qdot vnni[LOOM_TYPE_COUNT] = {CPU_QDOT_LEGACY(vnni)};
+        const struct cpu_qdot vnni[LOOM_TYPE_COUNT] = {CPU_QDOT_LEGACY(vnni), CPU_QDOT_K_VNNI};
         for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
             if (vnni[t].dot) g_table.qdot[t] = vnni[t];
         }
