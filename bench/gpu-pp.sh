@@ -5,7 +5,8 @@
 # alternating BASE and NEW (pp512 with its spread over -r 5, pp2048, -pg 4000,64, tg128 at depth
 # 0 and 4096, -fa 0 and 1), a per-kernel profile of pp2048, and NEW's correctness gates (full
 # test-ops, test-cuda, greedy stories260K, compute-sanitizer). Logs go to $OUT.
-# usage: BASE=dir NEW=dir bench/gpu-pp.sh MODELS_DIR [steps...]
+# usage: BASE=dir NEW=dir [VARIANTS="name=dir ..."] bench/gpu-pp.sh MODELS_DIR [steps...]
+#   VARIANTS: more trees measured beside NEW (op tests, --perf, the -fa 1 benchmarks, memcheck)
 #   steps: gen fa bench profile fagates gates (default: all, in that order)
 set -u
 MODELS=$(cd "$1" && pwd); shift
@@ -15,6 +16,8 @@ M7=/tmp/7b-f16.gguf
 T0=$(date +%s)
 log() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
 mkdir -p /tmp/pp-base /tmp/pp-new && cp "$BASE"/* /tmp/pp-base/ && cp "$NEW"/* /tmp/pp-new/
+VARS=""
+for v in ${VARIANTS:-}; do mkdir -p /tmp/pp-${v%%=*} && cp "${v#*=}"/* /tmp/pp-${v%%=*}/ && VARS="$VARS ${v%%=*}"; done
 # each tree's loom loads the libloom-cuda.so beside it
 need7b() { if [ -n "${GEN:-}" ]; then wait $GEN; GEN=; log "7B generated: $(tail -1 "$DEST/gen.log")"; fi; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -24,18 +27,21 @@ for s in $steps; do
   gen) # in the background, while the op tests run
     [ -f $M7 ] || { /tmp/pp-new/loom gen-model --preset 7b --type f16 --tokenizer "$MODELS/tokenizer.bin" -o $M7 > "$DEST/gen.log" 2>&1 & GEN=$!; } ;;
   fa)
-    timeout 60 /tmp/pp-new/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT -v > "$DEST/fa-new.log" 2>&1; log "NEW test-ops -o FLASH_ATTN_EXT rc=$?"
-    grep -vE "^  ok" "$DEST/fa-new.log" | cut -c1-220 | head -20
-    grep -E "^  ok.*f16\[" "$DEST/fa-new.log" | awk '{for(i=1;i<=NF;i++) if($i=="nmse") print $(i+1)}' | sort -g | tail -3 | tr '\n' ' '; echo "(largest NMSE of the F16 K/V cases)"
-    for w in base new; do
+    for w in new $VARS; do
+      timeout 60 /tmp/pp-$w/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT -v > "$DEST/fa-$w.log" 2>&1; log "$w test-ops -o FLASH_ATTN_EXT rc=$?"
+      grep -vE "^  ok" "$DEST/fa-$w.log" | cut -c1-220 | head -20
+      grep -E "^  ok.*f16\[" "$DEST/fa-$w.log" | awk '{for(i=1;i<=NF;i++) if($i=="nmse") print $(i+1)}' | sort -g | tail -3 | tr '\n' ' '; echo "(largest NMSE of the F16 K/V cases)"
+    done
+    for w in base new $VARS; do
       timeout 60 /tmp/pp-$w/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT --perf > "$DEST/fa-perf-$w.log" 2>&1
       log "$w --perf rc=$?"; grep -E "GB/s" "$DEST/fa-perf-$w.log" | cut -c1-220 | tail -2
     done ;;
   bench)
     need7b
-    for w in base new; do
-      log "$w: pp512 pp2048 pg4000,64 (-fa 0,1; -r 5), tg128 at depth 0 and 4096 (-fa 1)"
-      timeout 120 /tmp/pp-$w/loom bench -m $M7 -p 512,2048 -n 0 -pg 4000,64 -fa 0,1 -ngl 99 -r 5 2>&1 | grep -E "pp|pg" | tee -a "$DEST/bench-$w.md"
+    for w in base new $VARS; do
+      fa=0,1; [ $w = base ] || [ $w = new ] || fa=1
+      log "$w: pp512 pp2048 pg4000,64 (-fa $fa; -r 5), tg128 at depth 0 and 4096 (-fa 1)"
+      timeout 120 /tmp/pp-$w/loom bench -m $M7 -p 512,2048 -n 0 -pg 4000,64 -fa $fa -ngl 99 -r 5 2>&1 | grep -E "pp|pg" | tee -a "$DEST/bench-$w.md"
       timeout 90 /tmp/pp-$w/loom bench -m $M7 -p 0 -n 128 -d 0,4096 -fa 1 -ngl 99 -r 2 2>&1 | grep -E "tg" | tee -a "$DEST/bench-$w.md"
     done
     for w in base new base new; do
@@ -44,7 +50,7 @@ for s in $steps; do
     done ;;
   profile)
     need7b
-    for fa in 1 0; do
+    for fa in ${PROFILE_FA:-1 0}; do
       LOOM_CUDA_PARAMS=profile=1 timeout 60 /tmp/pp-new/loom bench -m $M7 -p 2048 -n 0 -fa $fa -ngl 99 -r 1 > "$DEST/profile-pp2048-fa$fa.log" 2>&1
       log "NEW profile pp2048 -fa $fa"; grep -vE "^\| (---|model)" "$DEST/profile-pp2048-fa$fa.log" | cut -c1-170 | head -24
     done ;;
@@ -78,8 +84,10 @@ for s in $steps; do
   fagates)
     B=/tmp/pp-new
     # the tensor-core prefill kernel under memcheck (stories260K's heads of 8 never reach it)
-    timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT > "$DEST/memcheck-fa.log" 2>&1
-    log "NEW compute-sanitizer memcheck test-ops FLASH_ATTN_EXT rc=$?"; grep -E "ERROR SUMMARY|passed" "$DEST/memcheck-fa.log"; grep -m3 -A6 "Invalid" "$DEST/memcheck-fa.log"
+    for w in new $VARS; do
+      timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/pp-$w/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT > "$DEST/memcheck-fa-$w.log" 2>&1
+      log "$w compute-sanitizer memcheck test-ops FLASH_ATTN_EXT rc=$?"; grep -E "ERROR SUMMARY|passed" "$DEST/memcheck-fa-$w.log"; grep -m3 -A6 "Invalid" "$DEST/memcheck-fa-$w.log"
+    done
     # a model whose heads (64 values, 32 heads on 4 KV heads) take the prefill kernel: perplexity on CUDA0 vs the CPU
     $B/loom gen-model --preset 1b --type f16 --tokenizer "$MODELS/tokenizer.bin" -o /tmp/1b-f16.gguf > /dev/null 2>&1
     for ngl in 99 0; do

@@ -450,11 +450,14 @@ __device__ __forceinline__ uint32_t fa_pack_h2(float x, float y) {
 }
 
 /* Shared memory of lc_fa_mma_kernel for rows of D values: K and V tiles of FA_TILE_KV rows, two
- * stages each (the next live tile loads while this one is used); q is staged in K's second stage. */
-template <int D> struct fa_mma_layout {
-    static constexpr int LDK = D + 8; /* halves per row: 16-byte rows that ldmatrix reads without bank conflicts */
+ * stages each (the next live tile loads while this one is used), and with M16 the F16 mask tile of
+ * the block's columns, two stages; q is staged in K's second stage. */
+template <int D, bool M16> struct fa_mma_layout {
+    static constexpr int LDK = D + 8;          /* halves per row: 16-byte rows that ldmatrix reads without bank conflicts */
+    static constexpr int LDM = FA_TILE_KV + 8; /* halves per mask row: a quad's pairs of 8 rows fall in distinct banks */
     static constexpr size_t TILE_BYTES = (size_t)FA_TILE_KV * LDK * 2;
-    static constexpr size_t BYTES = 4 * TILE_BYTES;
+    static constexpr size_t MASK_BYTES = (size_t)FA_TILE_Q * LDM * 2;
+    static constexpr size_t BYTES = 4 * TILE_BYTES + (M16 ? 2 * MASK_BYTES : 0);
 };
 
 enum { FA_SCAN = 8 }; /* tiles whose liveness one mask scan decides */
@@ -466,19 +469,22 @@ enum { FA_SCAN = 8 }; /* tiles whose liveness one mask scan decides */
  * operand of P V; the output (16 x D per warp) stays in accumulators to the end. q and P are rounded
  * to F16 (the unfused path's products round them the same way), K and V are F16 already. Tiles
  * every column of the block masks out are skipped without loading K and V (a causal prompt's upper
- * triangle), decided FA_SCAN tiles at a time. */
-template <int D>
+ * triangle), decided FA_SCAN tiles at a time. M16 (an F16 mask whose rows start on 16-byte
+ * boundaries, n_kv a multiple of 8): the liveness from 16-byte loads of 8 cells, and the mask tile
+ * staged in shared memory by cp.async with K and V; else each lane reads its mask values. */
+template <int D, bool M16>
 __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    using L = fa_mma_layout<D>;
-    constexpr int LDK = L::LDK;
+    using L = fa_mma_layout<D, M16>;
+    constexpr int LDK = L::LDK, LDM = L::LDM;
     constexpr int KS = D / 16;         /* k-steps of q K^T */
     constexpr int NT = FA_TILE_KV / 8; /* 8-cell column tiles of S */
     constexpr int DT = D / 8;          /* 8-value column tiles of the output (even for 64..128) */
     extern __shared__ __align__(128) char smem[];
     __half * const Kb0 = (__half *)smem;
     __half * const Vb0 = (__half *)(smem + 2 * L::TILE_BYTES);
+    __half * const Mb0 = (__half *)(smem + 4 * L::TILE_BYTES); /* M16 only */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
     const int c0 = (a.n_cblk - 1 - (int)blockIdx.x) * FA_TILE_Q; /* the last queries (longest rows of a causal prompt) first */
@@ -486,8 +492,31 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
     const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
     const bool vec = a.vec_k && a.vec_v;
 
-    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), as one cp.async group */
+    /* M16: this thread's mask chunks of a tile, rows threadIdx.x / 8 + 16 k, cells 8 (threadIdx.x % 8) .. */
+    constexpr int MR = M16 ? FA_TILE_Q * FA_TILE_KV / 8 / (FA_WARPS * 32) : 1;
+    const char * mst[MR];
+    bool mst_on[MR];
+    const int mch = (threadIdx.x % 8) * 8;
+#pragma unroll
+    for (int k = 0; k < MR; k++) {
+        const int col = c0 + (int)threadIdx.x / 8 + 16 * k;
+        int qi = 0, qh = 0;
+        mst_on[k] = M16 && col < a.n_cols;
+        if (mst_on[k]) fa_col(a, hk, col, qi, qh);
+        mst[k] = fa_mask_row(a, qi, qh, b);
+    }
+
+    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), and with M16 the mask tile,
+     * as one cp.async group */
     auto load_tile = [&](int64_t t0, int s) {
+        if (M16) {
+            __half * Ms = Mb0 + (size_t)s * FA_TILE_Q * LDM;
+#pragma unroll
+            for (int k = 0; k < MR; k++) {
+                const bool in = mst_on[k] && t0 + mch < a.n_kv;
+                fa_cp16(Ms + ((int)threadIdx.x / 8 + 16 * k) * LDM + mch, in ? mst[k] + (t0 + mch) * 2 : a.m.data, in);
+            }
+        }
         constexpr int V8 = D / 8;
         __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
         __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
@@ -539,20 +568,38 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
             if (scan0 < 0 || t < scan0 || t >= scan0 + FA_SCAN * FA_TILE_KV) {
                 scan0 = t;
                 unsigned bits = 0;
+                if (M16) { /* every 16-byte load of the window in flight at once; -inf is 0xfc00 */
 #pragma unroll
-                for (int i = 0; i < FA_SCAN; i++) {
-                    /* this lane's 32 cells of the tile in groups of 8 loads in flight, until one is live */
-                    bool live = false;
+                    for (int i = 0; i < FA_SCAN; i++) {
+                        bool live = false;
 #pragma unroll
-                    for (int n = 0; n < NT; n += 2) {
-                        if (live) break;
+                        for (int k = 0; k < MR; k++) {
+                            const int64_t cell = t + (int64_t)i * FA_TILE_KV + mch;
+                            if (mst_on[k] && cell < a.n_kv) {
+                                const uint4 u = *(const uint4 *)(mst[k] + cell * 2);
+                                const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-                        for (int u = 0; u < 8; u++) {
-                            const int64_t cell = t + (int64_t)i * FA_TILE_KV + (n + u / 4) * 8 + tig * 2 + u % 2;
-                            live |= mask_at((u / 2) % 2, cell) != -INFINITY;
+                                for (int e = 0; e < 4; e++) live |= (w[e] & 0xffffu) != 0xfc00u || (w[e] >> 16) != 0xfc00u;
+                            }
                         }
+                        bits |= (unsigned)live << i;
                     }
-                    bits |= (unsigned)live << i;
+                } else {
+#pragma unroll
+                    for (int i = 0; i < FA_SCAN; i++) {
+                        /* this lane's 32 cells of the tile in groups of 8 loads in flight, until one is live */
+                        bool live = false;
+#pragma unroll
+                        for (int n = 0; n < NT; n += 2) {
+                            if (live) break;
+#pragma unroll
+                            for (int u = 0; u < 8; u++) {
+                                const int64_t cell = t + (int64_t)i * FA_TILE_KV + (n + u / 4) * 8 + tig * 2 + u % 2;
+                                live |= mask_at((u / 2) % 2, cell) != -INFINITY;
+                            }
+                        }
+                        bits |= (unsigned)live << i;
+                    }
                 }
                 scan_bits = 0;
 #pragma unroll
@@ -609,6 +656,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
         __syncthreads(); /* tile t is in stage s for every thread */
         const __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
         const __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
+        const __half * Ms = Mb0 + (size_t)s * FA_TILE_Q * LDM;
 
         /* S = q K^T: B fragments from K rows (cells) read as 8x8 matrices, two k-steps per load */
         float sc[NT][4];
@@ -636,9 +684,12 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
             float tmax = -INFINITY;
 #pragma unroll
             for (int n = 0; n < NT; n++) {
+                float2 m2 = make_float2(0.0f, 0.0f);
+                if (M16) m2 = __half22float2(*(const __half2 *)(Ms + (warp * 16 + gid + rr * 8) * LDM + n * 8 + tig * 2));
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
-                    const float mv = mask_at(rr, t + n * 8 + tig * 2 + j);
+                    const int64_t cell = t + n * 8 + tig * 2 + j;
+                    const float mv = !M16 ? mask_at(rr, cell) : on[rr] && cell < a.n_kv ? (j ? m2.y : m2.x) : -INFINITY;
                     const float x = sc[n][rr * 2 + j] * a.scale;
                     sc[n][rr * 2 + j] = mv == -INFINITY ? -INFINITY : x + mv;
                     tmax = fmaxf(tmax, sc[n][rr * 2 + j]);
@@ -811,17 +862,21 @@ static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
     }
 }
 
-template <int D> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
-    const size_t smem = fa_mma_layout<D>::BYTES;
+template <int D, bool M16> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
+    const size_t smem = fa_mma_layout<D, M16>::BYTES;
     static uint32_t raised; /* devices (bit per CUDA ordinal < 32) whose dynamic shared memory limit is raised for this kernel */
     const uint32_t bit = be->dev->id < 32 ? 1u << be->dev->id : 0u;
     if (!(raised & bit)) {
-        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D, M16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         raised |= bit;
     }
     void * args[] = {a};
-    lc_launch(be, (const void *)lc_fa_mma_kernel<D>, grid, dim3(FA_WARPS * 32), args, smem);
+    lc_launch(be, (const void *)lc_fa_mma_kernel<D, M16>, grid, dim3(FA_WARPS * 32), args, smem);
     return LC_CHECK_LAUNCH("lc_fa_mma_kernel");
+}
+
+template <int D> static enum loom_status fa_launch_mma_d(struct lc_backend * be, struct lc_fa_args * a, dim3 grid, bool m16) {
+    return m16 ? fa_launch_mma<D, true>(be, a, grid) : fa_launch_mma<D, false>(be, a, grid);
 }
 
 enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst) {
@@ -850,11 +905,13 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     if (p.mma) {
         a.vec_k = fa_rows_aligned(&a.k, 16);
         a.vec_v = fa_rows_aligned(&a.v, 16);
+        /* an F16 mask of whole 16-byte runs: staged with K and V */
+        const bool m16 = m && m->type == LOOM_TYPE_F16 && a.m.nb[0] == 2 && fa_rows_aligned(&a.m, 16) && a.n_kv % 8 == 0;
         switch (a.D) {
-        case 64: return fa_launch_mma<64>(be, &a, grid_bh);
-        case 80: return fa_launch_mma<80>(be, &a, grid_bh);
-        case 96: return fa_launch_mma<96>(be, &a, grid_bh);
-        default: return fa_launch_mma<128>(be, &a, grid_bh);
+        case 64: return fa_launch_mma_d<64>(be, &a, grid_bh, m16);
+        case 80: return fa_launch_mma_d<80>(be, &a, grid_bh, m16);
+        case 96: return fa_launch_mma_d<96>(be, &a, grid_bh, m16);
+        default: return fa_launch_mma_d<128>(be, &a, grid_bh, m16);
         }
     }
     /* 16-byte loads (8 halves, or 4 floats twice) where every row allows them */
