@@ -7,6 +7,7 @@
 # test-ops, test-cuda, greedy stories260K, compute-sanitizer). Logs go to $OUT.
 # usage: BASE=dir NEW=dir [VARIANTS="name=dir ..."] bench/gpu-pp.sh MODELS_DIR [steps...]
 #   VARIANTS: more trees measured beside NEW (op tests, --perf, the -fa 1 benchmarks, memcheck)
+#   TREES: the trees the benchmarks run (default "base new" and the variants)
 #   steps: gen fa bench profile fagates gates (default: all, in that order)
 set -u
 MODELS=$(cd "$1" && pwd); shift
@@ -32,19 +33,19 @@ for s in $steps; do
       grep -vE "^  ok" "$DEST/fa-$w.log" | cut -c1-220 | head -20
       grep -E "^  ok.*f16\[" "$DEST/fa-$w.log" | awk '{for(i=1;i<=NF;i++) if($i=="nmse") print $(i+1)}' | sort -g | tail -3 | tr '\n' ' '; echo "(largest NMSE of the F16 K/V cases)"
     done
-    for w in base new $VARS; do
+    for w in ${TREES:-base new $VARS}; do
       timeout 60 /tmp/pp-$w/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT --perf > "$DEST/fa-perf-$w.log" 2>&1
       log "$w --perf rc=$?"; grep -E "GB/s" "$DEST/fa-perf-$w.log" | cut -c1-220 | tail -2
     done ;;
   bench)
     need7b
-    for w in base new $VARS; do
+    for w in ${TREES:-base new $VARS}; do
       fa=0,1; [ $w = base ] || [ $w = new ] || fa=1
       log "$w: pp512 pp2048 pg4000,64 (-fa $fa; -r 5), tg128 at depth 0 and 4096 (-fa 1)"
       timeout 120 /tmp/pp-$w/loom bench -m $M7 -p 512,2048 -n 0 -pg 4000,64 -fa $fa -ngl 99 -r 5 2>&1 | grep -E "pp|pg" | tee -a "$DEST/bench-$w.md"
       timeout 90 /tmp/pp-$w/loom bench -m $M7 -p 0 -n 128 -d 0,4096 -fa 1 -ngl 99 -r 2 2>&1 | grep -E "tg" | tee -a "$DEST/bench-$w.md"
     done
-    for w in base new base new; do
+    for w in ${SPREAD_TREES-base new base new}; do
       log "$w: pp512 spread (-fa 1, -r 5)"
       timeout 60 /tmp/pp-$w/loom bench -m $M7 -p 512 -n 0 -fa 1 -ngl 99 -r 5 2>&1 | grep -E "pp512" | tee -a "$DEST/bench-$w.md"
     done ;;

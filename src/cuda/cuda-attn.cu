@@ -450,14 +450,15 @@ __device__ __forceinline__ uint32_t fa_pack_h2(float x, float y) {
 }
 
 /* Shared memory of lc_fa_mma_kernel for rows of D values: K and V tiles of FA_TILE_KV rows, two
- * stages each (the next live tile loads while this one is used), and with M16 the F16 mask tile of
- * the block's columns, two stages; q is staged in K's second stage. */
-template <int D, bool M16> struct fa_mma_layout {
-    static constexpr int LDK = D + 8;          /* halves per row: 16-byte rows that ldmatrix reads without bank conflicts */
-    static constexpr int LDM = FA_TILE_KV + 8; /* halves per mask row: a quad's pairs of 8 rows fall in distinct banks */
+ * stages each (the next live tile loads while this one is used), and with MS > 0 the mask tile of
+ * the block's columns as it is in memory (MS bytes per value: F16 or F32), two stages; q is staged
+ * in K's second stage. */
+template <int D, int MS> struct fa_mma_layout {
+    static constexpr int LDK = D + 8; /* halves per row: 16-byte rows that ldmatrix reads without bank conflicts */
+    static constexpr int LDM = FA_TILE_KV + (MS == 4 ? 4 : 8); /* values per mask row (16-byte rows, a quad's rows spread over the banks) */
     static constexpr size_t TILE_BYTES = (size_t)FA_TILE_KV * LDK * 2;
-    static constexpr size_t MASK_BYTES = (size_t)FA_TILE_Q * LDM * 2;
-    static constexpr size_t BYTES = 4 * TILE_BYTES + (M16 ? 2 * MASK_BYTES : 0);
+    static constexpr size_t MASK_BYTES = (size_t)FA_TILE_Q * LDM * (MS > 0 ? MS : 1);
+    static constexpr size_t BYTES = 4 * TILE_BYTES + (MS > 0 ? 2 * MASK_BYTES : 0);
 };
 
 enum { FA_SCAN = 8 }; /* tiles whose liveness one mask scan decides */
@@ -469,14 +470,15 @@ enum { FA_SCAN = 8 }; /* tiles whose liveness one mask scan decides */
  * operand of P V; the output (16 x D per warp) stays in accumulators to the end. q and P are rounded
  * to F16 (the unfused path's products round them the same way), K and V are F16 already. Tiles
  * every column of the block masks out are skipped without loading K and V (a causal prompt's upper
- * triangle), decided FA_SCAN tiles at a time. M16 (an F16 mask whose rows start on 16-byte
- * boundaries, n_kv a multiple of 8): the liveness from 16-byte loads of 8 cells, and the mask tile
- * staged in shared memory by cp.async with K and V; else each lane reads its mask values. */
-template <int D, bool M16>
+ * triangle), decided FA_SCAN tiles at a time. MS = 2 or 4 (an F16 or F32 mask whose rows start
+ * on 16-byte boundaries, n_kv a multiple of the 16 / MS values of a 16-byte run): the liveness from
+ * 16-byte loads, and the mask tile staged in shared memory by cp.async with K and V; MS = 0: each
+ * lane reads its mask values one by one. */
+template <int D, int MS>
 __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    using L = fa_mma_layout<D, M16>;
+    using L = fa_mma_layout<D, MS>;
     constexpr int LDK = L::LDK, LDM = L::LDM;
     constexpr int KS = D / 16;         /* k-steps of q K^T */
     constexpr int NT = FA_TILE_KV / 8; /* 8-cell column tiles of S */
@@ -484,7 +486,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
     extern __shared__ __align__(128) char smem[];
     __half * const Kb0 = (__half *)smem;
     __half * const Vb0 = (__half *)(smem + 2 * L::TILE_BYTES);
-    __half * const Mb0 = (__half *)(smem + 4 * L::TILE_BYTES); /* M16 only */
+    char * const Mb0 = smem + 4 * L::TILE_BYTES; /* MS > 0 only */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
     const int c0 = (a.n_cblk - 1 - (int)blockIdx.x) * FA_TILE_Q; /* the last queries (longest rows of a causal prompt) first */
@@ -492,29 +494,31 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
     const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
     const bool vec = a.vec_k && a.vec_v;
 
-    /* M16: this thread's mask chunks of a tile, rows threadIdx.x / 8 + 16 k, cells 8 (threadIdx.x % 8) .. */
-    constexpr int MR = M16 ? FA_TILE_Q * FA_TILE_KV / 8 / (FA_WARPS * 32) : 1;
+    /* MS > 0: this thread's 16-byte mask runs of a tile (VPC values each, CPR per row): rows
+     * threadIdx.x / CPR + RSTEP k, cells mch .. mch + VPC - 1 */
+    constexpr int VPC = MS > 0 ? 16 / MS : 8, CPR = FA_TILE_KV / VPC, RSTEP = FA_WARPS * 32 / CPR;
+    constexpr int MR = MS > 0 ? FA_TILE_Q / RSTEP : 1;
     const char * mst[MR];
     bool mst_on[MR];
-    const int mch = (threadIdx.x % 8) * 8;
+    const int mch = ((int)threadIdx.x % CPR) * VPC;
 #pragma unroll
     for (int k = 0; k < MR; k++) {
-        const int col = c0 + (int)threadIdx.x / 8 + 16 * k;
+        const int col = c0 + (int)threadIdx.x / CPR + RSTEP * k;
         int qi = 0, qh = 0;
-        mst_on[k] = M16 && col < a.n_cols;
+        mst_on[k] = MS > 0 && col < a.n_cols;
         if (mst_on[k]) fa_col(a, hk, col, qi, qh);
         mst[k] = fa_mask_row(a, qi, qh, b);
     }
 
-    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), and with M16 the mask tile,
-     * as one cp.async group */
+    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), and with MS > 0 the mask
+     * tile, as one cp.async group */
     auto load_tile = [&](int64_t t0, int s) {
-        if (M16) {
-            __half * Ms = Mb0 + (size_t)s * FA_TILE_Q * LDM;
+        if (MS > 0) {
+            char * Ms = Mb0 + (size_t)s * L::MASK_BYTES;
 #pragma unroll
             for (int k = 0; k < MR; k++) {
                 const bool in = mst_on[k] && t0 + mch < a.n_kv;
-                fa_cp16(Ms + ((int)threadIdx.x / 8 + 16 * k) * LDM + mch, in ? mst[k] + (t0 + mch) * 2 : a.m.data, in);
+                fa_cp16(Ms + ((size_t)((int)threadIdx.x / CPR + RSTEP * k) * LDM + mch) * MS, in ? mst[k] + (t0 + mch) * MS : a.m.data, in);
             }
         }
         constexpr int V8 = D / 8;
@@ -568,7 +572,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
             if (scan0 < 0 || t < scan0 || t >= scan0 + FA_SCAN * FA_TILE_KV) {
                 scan0 = t;
                 unsigned bits = 0;
-                if (M16) { /* every 16-byte load of the window in flight at once; -inf is 0xfc00 */
+                if (MS > 0) { /* every 16-byte load of the window in flight at once; -inf is 0xfc00 (F16), 0xff800000 (F32) */
 #pragma unroll
                     for (int i = 0; i < FA_SCAN; i++) {
                         bool live = false;
@@ -576,10 +580,13 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
                         for (int k = 0; k < MR; k++) {
                             const int64_t cell = t + (int64_t)i * FA_TILE_KV + mch;
                             if (mst_on[k] && cell < a.n_kv) {
-                                const uint4 u = *(const uint4 *)(mst[k] + cell * 2);
+                                const uint4 u = *(const uint4 *)(mst[k] + cell * MS);
                                 const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-                                for (int e = 0; e < 4; e++) live |= (w[e] & 0xffffu) != 0xfc00u || (w[e] >> 16) != 0xfc00u;
+                                for (int e = 0; e < 4; e++) {
+                                    if (MS == 2) live |= (w[e] & 0xffffu) != 0xfc00u || (w[e] >> 16) != 0xfc00u;
+                                    else live |= w[e] != 0xff800000u;
+                                }
                             }
                         }
                         bits |= (unsigned)live << i;
@@ -656,7 +663,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
         __syncthreads(); /* tile t is in stage s for every thread */
         const __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
         const __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
-        const __half * Ms = Mb0 + (size_t)s * FA_TILE_Q * LDM;
+        const char * Ms = Mb0 + (size_t)s * L::MASK_BYTES;
 
         /* S = q K^T: B fragments from K rows (cells) read as 8x8 matrices, two k-steps per load */
         float sc[NT][4];
@@ -685,11 +692,13 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_a
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 float2 m2 = make_float2(0.0f, 0.0f);
-                if (M16) m2 = __half22float2(*(const __half2 *)(Ms + (warp * 16 + gid + rr * 8) * LDM + n * 8 + tig * 2));
+                const size_t mo = ((size_t)(warp * 16 + gid + rr * 8) * LDM + n * 8 + tig * 2) * (MS > 0 ? MS : 1);
+                if (MS == 2) m2 = __half22float2(*(const __half2 *)(Ms + mo));
+                if (MS == 4) m2 = *(const float2 *)(Ms + mo);
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
                     const int64_t cell = t + n * 8 + tig * 2 + j;
-                    const float mv = !M16 ? mask_at(rr, cell) : on[rr] && cell < a.n_kv ? (j ? m2.y : m2.x) : -INFINITY;
+                    const float mv = MS == 0 ? mask_at(rr, cell) : on[rr] && cell < a.n_kv ? (j ? m2.y : m2.x) : -INFINITY;
                     const float x = sc[n][rr * 2 + j] * a.scale;
                     sc[n][rr * 2 + j] = mv == -INFINITY ? -INFINITY : x + mv;
                     tmax = fmaxf(tmax, sc[n][rr * 2 + j]);
@@ -862,21 +871,21 @@ static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
     }
 }
 
-template <int D, bool M16> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
-    const size_t smem = fa_mma_layout<D, M16>::BYTES;
+template <int D, int MS> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
+    const size_t smem = fa_mma_layout<D, MS>::BYTES;
     static uint32_t raised; /* devices (bit per CUDA ordinal < 32) whose dynamic shared memory limit is raised for this kernel */
     const uint32_t bit = be->dev->id < 32 ? 1u << be->dev->id : 0u;
     if (!(raised & bit)) {
-        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D, M16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D, MS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         raised |= bit;
     }
     void * args[] = {a};
-    lc_launch(be, (const void *)lc_fa_mma_kernel<D, M16>, grid, dim3(FA_WARPS * 32), args, smem);
+    lc_launch(be, (const void *)lc_fa_mma_kernel<D, MS>, grid, dim3(FA_WARPS * 32), args, smem);
     return LC_CHECK_LAUNCH("lc_fa_mma_kernel");
 }
 
-template <int D> static enum loom_status fa_launch_mma_d(struct lc_backend * be, struct lc_fa_args * a, dim3 grid, bool m16) {
-    return m16 ? fa_launch_mma<D, true>(be, a, grid) : fa_launch_mma<D, false>(be, a, grid);
+template <int D> static enum loom_status fa_launch_mma_d(struct lc_backend * be, struct lc_fa_args * a, dim3 grid, int ms) {
+    return ms == 2 ? fa_launch_mma<D, 2>(be, a, grid) : ms == 4 ? fa_launch_mma<D, 4>(be, a, grid) : fa_launch_mma<D, 0>(be, a, grid);
 }
 
 enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst) {
@@ -905,13 +914,14 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     if (p.mma) {
         a.vec_k = fa_rows_aligned(&a.k, 16);
         a.vec_v = fa_rows_aligned(&a.v, 16);
-        /* an F16 mask of whole 16-byte runs: staged with K and V */
-        const bool m16 = m && m->type == LOOM_TYPE_F16 && a.m.nb[0] == 2 && fa_rows_aligned(&a.m, 16) && a.n_kv % 8 == 0;
+        /* a mask of whole 16-byte runs (F16 or F32, dense rows on 16-byte boundaries): staged with K and V */
+        int ms = m && (m->type == LOOM_TYPE_F16 || m->type == LOOM_TYPE_F32) ? (int)loom_type_size(m->type) : 0;
+        if (ms && !(a.m.nb[0] == ms && fa_rows_aligned(&a.m, 16) && a.n_kv % (16 / ms) == 0)) ms = 0;
         switch (a.D) {
-        case 64: return fa_launch_mma_d<64>(be, &a, grid_bh, m16);
-        case 80: return fa_launch_mma_d<80>(be, &a, grid_bh, m16);
-        case 96: return fa_launch_mma_d<96>(be, &a, grid_bh, m16);
-        default: return fa_launch_mma_d<128>(be, &a, grid_bh, m16);
+        case 64: return fa_launch_mma_d<64>(be, &a, grid_bh, ms);
+        case 80: return fa_launch_mma_d<80>(be, &a, grid_bh, ms);
+        case 96: return fa_launch_mma_d<96>(be, &a, grid_bh, ms);
+        default: return fa_launch_mma_d<128>(be, &a, grid_bh, ms);
         }
     }
     /* 16-byte loads (8 halves, or 4 floats twice) where every row allows them */
