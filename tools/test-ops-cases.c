@@ -406,8 +406,8 @@ static void cases_flash_attn(struct test_case_list * l) {
      * fully masked in the first), GQA, and more than one 8-tile liveness window (648 cells) */
     for (int t = 0; t < 2; t++) {
         const enum loom_type mt = t ? LOOM_TYPE_F32 : LOOM_TYPE_F16;
-        push_flash_attn(l, LOOM_TYPE_F16, 64, 200, 4, 2, 264, mt, 1, 1, 0);
-        push_flash_attn(l, LOOM_TYPE_F16, 128, 136, 8, 8, 648, mt, 1, 0, 2);
+        push_flash_attn(l, LOOM_TYPE_F16, 64, 200, 2, 1, 264, mt, 1, 1, 0);
+        push_flash_attn(l, LOOM_TYPE_F16, 128, 136, 1, 1, 648, mt, 1, 0, 2);
     }
     /* a quantized KV cache (Q8_0, Q4_0: dense rows of blocks, in place or strided), dequantized a
      * tile at a time; K and V of different types */
