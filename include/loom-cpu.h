@@ -22,13 +22,15 @@ LOOM_API loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size
 /* Computes 'graph' directly on host data (tensors of a context created with no_alloc = false, or
  * in host buffers) with 'n_threads' threads (< 1 counts as 1).
  *
- * Threading: one OpenMP parallel region (a persistent team) for the whole graph; every node is
- * split among the threads by output rows (MUL_MAT: by blocks of weight rows, in whole micro-tiles)
- * and followed by one barrier. No sum is ever split between threads and every result element is
- * computed by code that depends only on the node's shapes, so results are bitwise identical for
- * any thread count. View ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) and empty results are no-ops.
- * Scratch memory (converted activations, packed weight panels, converted rows) is sized for the
- * largest node and allocated once per call (a cached buffer is reused across calls).
+ * Threading: one run of a persistent worker team for the whole graph (its threads sleep between
+ * graphs; a call made while another thread's graph holds the team runs on the calling thread
+ * alone); every node is split among the threads by output rows (MUL_MAT: by blocks of weight
+ * rows, in whole micro-tiles) and followed by one barrier. No sum is ever split between threads
+ * and every result element is computed by code that depends only on the node's shapes, so results
+ * are bitwise identical for any thread count. View ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) and
+ * empty results are no-ops. Scratch memory (converted activations, packed weight panels, converted
+ * rows) is sized for the largest node and allocated once per call (a cached buffer is reused
+ * across calls).
  *
  * Errors (logged, naming the node; nothing is computed): LOOM_ERR_UNSUPPORTED for an op/type/layout
  * combination the CPU does not implement (see loom_cpu_supports_op); LOOM_ERR_INVALID_ARG when a

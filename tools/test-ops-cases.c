@@ -401,6 +401,14 @@ static void cases_flash_attn(struct test_case_list * l) {
         push_flash_attn(l, float_types[t], 64, 3, 4, 4, 65, LOOM_TYPE_F32, 1, 2, t);
         push_flash_attn(l, float_types[t], 96, 1, 8, 1, 600, LOOM_TYPE_COUNT, 1, 2, t + 1);
     }
+    /* F16 and F32 masks of whole 16-byte runs (cells a multiple of 8 or 4: the tensor-core kernel
+     * stages them with K and V): causal prompts whose upper triangle skips whole tiles (query 0
+     * fully masked in the first), GQA, and more than one 8-tile liveness window (648 cells) */
+    for (int t = 0; t < 2; t++) {
+        const enum loom_type mt = t ? LOOM_TYPE_F32 : LOOM_TYPE_F16;
+        push_flash_attn(l, LOOM_TYPE_F16, 64, 200, 2, 1, 264, mt, 1, 1, 0);
+        push_flash_attn(l, LOOM_TYPE_F16, 128, 136, 1, 1, 648, mt, 1, 0, 2);
+    }
     /* a quantized KV cache (Q8_0, Q4_0: dense rows of blocks, in place or strided), dequantized a
      * tile at a time; K and V of different types */
     static const enum loom_type qkv[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};

@@ -1,9 +1,8 @@
-/* compute.c -- the CPU graph executor: op dispatch, support checks, scratch memory, and one
- * OpenMP parallel region per graph with a barrier after each node. */
+/* compute.c -- the CPU graph executor: op dispatch, support checks, scratch memory, and one run
+ * of the worker team (pool.c) per graph with a barrier after each node. */
 #include "cpu/cpu-impl.h"
 
 #include <limits.h>
-#include <omp.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -141,6 +140,30 @@ static void node_work(const struct loom_tensor * t, const struct cpu_vec * vec, 
 
 #define CPU_SMALL_GRAPH 32768 /* elements */
 
+/* One graph as a task of the worker team: every thread walks all nodes, a barrier after each. */
+struct graph_task {
+    struct loom_cgraph * graph;
+    const struct cpu_vec * vec;
+    uint8_t * work;
+    struct cpu_barrier_state * barrier;
+    int n_threads; /* the scratch was sized for this many */
+};
+
+static void graph_task_run(void * arg, int ith, int nth) {
+    const struct graph_task * g = arg;
+    struct cpu_params p = {.ith = ith, .nth = nth, .vec = g->vec, .barrier = g->barrier};
+    for (int i = 0; i < g->graph->n_nodes; i++) {
+        struct loom_tensor * t = g->graph->nodes[i];
+        if (is_noop(t)) continue;
+        size_t shared, local;
+        node_work(t, g->vec, g->n_threads, &shared, &local);
+        p.shared = g->work;
+        p.local = g->work + shared + (size_t)p.ith * local;
+        op_table[t->op]->compute(&p, t);
+        lcpu_barrier(&p);
+    }
+}
+
 enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_threads) {
     if (n_threads < 1) n_threads = 1;
     const struct cpu_vec * vec = lcpu_vec_get();
@@ -181,20 +204,8 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
     }
 
     struct cpu_barrier_state barrier = {0, 0, 0, 0};
-#pragma omp parallel num_threads(n_threads)
-    {
-        struct cpu_params p = {.ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .vec = vec, .barrier = &barrier};
-        for (int i = 0; i < graph->n_nodes; i++) {
-            struct loom_tensor * t = graph->nodes[i];
-            if (is_noop(t)) continue;
-            size_t shared, local;
-            node_work(t, vec, n_threads, &shared, &local);
-            p.shared = work;
-            p.local = work + shared + (size_t)p.ith * local;
-            op_table[t->op]->compute(&p, t);
-            lcpu_barrier(&p);
-        }
-    }
+    struct graph_task task = {.graph = graph, .vec = vec, .work = work, .barrier = &barrier, .n_threads = n_threads};
+    lcpu_pool_run(n_threads, graph_task_run, &task);
     work_release(work, cached);
     return LOOM_OK;
 }

@@ -52,8 +52,17 @@ extern const struct lcpu_op_impl lcpu_op_rope;       /* ops-rope.c */
 extern const struct lcpu_op_impl lcpu_op_soft_max;   /* ops-softmax.c */
 extern const struct lcpu_op_impl lcpu_op_flash_attn; /* ops-attn.c: FLASH_ATTN_EXT */
 
-/* Waits for every thread of the team (an OpenMP barrier; all threads must call it). */
+/* Waits for every thread of the team (all threads must call it). */
 void lcpu_barrier(const struct cpu_params * p);
+
+/* A task of the worker team: thread ith of nth. */
+typedef void (*lcpu_task_fn)(void * arg, int ith, int nth);
+/* Runs fn(arg, ith, nth) for ith = 0 .. nth - 1, ith 0 on the calling thread and the others on
+ * the team's persistent workers (pool.c; created on first use, asleep between calls), and returns
+ * when every thread is done. One caller at a time uses the team: a call made while another's runs
+ * (another thread), or when no worker thread can be created, runs fn(arg, 0, 1) on the caller
+ * alone -- the kernels' results do not depend on the thread count. nth is capped at 1024. */
+void lcpu_pool_run(int nth, lcpu_task_fn fn, void * arg);
 
 /* This thread's share [*i0, *i1) of 'n' items, in contiguous chunks (thread 0 first). */
 static inline void cpu_split(int64_t n, const struct cpu_params * p, int64_t * i0, int64_t * i1) {

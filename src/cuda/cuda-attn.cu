@@ -15,9 +15,10 @@
  *    maximum, sum and values in scratch and lc_fa_merge_kernel combines the spans in span order,
  *    so the result depends only on the shapes.
  *  - lc_fa_mma_kernel, for many columns with F16 K and V: tiles of 64 columns by 64 cells, q K^T and
- *    P V on the tensor cores (wmma 16x16x16, F32 accumulation). The queries and the probabilities
- *    are F32; each is split into an F16 high part and an F16 remainder and both are multiplied, so
- *    the products carry ~22 bits of the F32 operand (K and V are F16 already, exact).
+ *    P V on the tensor cores (mma.sync m16n8k16, F32 accumulation) with the scores, probabilities and
+ *    output in registers (FlashAttention-2's layout: Dao 2023); K and V tiles double-buffered with
+ *    cp.async. q and the probabilities are rounded to F16 for the products, as the unfused path's
+ *    cuBLAS products round them.
  *
  * The scores of masked cells (-inf in the mask) are set to -inf by selection, whatever K holds
  * there. The decode kernel also leaves their V rows out by selection; the tensor-core kernel
@@ -25,8 +26,6 @@
  * is cleared at creation; cells past n_kv are zeros in the tile). A column whose every cell is
  * masked gets zeros. */
 #include "cuda-attn.cuh"
-
-#include <mma.h>
 
 enum {
     FA_WARPS = 4,         /* warps per block of both kernels */
@@ -407,184 +406,359 @@ __global__ void __launch_bounds__(128) lc_fa_merge_kernel(struct lc_fa_args a, i
 
 /* ---------------------------------------------------------------- many columns: tensor cores */
 
-using namespace nvcuda;
+/* The PTX the tensor-core kernel is made of (PTX ISA: cp.async, ldmatrix, mma.m16n8k16). */
+__device__ __forceinline__ uint32_t fa_smem(const void * p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-/* Shared-memory layout of lc_fa_mma_kernel for rows of D values (in halves or floats). */
-template <int D> struct fa_mma_layout {
-    static constexpr int LDK = D + 8;                                   /* halves per K / V / q row */
-    static constexpr int LDS = (D > FA_TILE_KV ? D : FA_TILE_KV) + 4;  /* floats per score / product row */
-    static constexpr int LDP = FA_TILE_KV + 8;                          /* halves per probability row */
-    static constexpr size_t KV_BYTES = (size_t)FA_TILE_KV * LDK * 2;   /* one of K, V (and q's two halves at the start) */
-    static constexpr size_t S_BYTES = (size_t)16 * LDS * 4;            /* per warp */
-    static constexpr size_t P_BYTES = (size_t)16 * LDP * 2 * 2;        /* per warp: high and low parts */
-    static constexpr size_t BYTES = 2 * KV_BYTES + FA_WARPS * (S_BYTES + P_BYTES);
+/* 16 bytes global -> shared without a register stop; 'in' false fills the 16 bytes with zeros. */
+__device__ __forceinline__ void fa_cp16(void * dst, const void * src, bool in) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem(dst)), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void fa_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fa_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+/* Four 8x8 matrices of halves from shared memory; lane l gives the address of row l % 8 of matrix
+ * l / 8 and receives, per matrix, the pair (row l / 4, columns 2 (l % 4) ..) -- or, transposed, the
+ * pair (rows 2 (l % 4) .., column l / 4). Two matrices: lanes 0..15 give the addresses. */
+__device__ __forceinline__ void fa_ldsm4(uint32_t (&r)[4], const void * p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem(p))
+                 : "memory");
+}
+__device__ __forceinline__ void fa_ldsm2(uint32_t (&r)[4], const void * p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(fa_smem(p)) : "memory");
+}
+__device__ __forceinline__ void fa_ldsm4_t(uint32_t (&r)[4], const void * p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem(p))
+                 : "memory");
+}
+
+/* c += a b for a 16x16 F16 tile a (row-major fragment: rows l / 4 and l / 4 + 8, columns 2 (l % 4)
+ * .. and + 8) and a 16x8 tile b (b0: rows 2 (l % 4) .., b1: those + 8, column l / 4); c is 16x8 F32,
+ * c[0..1] row l / 4, c[2..3] row l / 4 + 8, columns 2 (l % 4) ... */
+__device__ __forceinline__ void fa_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t fa_pack_h2(float x, float y) {
+    const __half2 h = __floats2half2_rn(x, y);
+    return *(const uint32_t *)&h;
+}
+
+/* Shared memory of lc_fa_mma_kernel for rows of D values: K and V tiles of FA_TILE_KV rows, two
+ * stages each (the next live tile loads while this one is used), and with MS > 0 the mask tile of
+ * the block's columns as it is in memory (MS bytes per value: F16 or F32), two stages; q is staged
+ * in K's second stage. */
+template <int D, int MS> struct fa_mma_layout {
+    static constexpr int LDK = D + 8; /* halves per row: 16-byte rows that ldmatrix reads without bank conflicts */
+    static constexpr int LDM = FA_TILE_KV + (MS == 4 ? 4 : 8); /* values per mask row (16-byte rows, a quad's rows spread over the banks) */
+    static constexpr size_t TILE_BYTES = (size_t)FA_TILE_KV * LDK * 2;
+    static constexpr size_t MASK_BYTES = (size_t)FA_TILE_Q * LDM * (MS > 0 ? MS : 1);
+    static constexpr size_t BYTES = 4 * TILE_BYTES + (MS > 0 ? 2 * MASK_BYTES : 0);
 };
 
-/* grid (n_cblk, Hk * B), FA_WARPS warps; warp w owns columns c0 + 16w .. c0 + 16w + 15. Each lane
- * keeps half a row of the output (row lane / 2, values (lane % 2) * D / 2 ..) in registers. */
-template <int D>
+enum { FA_SCAN = 8 }; /* tiles whose liveness one mask scan decides */
+
+/* grid (n_cblk, Hk * B), FA_WARPS warps; warp w owns columns c0 + 16w .. c0 + 16w + 15 (FlashAttention-2's
+ * split: each warp its own rows, no exchange between warps). Per tile of FA_TILE_KV cells: the scores
+ * S = q K^T (16 x 64 per warp) stay in the mma accumulators, the online softmax works on them in
+ * registers (a row lives in the 4 lanes of a quad), and S's fragments, rounded to F16, are the A
+ * operand of P V; the output (16 x D per warp) stays in accumulators to the end. q and P are rounded
+ * to F16 (the unfused path's products round them the same way), K and V are F16 already. Tiles
+ * every column of the block masks out are skipped without loading K and V (a causal prompt's upper
+ * triangle), decided FA_SCAN tiles at a time. MS = 2 or 4 (an F16 or F32 mask whose rows start
+ * on 16-byte boundaries, n_kv a multiple of the 16 / MS values of a 16-byte run): the liveness from
+ * 16-byte loads, and the mask tile staged in shared memory by cp.async with K and V; MS = 0: each
+ * lane reads its mask values one by one. */
+template <int D, int MS>
 __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    using L = fa_mma_layout<D>;
-    constexpr int KS = D / 16, HALF = D / 2;
+    using L = fa_mma_layout<D, MS>;
+    constexpr int LDK = L::LDK, LDM = L::LDM;
+    constexpr int KS = D / 16;         /* k-steps of q K^T */
+    constexpr int NT = FA_TILE_KV / 8; /* 8-cell column tiles of S */
+    constexpr int DT = D / 8;          /* 8-value column tiles of the output (even for 64..128) */
     extern __shared__ __align__(128) char smem[];
-    __half * Ks = (__half *)smem;
-    __half * Vs = (__half *)(smem + L::KV_BYTES);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float * Sw = (float *)(smem + 2 * L::KV_BYTES + warp * L::S_BYTES);
-    __half * Ph = (__half *)(smem + 2 * L::KV_BYTES + FA_WARPS * L::S_BYTES + warp * L::P_BYTES);
-    __half * Pl = Ph + 16 * L::LDP;
+    __half * const Kb0 = (__half *)smem;
+    __half * const Vb0 = (__half *)(smem + 2 * L::TILE_BYTES);
+    char * const Mb0 = smem + 4 * L::TILE_BYTES; /* MS > 0 only */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
-    const int c0 = blockIdx.x * FA_TILE_Q;
-
-    /* q of the block's columns: high parts into Ks, remainders into Vs, then into fragments */
-    for (int idx = threadIdx.x; idx < FA_TILE_Q * D; idx += blockDim.x) {
-        const int r = idx / D, e = idx % D;
-        float x = 0.0f;
-        if (c0 + r < a.n_cols) {
-            int iq, h;
-            fa_col(a, hk, c0 + r, iq, h);
-            x = *(const float *)(a.q.data + (int64_t)e * a.q.nb[0] + (int64_t)iq * a.q.nb[1] + (int64_t)h * a.q.nb[2] + (int64_t)b * a.q.nb[3]);
-        }
-        const __half hi = __float2half_rn(x);
-        Ks[r * L::LDK + e] = hi;
-        Vs[r * L::LDK + e] = __float2half_rn(x - __half2float(hi));
-    }
-    __syncthreads();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> qh[KS], ql[KS];
-#pragma unroll
-    for (int k = 0; k < KS; k++) {
-        wmma::load_matrix_sync(qh[k], Ks + warp * 16 * L::LDK + k * 16, L::LDK);
-        wmma::load_matrix_sync(ql[k], Vs + warp * 16 * L::LDK + k * 16, L::LDK);
-    }
-
-    /* this lane's row */
-    const int r = lane / 2, hf = lane % 2;
-    const int col = c0 + warp * 16 + r;
-    int iq = 0, h = 0;
-    if (col < a.n_cols) fa_col(a, hk, col, iq, h);
-    const bool row_on = col < a.n_cols;
-    const char * mrow = fa_mask_row(a, iq, h, b);
-    float o[HALF];
-#pragma unroll
-    for (int i = 0; i < HALF; i++) o[i] = 0.0f;
-    float mx = -INFINITY, sum = 0.0f;
-
+    const int c0 = (a.n_cblk - 1 - (int)blockIdx.x) * FA_TILE_Q; /* the last queries (longest rows of a causal prompt) first */
     const char * kbase = a.k.data + (int64_t)hk * a.k.nb[2] + (int64_t)b * a.k.nb[3];
     const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
-    for (int64_t t0 = 0; t0 < a.n_kv; t0 += FA_TILE_KV) {
-        /* a tile every column of the block masks out is skipped (causal prompts: half of them) */
-        bool live = false;
-        if (a.has_mask) {
-            for (int idx = threadIdx.x; idx < FA_TILE_Q * FA_TILE_KV && !live; idx += blockDim.x) {
-                const int rr = idx / FA_TILE_KV, t = idx % FA_TILE_KV;
-                if (c0 + rr >= a.n_cols || t0 + t >= a.n_kv) continue;
-                int iq2, h2;
-                fa_col(a, hk, c0 + rr, iq2, h2);
-                live = fa_mask(a, fa_mask_row(a, iq2, h2, b), t0 + t) != -INFINITY;
+    const bool vec = a.vec_k && a.vec_v;
+
+    /* MS > 0: this thread's 16-byte mask runs of a tile (VPC values each, CPR per row): rows
+     * threadIdx.x / CPR + RSTEP k, cells mch .. mch + VPC - 1 */
+    constexpr int VPC = MS > 0 ? 16 / MS : 8, CPR = FA_TILE_KV / VPC, RSTEP = FA_WARPS * 32 / CPR;
+    constexpr int MR = MS > 0 ? FA_TILE_Q / RSTEP : 1;
+    const char * mst[MR];
+    bool mst_on[MR];
+    const int mch = ((int)threadIdx.x % CPR) * VPC;
+#pragma unroll
+    for (int k = 0; k < MR; k++) {
+        const int col = c0 + (int)threadIdx.x / CPR + RSTEP * k;
+        int qi = 0, qh = 0;
+        mst_on[k] = MS > 0 && col < a.n_cols;
+        if (mst_on[k]) fa_col(a, hk, col, qi, qh);
+        mst[k] = fa_mask_row(a, qi, qh, b);
+    }
+
+    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), and with MS > 0 the mask
+     * tile, as one cp.async group */
+    auto load_tile = [&](int64_t t0, int s) {
+        if (MS > 0) {
+            char * Ms = Mb0 + (size_t)s * L::MASK_BYTES;
+#pragma unroll
+            for (int k = 0; k < MR; k++) {
+                const bool in = mst_on[k] && t0 + mch < a.n_kv;
+                fa_cp16(Ms + ((size_t)((int)threadIdx.x / CPR + RSTEP * k) * LDM + mch) * MS, in ? mst[k] + (t0 + mch) * MS : a.m.data, in);
             }
-        } else {
-            live = true;
         }
-        /* the barrier also orders this tile's stores after the last tile's reads (and q's) */
-        if (!__syncthreads_or(live)) continue;
-        /* K and V tiles: 16 bytes per load where the rows allow it; cells past n_kv are zeros */
-        if (a.vec_k && a.vec_v) {
-            constexpr int V8 = D / 8;
-            for (int idx = threadIdx.x; idx < FA_TILE_KV * V8; idx += blockDim.x) {
-                const int t = idx / V8, e = (idx % V8) * 8;
-                uint4 kz = make_uint4(0, 0, 0, 0), vz = kz;
-                if (t0 + t < a.n_kv) {
-                    kz = *(const uint4 *)(kbase + (t0 + t) * a.k.nb[1] + (int64_t)e * 2);
-                    vz = *(const uint4 *)(vbase + (t0 + t) * a.v.nb[1] + (int64_t)e * 2);
+        constexpr int V8 = D / 8;
+        __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
+        __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
+        for (int idx = threadIdx.x; idx < FA_TILE_KV * V8; idx += FA_WARPS * 32) {
+            const int t = idx / V8, e = (idx % V8) * 8;
+            const bool in = t0 + t < a.n_kv;
+            const int64_t tc = in ? t0 + t : a.n_kv - 1;
+            const char * ks = kbase + tc * a.k.nb[1] + (int64_t)e * 2;
+            const char * vs = vbase + tc * a.v.nb[1] + (int64_t)e * 2;
+            if (vec) {
+                fa_cp16(Ks + t * LDK + e, ks, in);
+                fa_cp16(Vs + t * LDK + e, vs, in);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    Ks[t * LDK + e + i] = in ? ((const __half *)ks)[i] : __float2half(0.0f);
+                    Vs[t * LDK + e + i] = in ? ((const __half *)vs)[i] : __float2half(0.0f);
                 }
-                *(uint4 *)(Ks + t * L::LDK + e) = kz;
-                *(uint4 *)(Vs + t * L::LDK + e) = vz;
             }
-        } else {
-            for (int idx = threadIdx.x; idx < FA_TILE_KV * D; idx += blockDim.x) {
-                const int t = idx / D, e = idx % D;
-                __half kx = __float2half(0.0f), vx = kx;
-                if (t0 + t < a.n_kv) {
-                    kx = *(const __half *)(kbase + (t0 + t) * a.k.nb[1] + (int64_t)e * 2);
-                    vx = *(const __half *)(vbase + (t0 + t) * a.v.nb[1] + (int64_t)e * 2);
+        }
+        fa_cp_commit();
+    };
+
+    /* this lane's two rows: r = 16 warp + gid and r + 8 */
+    const char * mrow[2];
+    bool on[2];
+    int iq[2], hh[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        const int col = c0 + warp * 16 + gid + rr * 8;
+        on[rr] = col < a.n_cols;
+        iq[rr] = hh[rr] = 0;
+        if (on[rr]) fa_col(a, hk, col, iq[rr], hh[rr]);
+        mrow[rr] = fa_mask_row(a, iq[rr], hh[rr], b);
+    }
+    /* mask value of cell t for row rr: -inf past n_kv and for rows past the columns */
+    auto mask_at = [&](int rr, int64_t t) -> float {
+        if (!on[rr] || t >= a.n_kv) return -INFINITY;
+        return a.has_mask ? fa_mask(a, mrow[rr], t) : 0.0f;
+    };
+
+    /* the first live tile at or after t (n_kv when none); the liveness of FA_SCAN tiles at a time
+     * (each thread reads its own cells of them, then one vote per tile), kept for the next calls */
+    int64_t scan0 = -1;
+    unsigned scan_bits = 0;
+    auto next_live = [&](int64_t t) -> int64_t {
+        for (; t < a.n_kv; t += FA_TILE_KV) {
+            if (!a.has_mask) return t;
+            if (scan0 < 0 || t < scan0 || t >= scan0 + FA_SCAN * FA_TILE_KV) {
+                scan0 = t;
+                unsigned bits = 0;
+                if (MS > 0) { /* every 16-byte load of the window in flight at once; -inf is 0xfc00 (F16), 0xff800000 (F32) */
+#pragma unroll
+                    for (int i = 0; i < FA_SCAN; i++) {
+                        bool live = false;
+#pragma unroll
+                        for (int k = 0; k < MR; k++) {
+                            const int64_t cell = t + (int64_t)i * FA_TILE_KV + mch;
+                            if (mst_on[k] && cell < a.n_kv) {
+                                const uint4 u = *(const uint4 *)(mst[k] + cell * MS);
+                                const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                                for (int e = 0; e < 4; e++) {
+                                    if (MS == 2) live |= (w[e] & 0xffffu) != 0xfc00u || (w[e] >> 16) != 0xfc00u;
+                                    else live |= w[e] != 0xff800000u;
+                                }
+                            }
+                        }
+                        bits |= (unsigned)live << i;
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < FA_SCAN; i++) {
+                        /* this lane's 32 cells of the tile in groups of 8 loads in flight, until one is live */
+                        bool live = false;
+#pragma unroll
+                        for (int n = 0; n < NT; n += 2) {
+                            if (live) break;
+#pragma unroll
+                            for (int u = 0; u < 8; u++) {
+                                const int64_t cell = t + (int64_t)i * FA_TILE_KV + (n + u / 4) * 8 + tig * 2 + u % 2;
+                                live |= mask_at((u / 2) % 2, cell) != -INFINITY;
+                            }
+                        }
+                        bits |= (unsigned)live << i;
+                    }
                 }
-                Ks[t * L::LDK + e] = kx;
-                Vs[t * L::LDK + e] = vx;
+                scan_bits = 0;
+#pragma unroll
+                for (int i = 0; i < FA_SCAN; i++) scan_bits |= (unsigned)__syncthreads_or((bits >> i) & 1) << i;
             }
+            if ((scan_bits >> ((t - scan0) / FA_TILE_KV)) & 1) return t;
+        }
+        return a.n_kv;
+    };
+
+    int64_t t = next_live(0);
+    if (t < a.n_kv) load_tile(t, 0);
+
+    /* q of the block's columns, rounded to F16, staged in K's second stage, then into A fragments */
+    {
+        __half * Qs = Kb0 + (size_t)FA_TILE_KV * LDK;
+        for (int idx = threadIdx.x; idx < FA_TILE_Q * (D / 2); idx += FA_WARPS * 32) {
+            const int r = idx / (D / 2), e = (idx % (D / 2)) * 2;
+            float x0 = 0.0f, x1 = 0.0f;
+            if (c0 + r < a.n_cols) {
+                int qi, qh;
+                fa_col(a, hk, c0 + r, qi, qh);
+                const char * qrow = a.q.data + (int64_t)qi * a.q.nb[1] + (int64_t)qh * a.q.nb[2] + (int64_t)b * a.q.nb[3];
+                x0 = *(const float *)(qrow + (int64_t)e * a.q.nb[0]);
+                x1 = *(const float *)(qrow + (int64_t)(e + 1) * a.q.nb[0]);
+            }
+            *(__half2 *)(Qs + r * LDK + e) = __floats2half2_rn(x0, x1);
         }
         __syncthreads();
-        /* scores: 16 columns x 64 cells per warp */
-#pragma unroll
-        for (int n = 0; n < FA_TILE_KV / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> s;
-            wmma::fill_fragment(s, 0.0f);
-#pragma unroll
-            for (int k = 0; k < KS; k++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> kb;
-                wmma::load_matrix_sync(kb, Ks + n * 16 * L::LDK + k * 16, L::LDK);
-                wmma::mma_sync(s, ql[k], kb, s);
-                wmma::mma_sync(s, qh[k], kb, s);
-            }
-            wmma::store_matrix_sync(Sw + n * 16, s, L::LDS, wmma::mem_row_major);
-        }
-        __syncwarp();
-        /* online softmax of row r: this lane takes cells hf * 32 .. hf * 32 + 31 */
-        float sv[32];
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            const int t = hf * 32 + j;
-            const bool in = row_on && t0 + t < a.n_kv;
-            const float mv = in ? fa_mask(a, mrow, t0 + t) : -INFINITY;
-            const float x = Sw[r * L::LDS + t] * a.scale;
-            sv[j] = mv == -INFINITY ? -INFINITY : x + mv;
-            tmax = fmaxf(tmax, sv[j]);
-        }
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        const float mnew = fmaxf(mx, tmax);
-        const float alpha = mnew == -INFINITY ? 1.0f : __expf(mx - mnew);
-        float ps = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            const float p = sv[j] == -INFINITY ? 0.0f : __expf(sv[j] - mnew);
-            ps += p;
-            const __half hi = __float2half_rn(p);
-            Ph[r * L::LDP + hf * 32 + j] = hi;
-            Pl[r * L::LDP + hf * 32 + j] = __float2half_rn(p - __half2float(hi));
-        }
-        ps += __shfl_xor_sync(0xffffffffu, ps, 1);
-        mx = mnew;
-        sum = sum * alpha + ps;
-        __syncwarp();
-        /* P V: 16 columns x D values, a slab of 16 at a time into Sw */
-#pragma unroll
-        for (int n = 0; n < KS; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> pv;
-            wmma::fill_fragment(pv, 0.0f);
-#pragma unroll
-            for (int k = 0; k < FA_TILE_KV / 16; k++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> pa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> vb;
-                wmma::load_matrix_sync(vb, Vs + k * 16 * L::LDK + n * 16, L::LDK);
-                wmma::load_matrix_sync(pa, Pl + k * 16, L::LDP);
-                wmma::mma_sync(pv, pa, vb, pv);
-                wmma::load_matrix_sync(pa, Ph + k * 16, L::LDP);
-                wmma::mma_sync(pv, pa, vb, pv);
-            }
-            wmma::store_matrix_sync(Sw + n * 16, pv, L::LDS, wmma::mem_row_major);
-        }
-        __syncwarp();
-#pragma unroll
-        for (int i = 0; i < HALF; i++) o[i] = o[i] * alpha + Sw[r * L::LDS + hf * HALF + i];
-        __syncwarp();
     }
-    if (!row_on) return;
-    float * out = fa_out_row(a, iq, h, b) + hf * HALF;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    uint32_t qf[KS][4];
+    {
+        const __half * Qs = Kb0 + (size_t)FA_TILE_KV * LDK;
+        const int row = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, cofs = (lane / 16) * 8;
 #pragma unroll
-    for (int i = 0; i < HALF; i++) out[i] = o[i] * inv;
+        for (int k = 0; k < KS; k++) fa_ldsm4(qf[k], Qs + row * LDK + k * 16 + cofs);
+    }
+    __syncthreads(); /* every warp has its q before stage 1 is loaded */
+
+    float o[DT][4];
+#pragma unroll
+    for (int d = 0; d < DT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    int s = 0;
+    while (t < a.n_kv) {
+        const int64_t tn = next_live(t + FA_TILE_KV);
+        if (tn < a.n_kv) {
+            load_tile(tn, s ^ 1);
+            fa_cp_wait<1>();
+        } else {
+            fa_cp_wait<0>();
+        }
+        __syncthreads(); /* tile t is in stage s for every thread */
+        const __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
+        const __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
+        const char * Ms = Mb0 + (size_t)s * L::MASK_BYTES;
+
+        /* S = q K^T: B fragments from K rows (cells) read as 8x8 matrices, two k-steps per load */
+        float sc[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+            const __half * kr = Ks + (n * 8 + lane % 8) * LDK;
+#pragma unroll
+            for (int k = 0; k < KS; k += 2) {
+                uint32_t kb[4];
+                if (k + 1 < KS) {
+                    fa_ldsm4(kb, kr + k * 16 + (lane / 8) * 8);
+                    fa_mma(sc[n], qf[k], kb[0], kb[1]);
+                    fa_mma(sc[n], qf[k + 1], kb[2], kb[3]);
+                } else {
+                    fa_ldsm2(kb, kr + k * 16 + ((lane / 8) % 2) * 8);
+                    fa_mma(sc[n], qf[k], kb[0], kb[1]);
+                }
+            }
+        }
+
+        /* online softmax of rows gid (sc[.][0..1]) and gid + 8 (sc[.][2..3]); cells n * 8 + 2 tig + j */
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                float2 m2 = make_float2(0.0f, 0.0f);
+                const size_t mo = ((size_t)(warp * 16 + gid + rr * 8) * LDM + n * 8 + tig * 2) * (MS > 0 ? MS : 1);
+                if (MS == 2) m2 = __half22float2(*(const __half2 *)(Ms + mo));
+                if (MS == 4) m2 = *(const float2 *)(Ms + mo);
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const int64_t cell = t + n * 8 + tig * 2 + j;
+                    const float mv = MS == 0 ? mask_at(rr, cell) : on[rr] && cell < a.n_kv ? (j ? m2.y : m2.x) : -INFINITY;
+                    const float x = sc[n][rr * 2 + j] * a.scale;
+                    sc[n][rr * 2 + j] = mv == -INFINITY ? -INFINITY : x + mv;
+                    tmax = fmaxf(tmax, sc[n][rr * 2 + j]);
+                }
+            }
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+            tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+            const float mnew = fmaxf(mx[rr], tmax);
+            const float alpha = mnew == -INFINITY ? 1.0f : __expf(mx[rr] - mnew); /* 0 when mx was -inf */
+            mx[rr] = mnew;
+            float ps = 0.0f;
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const float x = sc[n][rr * 2 + j];
+                    const float p = x == -INFINITY ? 0.0f : __expf(x - mnew);
+                    sc[n][rr * 2 + j] = p;
+                    ps += p;
+                }
+            }
+            l[rr] = l[rr] * alpha + ps; /* this lane's part of the row sum: the quad adds them at the end */
+#pragma unroll
+            for (int d = 0; d < DT; d++) {
+                o[d][rr * 2] *= alpha;
+                o[d][rr * 2 + 1] *= alpha;
+            }
+        }
+
+        /* O += P V: P's A fragments are S's accumulators of two adjacent column tiles; V's B
+         * fragments from V rows (cells) read transposed, two output tiles per load */
+#pragma unroll
+        for (int kk = 0; kk < FA_TILE_KV / 16; kk++) {
+            const uint32_t pa[4] = {fa_pack_h2(sc[2 * kk][0], sc[2 * kk][1]), fa_pack_h2(sc[2 * kk][2], sc[2 * kk][3]),
+                                    fa_pack_h2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]), fa_pack_h2(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+            const __half * vr = Vs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LDK + (lane / 16) * 8;
+#pragma unroll
+            for (int d = 0; d < DT; d += 2) {
+                uint32_t vb[4];
+                fa_ldsm4_t(vb, vr + d * 8);
+                fa_mma(o[d], pa, vb[0], vb[1]);
+                fa_mma(o[d + 1], pa, vb[2], vb[3]);
+            }
+        }
+        t = tn;
+        s ^= 1;
+        __syncthreads(); /* every warp is done with stage s ^ 1 before the next load into it */
+    }
+
+#pragma unroll
+    for (int rr = 0; rr < 2; rr++) {
+        float sum = l[rr];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (!on[rr]) continue;
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float * out = fa_out_row(a, iq[rr], hh[rr], b);
+#pragma unroll
+        for (int d = 0; d < DT; d++) *(float2 *)(out + d * 8 + tig * 2) = make_float2(o[d][rr * 2] * inv, o[d][rr * 2 + 1] * inv);
+    }
 }
 
 /* ---------------------------------------------------------------- host side */
@@ -697,17 +871,21 @@ static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
     }
 }
 
-template <int D> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
-    const size_t smem = fa_mma_layout<D>::BYTES;
+template <int D, int MS> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
+    const size_t smem = fa_mma_layout<D, MS>::BYTES;
     static uint32_t raised; /* devices (bit per CUDA ordinal < 32) whose dynamic shared memory limit is raised for this kernel */
     const uint32_t bit = be->dev->id < 32 ? 1u << be->dev->id : 0u;
     if (!(raised & bit)) {
-        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D, MS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         raised |= bit;
     }
     void * args[] = {a};
-    lc_launch(be, (const void *)lc_fa_mma_kernel<D>, grid, dim3(FA_WARPS * 32), args, smem);
+    lc_launch(be, (const void *)lc_fa_mma_kernel<D, MS>, grid, dim3(FA_WARPS * 32), args, smem);
     return LC_CHECK_LAUNCH("lc_fa_mma_kernel");
+}
+
+template <int D> static enum loom_status fa_launch_mma_d(struct lc_backend * be, struct lc_fa_args * a, dim3 grid, int ms) {
+    return ms == 2 ? fa_launch_mma<D, 2>(be, a, grid) : ms == 4 ? fa_launch_mma<D, 4>(be, a, grid) : fa_launch_mma<D, 0>(be, a, grid);
 }
 
 enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst) {
@@ -736,11 +914,14 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     if (p.mma) {
         a.vec_k = fa_rows_aligned(&a.k, 16);
         a.vec_v = fa_rows_aligned(&a.v, 16);
+        /* a mask of whole 16-byte runs (F16 or F32, dense rows on 16-byte boundaries): staged with K and V */
+        int ms = m && (m->type == LOOM_TYPE_F16 || m->type == LOOM_TYPE_F32) ? (int)loom_type_size(m->type) : 0;
+        if (ms && !(a.m.nb[0] == ms && fa_rows_aligned(&a.m, 16) && a.n_kv % (16 / ms) == 0)) ms = 0;
         switch (a.D) {
-        case 64: return fa_launch_mma<64>(be, &a, grid_bh);
-        case 80: return fa_launch_mma<80>(be, &a, grid_bh);
-        case 96: return fa_launch_mma<96>(be, &a, grid_bh);
-        default: return fa_launch_mma<128>(be, &a, grid_bh);
+        case 64: return fa_launch_mma_d<64>(be, &a, grid_bh, ms);
+        case 80: return fa_launch_mma_d<80>(be, &a, grid_bh, ms);
+        case 96: return fa_launch_mma_d<96>(be, &a, grid_bh, ms);
+        default: return fa_launch_mma_d<128>(be, &a, grid_bh, ms);
         }
     }
     /* 16-byte loads (8 halves, or 4 floats twice) where every row allows them */

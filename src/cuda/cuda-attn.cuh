@@ -13,7 +13,8 @@ size_t lc_flash_attn_scratch(const struct lc_backend * be, const struct loom_ten
 /* Queues dst = softmax(q K^T * scale + mask) V (see loom_flash_attn_ext). Few queries per KV head
  * (token generation): the KV cells are split across blocks, each leaving a partial maximum, sum
  * and weighted values in scratch, merged by a second kernel (flash-decoding). Many queries with
- * F16 K and V of 64..128 values: tensor-core tiles (wmma) for q K^T and P V. Errors:
+ * F16 K and V of 64..128 values: tensor-core tiles (mma.sync; q and P rounded to F16) for q K^T
+ * and P V. Errors:
  * LOOM_ERR_BACKEND when scratch is short or a launch fails. */
 enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst);
 

@@ -172,8 +172,11 @@ static loom_backend_buffer_t sim_buft_alloc(loom_backend_buffer_type_t buft, siz
     bool ok = reserve(sd, size, &base);
     pthread_mutex_unlock(&sd->lock);
     if (!ok) return NULL;
-    size_t host_size = loom_pad(size ? size : 1, SIM_HOST_ALIGN);
-    uint8_t * host = host_size >= size ? aligned_alloc(SIM_HOST_ALIGN, host_size) : NULL;
+    /* a host-memory sim hands out the host addresses themselves: aligned as its buffer type says */
+    size_t align = SIM_HOST_ALIGN;
+    if (sd->params.host_memory && sd->params.alignment > align) align = sd->params.alignment;
+    size_t host_size = loom_pad(size ? size : 1, align);
+    uint8_t * host = host_size >= size ? aligned_alloc(align, host_size) : NULL;
     if (host && sd->params.host_memory) base = (uintptr_t)host; /* host memory at its own addresses */
     loom_backend_buffer_t b = host ? sim_buffer_make(sd, host, base, size, false) : NULL;
     if (!b) {
