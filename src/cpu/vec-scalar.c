@@ -123,7 +123,7 @@ static const struct cpu_vec scalar_table = {
     .exp_sum = exp_sum,
     .dot = {[CPU_W_F32] = dot_f32, [CPU_W_F16] = dot_f16, [CPU_W_BF16] = dot_bf16},
     .qdot = {CPU_QDOT_PORTABLE,
-             CPU_QDOT_K_TABLE(scalar)}, /* 110m Q8_0 tg16, one thread: 10.4-12.0 t/s against 2.8-3.1 by the F32 path */
+             CPU_QDOT_K_TABLE(scalar)}, /* faster than dequantizing here: bench/cpu-notes.md */
 
     .dot_mr = 4,
     .dot_nr = 4,

@@ -82,11 +82,9 @@ struct cpu_qdot {
                                      * prepare the column once per call take more */
 };
 
-/* The portable integer kernels (qdot-scalar.c). The scalar table uses them (4x the F32 path's
- * speed there); the AVX2 / AVX-512 tables take no Q8_0 entry from here: the portable kernel measured
- * no faster than their F32 path (110m Q8_0 tg16 on one thread: 13.4 / 15.2 against 19.2 / 10.9
- * t/s, alternating), so their Q8_0 products dequantize until SIMD integer kernels land (the super-block
- * types have theirs: qdot-k.h). */
+/* The portable integer kernels (qdot-scalar.c): the scalar table's entries; the AVX2 / AVX-512
+ * tables have SIMD kernels of their own for these types (qdot-legacy-*.c, qdot-k-*.c). Figures:
+ * bench/cpu-notes.md, "Portable integer kernels". */
 void lcpu_quantize_q8_0(const float * x, void * y, int64_t k);
 void lcpu_qdot_q8_0_q8_0(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * a, size_t lda, int nr, uint8_t * c,
                         size_t ldc);
