@@ -303,19 +303,26 @@ static void test_at(const struct bench_opts * o, int i, long long * n_prompt, lo
     }
 }
 
+/* The largest depth, the most tokens one test puts in the cache (at least 1) and the longest
+ * token array a run needs (a prompt plus one, or a depth's fill), over the runs 'o' asks for. */
+static void bench_extents(const struct bench_opts * o, long long * max_depth, long long * max_test, long long * max_tok) {
+    *max_depth = 0, *max_test = 1, *max_tok = 1;
+    for (int i = 0; i < o->n_depths; i++) *max_depth = o->depths[i] > *max_depth ? o->depths[i] : *max_depth;
+    for (int i = 0; i < n_tests(o); i++) {
+        long long np, ng;
+        test_at(o, i, &np, &ng);
+        *max_test = np + ng > *max_test ? np + ng : *max_test;
+        *max_tok = np + 1 > *max_tok ? np + 1 : *max_tok;
+    }
+    *max_tok = *max_depth > *max_tok ? *max_depth : *max_tok;
+}
+
 /* Every test at every depth for one configuration of the context (one context: its cache is
  * sized for the largest depth plus the longest test). Prints the rows; false after a reported failure. */
 static bool bench_context(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl,
                           struct loom_llama_context_params cp, bool * first) {
-    long long max_depth = 0, max_test = 1, max_tok = 1;
-    for (int i = 0; i < o->n_depths; i++) max_depth = o->depths[i] > max_depth ? o->depths[i] : max_depth;
-    for (int i = 0; i < n_tests(o); i++) {
-        long long np, ng;
-        test_at(o, i, &np, &ng);
-        max_test = np + ng > max_test ? np + ng : max_test;
-        max_tok = np + 1 > max_tok ? np + 1 : max_tok;
-    }
-    max_tok = max_depth > max_tok ? max_depth : max_tok;
+    long long max_depth, max_test, max_tok;
+    bench_extents(o, &max_depth, &max_test, &max_tok);
     if (max_depth + max_test > (1 << 24)) {
         fprintf(stderr, "loom bench: a depth of %lld and a test of %lld tokens need more than 2^24 cells\n", max_depth, max_test);
         return false;
@@ -387,13 +394,8 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
 /* -ngl auto: the layers that fit with the largest context and batch the runs ask for (the first
  * cache types, which the table's other rows may exceed), 1024 MiB left free. */
 static bool fit_auto(const struct bench_opts * o, struct loom_model_file * file, struct loom_model_params * mp) {
-    long long max_depth = 0, max_test = 1, max_batch = 1;
-    for (int i = 0; i < o->n_depths; i++) max_depth = o->depths[i] > max_depth ? o->depths[i] : max_depth;
-    for (int i = 0; i < n_tests(o); i++) {
-        long long np, ng;
-        test_at(o, i, &np, &ng);
-        max_test = np + ng > max_test ? np + ng : max_test;
-    }
+    long long max_depth, max_test, max_tok, max_batch = 1;
+    bench_extents(o, &max_depth, &max_test, &max_tok);
     for (int i = 0; i < o->n_batches; i++) max_batch = o->batches[i] > max_batch ? o->batches[i] : max_batch;
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = (int32_t)(max_depth + max_test < (1 << 24) ? max_depth + max_test : 1 << 24);
