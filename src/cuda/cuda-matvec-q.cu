@@ -17,14 +17,22 @@ bool lc_matvec_q_supported(int type) {
 #undef LC_CASE
 }
 
+/* More than LC_MATVEC_MAX_COLS columns: launches of at most that many each (p.j0 the first). */
 enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-#define LC_CASE(T) case T: lc_qmv_one_t<T>(be, p, ncols); break;
-    switch (p.type) {
-    LC_QMV_TYPES(LC_CASE)
-    default: return LOOM_ERR_UNSUPPORTED;
-    }
+    for (int j0 = 0; j0 < ncols; j0 += LC_MATVEC_MAX_COLS) {
+        struct lc_mv_args g = p;
+        g.j0 = j0;
+        const int nc = ncols - j0 < LC_MATVEC_MAX_COLS ? ncols - j0 : LC_MATVEC_MAX_COLS;
+#define LC_CASE(T) case T: lc_qmv_one_t<T>(be, g, nc); break;
+        switch (p.type) {
+        LC_QMV_TYPES(LC_CASE)
+        default: return LOOM_ERR_UNSUPPORTED;
+        }
 #undef LC_CASE
-    return LC_CHECK_LAUNCH("lc_matvec_q_kernel");
+        const enum loom_status st = LC_CHECK_LAUNCH("lc_matvec_q_kernel");
+        if (st != LOOM_OK) return st;
+    }
+    return LOOM_OK;
 }
 
 enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {

@@ -83,7 +83,7 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, un
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
         lc_mv_rows<ROWS>(p, row0, i2, i3, a);
-        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3;
+        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
         /* the warp's rows into L2 first: every 128-byte line of them gets a prefetch (a unit is
          * at most 105 bytes apart from the next lane's), so the loads below find their bytes in
          * L2 instead of waiting for DRAM one unit at a time; constant weights before the wait */
