@@ -1,12 +1,15 @@
 /* cuda-matvec-q.cuh -- the matrix-vector kernels for quantized weights (products of at most
- * LC_MATVEC_MAX_COLS columns: token generation). A warp per pair of rows (SwiGLU: a row of each
- * matrix; rotation: a pair); each lane reads whole units of blocks (cuda-quant.cuh: lane l takes
- * units l, l + 32, ... of the row, so a warp's loads cover consecutive bytes), decodes them in
- * registers and multiplies them by the F32 activations, F32 sums. The launch description, the
- * epilogues, tails and pre-norm are those of the float kernels (cuda-matvec.cuh,
- * cuda-matvec-dev.cuh), so every fusion the planner makes applies to quantized weights too.
- * The kernels of each type are instantiated in a file of their own (cuda-matvec-q-*.cu, built in
- * parallel: LC_QMV_INSTANTIATE); cuda-matvec-q.cu chooses by type. */
+ * LC_MATVEC_Q_MAX_COLS columns, a few per launch: token generation, a decode step of several
+ * sequences). A warp per pair of rows (SwiGLU: a row of each matrix; rotation: a pair); each lane
+ * reads whole units of blocks (cuda-quant.cuh: lane l takes units l, l + 32, ... of the row, so a
+ * warp's loads cover consecutive bytes). The types with integer dot products (lc_q8dot,
+ * cuda-quant-dot.cuh) multiply the unit's codes by 8-bit activations that the launch's first
+ * kernel quantized (lc_matvec_q8_body); the others decode the unit into F32 runs and multiply them
+ * by the F32 activations (lc_matvec_q_body). The launch description, the epilogues, tails and
+ * pre-norm are those of the float kernels (cuda-matvec.cuh, cuda-matvec-dev.cuh), so every fusion
+ * the planner makes applies to quantized weights too. The kernels of each type are instantiated
+ * in a file of their own (cuda-matvec-q-*.cu, built in parallel: LC_QMV_INSTANTIATE);
+ * cuda-matvec-q.cu chooses by type. */
 #ifndef LOOM_CUDA_MATVEC_Q_CUH
 #define LOOM_CUDA_MATVEC_Q_CUH
 
