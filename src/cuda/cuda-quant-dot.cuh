@@ -42,7 +42,8 @@ template <bool SH> static __device__ __forceinline__ struct lc_a8 lc_a8_load(con
     return a;
 }
 
-/* sum of the 8 byte products of weight words w[0..7] and the run's codes; sum of the first 4 only (H: half) */
+/* The sum of the products of the byte codes in words w[0..7] (elements 4i .. 4i + 3 in w[i]) and the
+ * run's activation codes: of all 32 (lc_dp8), of elements 0..15 (lc_dp4lo) or 16..31 (lc_dp4hi). */
 static __device__ __forceinline__ int lc_dp8(const uint32_t * w, const struct lc_a8 & a) {
     int s = __dp4a((int)w[0], a.q0.x, 0);
     s = __dp4a((int)w[1], a.q0.y, s);
