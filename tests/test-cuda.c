@@ -717,9 +717,9 @@ struct layer_result {
     size_t n;
 };
 
-static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_result * res, enum loom_type wt) {
+static bool run_allocated_layer_t(loom_backend_t be, int64_t n_past, struct layer_result * res, enum loom_type wt, int64_t T) {
     struct loom_context * ctx = tc_begin();
-    struct decode_layer L = build_decode_layer(ctx, wt, 1, n_past, 4);
+    struct decode_layer L = build_decode_layer(ctx, wt, T, n_past, 4);
     loom_set_output(L.out);
     struct loom_cgraph * g = loom_new_graph_custom(ctx, 256);
     loom_build_forward_expand(g, L.k_store);
@@ -758,6 +758,11 @@ static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_
     if (ga) loom_gallocr_free(ga);
     loom_free(ctx);
     return ok;
+}
+
+/* The same for one token (a decode step). */
+static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_result * res, enum loom_type wt) {
+    return run_allocated_layer_t(be, n_past, res, wt, 1);
 }
 
 /* ================================================================ launch counts */
@@ -859,37 +864,44 @@ static void test_decode_allocated(void) {
 }
 
 /* Quantized weights (cuda-matvec-q.cu) in the allocated decode layer, rows of 256 and 512 (whole
- * K-quant super-blocks): the fused launches (pre-norm, q/k/v in one launch, rotation, SwiGLU,
- * tails) leave the result and caches that one kernel per node leaves (fuse=0; each product's
- * kernel is checked against the double reference by `loom test-ops -b CUDA0`). */
+ * K-quant super-blocks), for one token and for steps of 6 and 9 tokens (several sequences' step:
+ * products of 6 and 9 columns, in launches of a few columns each): the fused launches
+ * (pre-norm, q/k/v in one launch, rotation, SwiGLU, tails, cache stores) leave the result and
+ * caches that one kernel per node leaves (fuse=0; each product's kernel is checked against the
+ * double reference by `loom test-ops -b CUDA0`). */
 static void test_decode_quant(void) {
     static const enum loom_type types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q3_K};
+    static const int64_t steps[] = {1, 6, 9};
     const int64_t d0 = g_decode_d, ff0 = g_decode_ff;
     g_decode_d = 256;
     g_decode_ff = 512;
     loom_backend_t one = backend_with("fuse=0");
     for (size_t t = 0; one && t < sizeof types / sizeof types[0]; t++) {
-        struct layer_result want = {0}, got = {0};
-        const bool ok = run_allocated_layer(one, 9, &want, types[t]) && run_allocated_layer(g_be, 9, &got, types[t]);
-        CHECK(ok, "allocated decode layer %s: compute", loom_type_name(types[t]));
-        if (ok) {
-            size_t bad = 0;
-            const float * a = (const float *)want.mem;
-            const float * b = (const float *)got.mem;
-            const size_t n_out = (size_t)g_decode_d; /* the F32 result, then the F16 caches */
-            for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(a[i])));
-            for (size_t off = n_out * 4; off + 2 <= want.n; off += 2) {
-                uint16_t hw, hg;
-                memcpy(&hw, want.mem + off, 2);
-                memcpy(&hg, got.mem + off, 2);
-                const float fw = loom_fp16_to_fp32(hw), fg = loom_fp16_to_fp32(hg);
-                bad += !(fabsf(fw - fg) <= 2e-3f * (1.0f + fabsf(fw)));
+        for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
+            const int64_t T = steps[si];
+            struct layer_result want = {0}, got = {0};
+            const bool ok = run_allocated_layer_t(one, 9, &want, types[t], T) && run_allocated_layer_t(g_be, 9, &got, types[t], T);
+            CHECK(ok, "allocated decode layer %s T%lld: compute", loom_type_name(types[t]), (long long)T);
+            if (ok) {
+                size_t bad = 0;
+                const float * a = (const float *)want.mem;
+                const float * b = (const float *)got.mem;
+                const size_t n_out = (size_t)(g_decode_d * T); /* the F32 result, then the F16 caches */
+                for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(a[i])));
+                for (size_t off = n_out * 4; off + 2 <= want.n; off += 2) {
+                    uint16_t hw, hg;
+                    memcpy(&hw, want.mem + off, 2);
+                    memcpy(&hg, got.mem + off, 2);
+                    const float fw = loom_fp16_to_fp32(hw), fg = loom_fp16_to_fp32(hg);
+                    bad += !(fabsf(fw - fg) <= 2e-3f * (1.0f + fabsf(fw)));
+                }
+                CHECK(bad == 0, "allocated decode layer %s T%lld: %zu values differ from one launch per product", loom_type_name(types[t]),
+                      (long long)T, bad);
             }
-            CHECK(bad == 0, "allocated decode layer %s: %zu values differ from one launch per product", loom_type_name(types[t]), bad);
+            free(want.mem);
+            free(got.mem);
+            g_cases++;
         }
-        free(want.mem);
-        free(got.mem);
-        g_cases++;
     }
     if (one) loom_backend_free(one);
     g_decode_d = d0;

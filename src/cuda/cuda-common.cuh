@@ -106,6 +106,8 @@ struct lc_backend {
     void * cublas_ws;                /* cuBLAS workspace, LC_CUBLAS_WORKSPACE bytes (NULL: cuBLAS's own) */
     char * scratch;                  /* device memory for per-op temporaries (converted operands) */
     size_t scratch_size;             /* bytes */
+    char * act8;                     /* the 8-bit activations of a quantized matrix-vector product (cuda-matvec-q.cu) */
+    size_t act8_size;                /* bytes */
     int * err_dev;                   /* device flag row kernels raise (LC_ERR_GET_ROWS, LC_ERR_SET_ROWS) */
     int * err_host;                  /* pinned copy read at synchronize */
     bool err_pending;                /* a copy of err_dev into err_host is queued */

@@ -36,6 +36,7 @@ static void be_free(loom_backend_t backend) {
     if (be->cublas) cublasDestroy(be->cublas);
     if (be->cublas_ws) cudaFree(be->cublas_ws);
     if (be->scratch) cudaFree(be->scratch);
+    if (be->act8) cudaFree(be->act8);
     if (be->err_dev) cudaFree(be->err_dev);
     if (be->tail_count) cudaFree(be->tail_count);
     if (be->pre_u) cudaFree(be->pre_u);

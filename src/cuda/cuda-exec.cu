@@ -19,6 +19,7 @@
 #include "cuda-binary.cuh"
 #include "cuda-cpy.cuh"
 #include "cuda-getrows.cuh"
+#include "cuda-matvec.cuh"
 #include "cuda-mulmat.cuh"
 #include "cuda-norm.cuh"
 #include "cuda-profile.cuh"
@@ -257,7 +258,7 @@ static uint64_t mix_tensor(uint64_t h, const struct loom_tensor * t) {
  * strides and those of its sources, and the scratch memory. Equal fingerprints: the same
  * kernels with the same arguments. */
 static uint64_t graph_fingerprint(const struct lc_backend * be, const struct loom_cgraph * g) {
-    uint64_t h = mix64(mix64(0x13198A2E03707344ull, (uint64_t)g->n_nodes), (uint64_t)(uintptr_t)be->scratch);
+    uint64_t h = mix64(mix64(mix64(0x13198A2E03707344ull, (uint64_t)g->n_nodes), (uint64_t)(uintptr_t)be->scratch), (uint64_t)(uintptr_t)be->act8);
     for (int i = 0; i < g->n_nodes; i++) {
         const struct loom_tensor * n = g->nodes[i];
         h = mix64(h, is_skip(n) ? 1 : 2);
@@ -410,9 +411,28 @@ static enum loom_status reserve_scratch(struct lc_backend * be, size_t need) {
     return LOOM_OK;
 }
 
+/* Grows the 8-bit activation buffer (be->act8) to 'need' bytes, as reserve_scratch. */
+static enum loom_status reserve_act8(struct lc_backend * be, size_t need) {
+    if (need <= be->act8_size) return LOOM_OK;
+    LC_TRY(cudaStreamSynchronize(be->stream));
+    if (be->act8) cudaFree(be->act8);
+    be->act8 = NULL;
+    be->act8_size = 0;
+    void * p = NULL;
+    if (cudaMalloc(&p, need) != cudaSuccess) {
+        (void)cudaGetLastError();
+        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB for quantized activations", be->dev->name, be->dev->description,
+                 need / 1048576.0);
+        return LOOM_ERR_OOM;
+    }
+    be->act8 = (char *)p;
+    be->act8_size = need;
+    return LOOM_OK;
+}
+
 /* Checks every node, reserves scratch, and says whether cuBLAS is used and rows are gathered. */
 static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, bool * blas, bool * gathers, int * n_compute) {
-    size_t scratch = 0;
+    size_t scratch = 0, act8 = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         struct loom_tensor * node = g->nodes[i];
         if (is_skip(node)) continue;
@@ -421,6 +441,11 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
             loom_log(LOOM_LOG_ERROR, "%s: node %d '%s' (%s, %s) is not supported by this device", be->dev->name, i, node->name,
                      loom_op_name(node->op), loom_type_name(node->type));
             return LOOM_ERR_UNSUPPORTED;
+        }
+        if (node->op == LOOM_OP_MUL_MAT && lc_mul_mat_is_matvec(node)) {
+            const struct loom_tensor * b = node->src[1];
+            const size_t s = lc_matvec_q_act_bytes(node->src[0]->type, b->ne[0], b->ne[1], b->ne[2] * b->ne[3]);
+            if (s > act8) act8 = s;
         }
         if (node->op == LOOM_OP_MUL_MAT && !lc_mul_mat_is_matvec(node)) {
             *blas = true;
@@ -433,7 +458,8 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
         }
         *gathers = *gathers || node->op == LOOM_OP_GET_ROWS || node->op == LOOM_OP_SET_ROWS;
     }
-    return reserve_scratch(be, scratch);
+    const enum loom_status st = reserve_scratch(be, scratch);
+    return st != LOOM_OK ? st : reserve_act8(be, act8);
 }
 
 /* The error flag's copy to the host, after work that may raise it. */

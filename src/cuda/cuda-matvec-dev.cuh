@@ -202,7 +202,7 @@ static __device__ __forceinline__ void lc_mv_rows(const struct lc_mv_args & p, i
 }
 
 /* Writes the warp's results from its (warp-summed, scaled) sums 'acc' -- rows row0 .. (SwiGLU:
- * ROWS/2 of each matrix), batch (i2, i3) -- by lane 0: the product's own, then the epilogue's,
+ * ROWS/2 of each matrix), columns p.j0 .. p.j0 + NC - 1, batch (i2, i3) -- by lane 0: the product's own, then the epilogue's,
  * the rotation's or SwiGLU's nodes in the order the unfused nodes write. RMS_PART: also u = result
  * * weight row; returns the sum of the rows' squared results (0 otherwise). */
 template <int NC, int ROWS, bool TAIL>
@@ -215,7 +215,7 @@ static __device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p
         for (int r = 0; r + 1 < ROWS; r += 2) {
             if (row0 + r >= p.M) break;
 #pragma unroll
-            for (int j = 0; j < NC; j++) lc_mv_rope(p, row0 + r, j, i2, i3, acc[r][j], acc[r + 1][j]);
+            for (int j = 0; j < NC; j++) lc_mv_rope(p, row0 + r, p.j0 + j, i2, i3, acc[r][j], acc[r + 1][j]);
         }
     } else if (lane == 0 && dual) {
         const struct lc_mv_glu & g = p.glu;
@@ -224,8 +224,9 @@ static __device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p
             const int64_t row = row0 + h;
             if (row >= p.M) break;
 #pragma unroll
-            for (int j = 0; j < NC; j++) { /* in the order the unfused nodes write */
-                const float gate = acc[h][j], up = acc[h + HALF < ROWS ? h + HALF : h][j];
+            for (int jl = 0; jl < NC; jl++) { /* in the order the unfused nodes write */
+                const float gate = acc[h][jl], up = acc[h + HALF < ROWS ? h + HALF : h][jl];
+                const int64_t j = p.j0 + jl;
                 *(float *)(p.d + row * p.d_nb0 + j * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3) = gate;
                 const float act = lc_silu(gate);
                 *(float *)(g.act + row * g.act_nb[0] + j * g.act_nb[1] + i2 * g.act_nb[2] + i3 * g.act_nb[3]) = act;
@@ -240,9 +241,9 @@ static __device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p
             char * d = p.d + (row0 + r) * p.d_nb0 + i2 * p.d_nb2 + i3 * p.d_nb3;
 #pragma unroll
             for (int j = 0; j < NC; j++) {
-                if (!p.skip_d) *(float *)(d + j * p.d_nb1) = acc[r][j];
+                if (!p.skip_d) *(float *)(d + (p.j0 + j) * p.d_nb1) = acc[r][j];
                 float h = acc[r][j];
-                if (p.epi.kind != LC_EPI_NONE) h = lc_mv_epilogue(p, row0 + r, j, i2, i3, acc[r][j]);
+                if (p.epi.kind != LC_EPI_NONE) h = lc_mv_epilogue(p, row0 + r, p.j0 + j, i2, i3, acc[r][j]);
                 if (TAIL && p.tail.kind == LC_TAIL_RMS_PART) {
                     hsq += h * h;
                     p.tail.u[row0 + r] = h * *(const float *)(p.tail.w + (row0 + r) * p.tail.w_nb0);

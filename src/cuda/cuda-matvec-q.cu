@@ -17,18 +17,113 @@ bool lc_matvec_q_supported(int type) {
 #undef LC_CASE
 }
 
-enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-#define LC_CASE(T) case T: lc_qmv_one_t<T>(be, p, ncols); break;
-    switch (p.type) {
-    LC_QMV_TYPES(LC_CASE)
-    default: return LOOM_ERR_UNSUPPORTED;
+bool lc_q8dot_type(int type) {
+    switch (type) {
+    case LOOM_TYPE_Q4_0: return lc_q8dot_on<LOOM_TYPE_Q4_0>::value;
+    case LOOM_TYPE_Q4_1: return lc_q8dot_on<LOOM_TYPE_Q4_1>::value;
+    case LOOM_TYPE_Q5_0: return lc_q8dot_on<LOOM_TYPE_Q5_0>::value;
+    case LOOM_TYPE_Q5_1: return lc_q8dot_on<LOOM_TYPE_Q5_1>::value;
+    case LOOM_TYPE_Q8_0: return lc_q8dot_on<LOOM_TYPE_Q8_0>::value;
+    case LOOM_TYPE_Q4_K: return lc_q8dot_on<LOOM_TYPE_Q4_K>::value;
+    case LOOM_TYPE_Q5_K: return lc_q8dot_on<LOOM_TYPE_Q5_K>::value;
+    case LOOM_TYPE_Q6_K: return lc_q8dot_on<LOOM_TYPE_Q6_K>::value;
+    default: return false;
     }
+}
+
+size_t lc_matvec_q_act_bytes(int type, int64_t K, int64_t ncols, int64_t nbatch) {
+    if (!lc_q8dot_type(type) || K % 32 != 0) return 0;
+    return (size_t)(K / 32) * LC_A8_RUN * (size_t)ncols * (size_t)nbatch;
+}
+
+__global__ void lc_a8_quant_kernel(const char * b, int64_t K, int64_t N, int64_t ne2, int64_t nruns, int64_t b_nb1, int64_t b_nb2,
+                                   int64_t b_nb3, char * out) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    const int lane = threadIdx.x % 32;
+    const int64_t per_col = K / 32, warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < nruns; w += warps) {
+        const int64_t r = w % per_col, j = (w / per_col) % N, bt = w / (per_col * N);
+        const float x = *(const float *)(b + (bt % ne2) * b_nb2 + (bt / ne2) * b_nb3 + j * b_nb1 + (r * 32 + lane) * 4);
+        float amax = fabsf(x);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const int q = __float2int_rn(x * id);
+        int h = q; /* the sum over this lane's half warp */
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
+        const int lo = __shfl_sync(0xffffffffu, h, 0), hi = __shfl_sync(0xffffffffu, h, 16);
+        char * run = out + w * LC_A8_RUN;
+        run[lane] = (char)(signed char)q;
+        if (lane == 0) *(int4 *)(run + 32) = make_int4(__float_as_int(d), (lo & 0xffff) | (hi << 16), __float_as_int(d * (float)(lo + hi)), 0);
+    }
+}
+
+/* Queues the quantization of the activations of 'p' (ncols columns) into be->act8 and sets p's
+ * q8 fields; LOOM_ERR_BACKEND when act8 is too small (prepare() reserves it). */
+static enum loom_status lc_a8_queue(const struct lc_backend * be, struct lc_mv_args & p, int ncols) {
+    const int64_t nruns = p.K / 32 * ncols * p.nbatch;
+    const size_t need = (size_t)nruns * LC_A8_RUN;
+    if (need > be->act8_size) {
+        loom_log(LOOM_LOG_ERROR, "%s: a quantized product needs %zu bytes of 8-bit activations, the backend has %zu", be->dev->name, need,
+                 be->act8_size);
+        return LOOM_ERR_BACKEND;
+    }
+    const unsigned threads = 256, wpb = threads / 32;
+    int64_t blocks = (nruns + wpb - 1) / wpb;
+    if (blocks > 65535) blocks = 65535;
+    const char * b = p.b;
+    int64_t K = p.K, N = ncols, ne2 = p.ne2, nb1 = p.b_nb1, nb2 = p.b_nb2, nb3 = p.b_nb3;
+    char * out = be->act8;
+    void * args[] = {&b, &K, &N, &ne2, (void *)&nruns, &nb1, &nb2, &nb3, &out};
+    lc_launch(be, (const void *)lc_a8_quant_kernel, dim3((unsigned)blocks, 1, 1), dim3(threads, 1, 1), args, 0);
+    p.q8 = be->act8;
+    p.q8_nb1 = p.K / 32 * LC_A8_RUN;
+    p.q8_nb2 = p.q8_nb1 * ncols;
+    p.q8_nb3 = p.q8_nb2 * p.ne2;
+    return LC_CHECK_LAUNCH("lc_a8_quant_kernel");
+}
+
+/* More columns than one launch takes: launches of at most 8 (8-bit activations; 1 .. 4 or 8) or
+ * LC_MATVEC_MAX_COLS columns each (p.j0 the first). */
+enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
+    struct lc_mv_args g = p;
+    const bool q8 = lc_q8dot_type(p.type);
+    if (q8) {
+        const enum loom_status st = lc_a8_queue(be, g, ncols);
+        if (st != LOOM_OK) return st;
+    }
+    for (int j0 = 0; j0 < ncols; ) {
+        const int left = ncols - j0;
+        const int nc = q8 && left >= 8 ? 8 : left < LC_MATVEC_MAX_COLS ? left : LC_MATVEC_MAX_COLS;
+        g.j0 = j0;
+#define LC_CASE(T) case T: lc_qmv_one_t<T>(be, g, nc); break;
+        switch (p.type) {
+        LC_QMV_TYPES(LC_CASE)
+        default: return LOOM_ERR_UNSUPPORTED;
+        }
 #undef LC_CASE
-    return LC_CHECK_LAUNCH("lc_matvec_q_kernel");
+        const enum loom_status st = LC_CHECK_LAUNCH("lc_matvec_q_kernel");
+        if (st != LOOM_OK) return st;
+        j0 += nc;
+    }
+    return LOOM_OK;
 }
 
 enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-#define LC_CASE(T) case T: lc_qmv_multi_t<T>(be, m, n); break;
+    struct lc_mv_multi g = m;
+    if (lc_q8dot_type(m.s[0].type)) { /* the segments read the same activations: quantized once */
+        const enum loom_status st = lc_a8_queue(be, g.s[0], 1);
+        if (st != LOOM_OK) return st;
+        for (int i = 1; i < n; i++) {
+            g.s[i].q8 = g.s[0].q8;
+            g.s[i].q8_nb1 = g.s[0].q8_nb1;
+            g.s[i].q8_nb2 = g.s[0].q8_nb2;
+            g.s[i].q8_nb3 = g.s[0].q8_nb3;
+        }
+    }
+#define LC_CASE(T) case T: lc_qmv_multi_t<T>(be, g, n); break;
     switch (m.s[0].type) {
     LC_QMV_TYPES(LC_CASE)
     default: return LOOM_ERR_UNSUPPORTED;

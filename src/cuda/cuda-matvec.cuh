@@ -96,6 +96,11 @@ struct lc_mv_args {
     int64_t b_nb1, b_nb2, b_nb3;
     int64_t d_nb0, d_nb1, d_nb2, d_nb3;
     int64_t r2, r3;
+    int64_t j0;                      /* the launch's first column: its column j is column j0 + j of b and of every result */
+    /* quantized weights with integer dot products (cuda-quant-dot.cuh): b quantized to 8 bits,
+     * lc_a8 runs of column j, batch (i2, i3) from q8 + j * q8_nb1 + i2 * q8_nb2 + i3 * q8_nb3 */
+    const char * q8;
+    int64_t q8_nb1, q8_nb2, q8_nb3;
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
     int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
     /* in a several-product launch: the product's result (d) or the epilogue's (epi.e) is wholly
@@ -121,7 +126,7 @@ struct lc_mv_multi {
     struct lc_mv_args s[LC_MV_MAX_SEG];
 };
 
-/* Queues product 'p' of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS) on the backend's stream, in the
+/* Queues product 'p' of 'ncols' columns (1 .. lc_matvec_max_cols(p.type)) on the backend's stream, in the
  * kernel shape measured best for it (bench/cuda-notes.md); p.type is F32, F16, BF16 or quantized. A product
  * with a tail (p.tail.kind) or a pre-norm (p.pre.parts) has one column. Returns the launch's status. */
 enum loom_status lc_matvec_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols);
@@ -133,5 +138,11 @@ enum loom_status lc_matvec_queue_multi(const struct lc_backend * be, const struc
 bool lc_matvec_q_supported(int type);
 enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols);
 enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
+/* True for the quantized types whose products quantize the activations to 8 bits and take integer
+ * dot products (cuda-quant-dot.cuh); their launches first write the 8-bit activations into
+ * be->act8, which must hold lc_matvec_q_act_bytes(type, K, ncols, nbatch) bytes (0 for the other
+ * types). */
+bool lc_q8dot_type(int type);
+size_t lc_matvec_q_act_bytes(int type, int64_t K, int64_t ncols, int64_t nbatch);
 
 #endif

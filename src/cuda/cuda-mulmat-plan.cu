@@ -44,6 +44,7 @@ static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * 
     p.d_nb3 = d->nb[3];
     p.r2 = b->ne[2] / a->ne[2];
     p.r3 = b->ne[3] / a->ne[3];
+    p.j0 = 0;
     bool vec = aligned16((int64_t)(uintptr_t)a->data) && aligned16((int64_t)(uintptr_t)b->data);
     for (int i = 1; i < 4; i++) {
         vec = vec && (a->ne[i] == 1 || aligned16(a->nb[i])) && (b->ne[i] == 1 || aligned16(b->nb[i]));

@@ -21,8 +21,10 @@ bool lc_mul_mat_supported(const struct loom_tensor * op) {
     return true;
 }
 
+int lc_matvec_max_cols(int type) { return lc_is_quant_type(type) ? LC_MATVEC_Q_MAX_COLS : LC_MATVEC_MAX_COLS; }
+
 bool lc_mul_mat_is_matvec(const struct loom_tensor * op) {
-    return op->src[1]->ne[1] <= LC_MATVEC_MAX_COLS && lc_rows_dense(op->src[0]) && lc_rows_dense(op->src[1]);
+    return op->src[1]->ne[1] <= lc_matvec_max_cols(op->src[0]->type) && lc_rows_dense(op->src[0]) && lc_rows_dense(op->src[1]);
 }
 
 size_t lc_mul_mat_scratch(const struct loom_tensor * op) { return lc_mul_mat_is_matvec(op) ? 0 : lc_gemm_scratch(op); }

@@ -7,8 +7,14 @@
 #include "cuda-common.cuh"
 
 /* Products with at most this many columns (b->ne[1]) use the matrix-vector kernels; from 5
- * columns on cuBLAS was faster on an H200 (bench/cuda-notes.md). */
+ * columns on cuBLAS was faster on an H200 (bench/cuda-notes.md). Quantized weights: up to
+ * LC_MATVEC_Q_MAX_COLS columns (a decode step of several sequences), in launches of a few
+ * columns each, which read the blocks far fewer times than dequantizing them all to F16 for
+ * cuBLAS costs (bench/results/cuda-quant.md). */
 #define LC_MATVEC_MAX_COLS 4
+#define LC_MATVEC_Q_MAX_COLS 16
+/* The most columns a matrix-vector product of weights of 'type' takes. */
+int lc_matvec_max_cols(int type);
 
 bool lc_mul_mat_supported(const struct loom_tensor * op);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
