@@ -149,9 +149,11 @@ ALWAYS_INLINE void TMPL(dot_tile)(const enum cpu_wtype wt, int64_t k, const uint
         for (int j = 0; j < nr; j++) bv[j] = VF_LOADU((const float *)(b + j * ldb) + i);
 #pragma GCC unroll 8
         for (int r = 0; r < mr; r++) {
-            /* the same place two blocks of rows ahead (measured best): short rows give the hardware prefetcher
-             * little run-up, so each stream is fetched ahead of its pass (a hint: never faults) */
-            __builtin_prefetch(w + (r + 2 * mr) * ldw + (size_t)i * wsize, 0, 3);
+            /* the same place two blocks of rows ahead: short rows give the hardware prefetcher little run-up,
+             * so each stream is fetched ahead of its pass (a hint: never faults). Into L2 (prefetcht1), not L1:
+             * weights fetched into L1 evict the columns every row of the tile reads again (110m F16, 4
+             * columns, one thread: 12-13 ms a step against 22-24; bench/serve-np-notes.md) */
+            __builtin_prefetch(w + (r + 2 * mr) * ldw + (size_t)i * wsize, 0, 2);
             const VF a = TMPL(wload)(wt, w + r * ldw, i);
 #pragma GCC unroll 8
             for (int j = 0; j < nr; j++) acc[r][j] = VF_FMA(a, bv[j], acc[r][j]);
