@@ -103,6 +103,10 @@ static void cases_mul_mat(struct test_case_list * l) {
         {64, 17, 5, 1, 1, 1, 1},    {127, 64, 33, 1, 1, 1, 1},   {4097, 17, 3, 1, 1, 1, 1}, {256, 100, 64, 1, 1, 1, 1},
         {600, 50, 20, 1, 1, 1, 1},  {32, 16, 8, 2, 1, 6, 2},     {48, 130, 9, 3, 1, 3, 1},  {64, 16, 200, 1, 1, 1, 1},
         {40, 2, 8, 1, 1, 1, 1},
+        /* one column over batches whose rows interleave when permuted (a K cache viewed per head:
+         * read a row block of every batch at a time), odd row counts, broadcast (GQA), and one
+         * above the dot path's on-demand split (512 KiB of F16 / BF16 weights) */
+        {64, 37, 1, 4, 1, 12, 1},   {64, 33, 1, 12, 1, 12, 1},   {64, 1031, 1, 4, 1, 8, 1},
     };
     static const enum test_layout pairs[][2] = {
         {TL_CONTIG, TL_CONTIG},   {TL_TRANSPOSED, TL_CONTIG}, {TL_STRIDED, TL_CONTIG},

@@ -36,16 +36,20 @@ static const struct lcpu_op_impl * const op_table[LOOM_OP_COUNT] = {
  * other work, a spinning or yielding waiter would take the core from the thread it waits for. */
 #define CPU_BARRIER_SPINS 2000
 
-static void barrier_sleep(struct cpu_barrier_state * b, unsigned phase) {
+/* Sleeps until barrier 'target' / nth is done (count >= target), or spuriously (the caller loops). */
+static void barrier_sleep(struct cpu_barrier_state * b, uint64_t target) {
 #ifdef __linux__
     atomic_fetch_add(&b->sleepers, 1);
-    /* the kernel sleeps only while 'phase' still holds the old value, so a release between the
-     * check and the sleep is not missed; the releaser sees 'sleepers' and wakes */
-    if (atomic_load(&b->phase) == phase) syscall(SYS_futex, (unsigned *)&b->phase, FUTEX_WAIT_PRIVATE, phase, NULL, NULL, 0);
+    /* the releaser adds to 'count' and then reads 'sleepers'; this thread adds to 'sleepers' and
+     * then reads 'count' (both sequentially consistent): either it sees the release here, or the
+     * releaser sees it and moves 'wake' and wakes it -- and the kernel sleeps only while 'wake'
+     * still holds the value read before the check, so a release in between is not missed */
+    const unsigned w = atomic_load(&b->wake);
+    if (atomic_load(&b->count) < target) syscall(SYS_futex, (unsigned *)&b->wake, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
     atomic_fetch_sub(&b->sleepers, 1);
 #else
     (void)b;
-    (void)phase;
+    (void)target;
     sched_yield();
 #endif
 }
@@ -53,23 +57,28 @@ static void barrier_sleep(struct cpu_barrier_state * b, unsigned phase) {
 void lcpu_barrier(const struct cpu_params * p) {
     if (p->nth <= 1) return;
     struct cpu_barrier_state * b = p->barrier;
-    unsigned phase = atomic_load(&b->phase);
-    if (atomic_fetch_add(&b->arrived, 1) == p->nth - 1) {
-        atomic_store(&b->arrived, 0);
-        atomic_store(&b->next, 0);
-        atomic_fetch_add(&b->phase, 1); /* releases everything written before the barrier */
+    const uint64_t nth = (uint64_t)p->nth;
+    const uint64_t my = atomic_fetch_add(&b->count, 1);
+    const uint64_t target = (my / nth + 1) * nth;
+    if (my + 1 == target) { /* the last to arrive: this increment released the others */
+        /* the segment this barrier ends (my / nth) counted on next[my / nth % 2]: every thread has
+         * left it, and the next segment to count on it starts after the next barrier */
+        atomic_store_explicit(&b->next[(my / nth) & 1], 0, memory_order_relaxed);
 #ifdef __linux__
-        if (atomic_load(&b->sleepers) > 0) syscall(SYS_futex, (unsigned *)&b->phase, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        if (atomic_load(&b->sleepers) > 0) {
+            atomic_fetch_add(&b->wake, 1);
+            syscall(SYS_futex, (unsigned *)&b->wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        }
 #endif
         return;
     }
-    for (int spins = 0; atomic_load(&b->phase) == phase; spins++) {
+    for (int spins = 0; atomic_load_explicit(&b->count, memory_order_acquire) < target; spins++) {
         if (spins < CPU_BARRIER_SPINS) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
         } else {
-            barrier_sleep(b, phase);
+            barrier_sleep(b, target);
         }
     }
 }
@@ -203,7 +212,8 @@ enum loom_status loom_cpu_graph_compute(struct loom_cgraph * graph, int n_thread
         return LOOM_ERR_OOM;
     }
 
-    struct cpu_barrier_state barrier = {0, 0, 0, 0};
+    struct cpu_barrier_state barrier;
+    memset(&barrier, 0, sizeof barrier);
     struct graph_task task = {.graph = graph, .vec = vec, .work = work, .barrier = &barrier, .n_threads = n_threads};
     lcpu_pool_run(n_threads, graph_task_run, &task);
     work_release(work, cached);

@@ -11,12 +11,19 @@
 #include <string.h>
 
 /* The team's barrier: spins briefly, then sleeps until the last thread arrives (on a machine
- * shared with other work, a waiter that kept the core would delay the thread it waits for). */
+ * shared with other work, a waiter that kept the core would delay the thread it waits for).
+ * Arrivals only ever add to 'count' (all zeros at the start of a graph), so barrier number e
+ * (0, 1, ...) is done when 'count' reaches (e + 1) * nth, and the last thread's increment is the
+ * release: one read-modify-write per thread on the line the waiters spin on (a counter reset and a
+ * separate phase word on that line cost the last thread several more transfers of it between the
+ * cores, bench/cpu-notes.md). The work between barriers e - 1 and e is segment e; its claims
+ * (cpu_claim) count on next[e % 2], which the last thread of barrier e - 2 set back to 0 once
+ * every thread had left segment e - 2, its previous user. */
 struct cpu_barrier_state {
-    _Atomic int arrived;
-    _Atomic unsigned phase;    /* 32 bits: waiters past their spin sleep on it (futex) */
-    _Atomic int sleepers;      /* threads asleep or about to sleep on 'phase' */
-    _Atomic int64_t next;      /* the next item cpu_claim hands out; 0 again after every barrier */
+    _Alignas(64) _Atomic uint64_t count; /* arrivals since the graph started */
+    _Alignas(64) _Atomic unsigned wake;  /* futex word of sleeping waiters: moves at each release that finds sleepers */
+    _Atomic int sleepers;                /* threads asleep or about to sleep on 'wake' */
+    _Alignas(64) _Atomic int64_t next[2]; /* the next item cpu_claim hands out, per segment parity */
 };
 
 /* What one thread of the team sees while computing one node. */
@@ -76,7 +83,11 @@ static inline void cpu_split(int64_t n, const struct cpu_params * p, int64_t * i
 /* Claims the next 'n' items of the node's work shared out on demand (threads that run faster
  * take more): returns the first, which is at or past the node's item count when all are taken.
  * Only for teams of more than one thread; every node starts again from item 0. */
-static inline int64_t cpu_claim(const struct cpu_params * p, int64_t n) { return atomic_fetch_add(&p->barrier->next, n); }
+static inline int64_t cpu_claim(const struct cpu_params * p, int64_t n) {
+    /* while this thread is in segment e, 'count' lies in [e * nth, (e + 1) * nth) */
+    const uint64_t seg = atomic_load_explicit(&p->barrier->count, memory_order_relaxed) / (uint64_t)p->nth;
+    return atomic_fetch_add(&p->barrier->next[seg & 1], n);
+}
 
 /* The coordinates (i1, i2, i3) of row 'r' (counted over dimensions 1..3) of 't'. */
 static inline void cpu_row_coords(const struct loom_tensor * t, int64_t r, int64_t * i1, int64_t * i2, int64_t * i3) {

@@ -8,7 +8,9 @@
  * cells are cut into chunks, so that two threads are busy whatever the head count, and an item
  * takes every KV head of its chunk, tile by tile: the heads of one cell lie side by side in the
  * cache, so a tile's rows of all heads are one dense stretch of memory (a head alone would read
- * 128 of every 1,536 bytes on a 110m model, which ran 5x below the memory's streaming speed). Each
+ * 128 of every 1,536 bytes on a 110m model, which ran 5x below the memory's streaming speed), and
+ * where the rows are read in place the tile is swept cell block by cell block for every head at
+ * once (fa_tile_heads), so that the stretch is read front to back. Each
  * item leaves its partial maximum, sum and weighted values in scratch memory and, after a barrier,
  * the chunks of each column are merged in chunk order. The cut depends only on the shapes, so
  * results do not depend on the thread count.
@@ -90,7 +92,7 @@ static bool fa_supports(const struct loom_tensor * dst) {
 }
 
 /* Per-thread scratch, in floats: packed queries, scores, mask values, values, running max and sum
- * (queries, values, max and sum for each of the item's hb KV heads, FA_COLS columns apiece), one
+ * (queries, scores, values, max and sum for each of the item's hb KV heads, FA_COLS columns apiece), one
  * tile of expanded K or V rows, and one query row for the reader of a strided query. */
 struct fa_local {
     float * q, * s, * m, * acc, * mx, * sum, * tile, * row, * span;
@@ -100,7 +102,7 @@ static size_t fa_local_floats(const struct fa_plan * pl, struct fa_local * l, fl
     const int64_t wide = cpu_round_up(pl->D > pl->Dv ? pl->D : pl->Dv, FA_ROW_VEC);
     const bool short_rows = pl->D % FA_ROW_VEC != 0 || pl->Dv % FA_ROW_VEC != 0;
     const int64_t hc = pl->hb * FA_COLS;
-    const int64_t sizes[9] = {hc * pl->Dk, FA_COLS * FA_TILE, FA_COLS * FA_TILE, hc * pl->Dvk,
+    const int64_t sizes[9] = {hc * pl->Dk, hc * FA_TILE, FA_COLS * FA_TILE, hc * pl->Dvk,
                               hc, hc, FA_TILE * wide, pl->D, short_rows ? FA_SPAN : 0};
     float ** slots[9] = {&l->q, &l->s, &l->m, &l->acc, &l->mx, &l->sum, &l->tile, &l->row, &l->span};
     size_t off = 0;
@@ -295,6 +297,111 @@ static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst,
     }
 }
 
+enum {
+    FA_VROWS = 8,      /* cells per step of fa_tile_heads' value pass */
+    FA_HEADS_MAX = 64, /* KV heads fa_tile_heads takes at most (more take fa_tile, head by head) */
+};
+
+/* Whether the tiles of an item can take fa_tile_heads: K and V rows read in place, and one mask
+ * row for every head of a query. */
+static bool fa_heads_at_once(const struct loom_tensor * dst, const struct fa_plan * pl) {
+    const struct loom_tensor * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    return pl->hb > 1 && pl->hb <= FA_HEADS_MAX && row_wtype(k->type) != CPU_W_COUNT && row_wtype(v->type) != CPU_W_COUNT &&
+           pl->Dk == pl->D && pl->Dvk == pl->Dv && (!mask || mask->ne[2] == 1);
+}
+
+/* As fa_tile for every KV head [hk0, hk0 + hb) of the item at once, in the order the cache lays
+ * them out: the scores of a few cells for every head, then the next cells, and so for the values,
+ * so that the tile's K rows (and then its V rows) are read as one forward stream (the heads of a
+ * cell are adjacent: 110m reads 1,536 bytes per cell, where head by head each pass read 128 of
+ * them and skipped the rest, a pattern that ran at a third of the memory's speed). Every score and
+ * every value sum is computed as fa_tile computes it, in the same order, so the results are the
+ * same bits. */
+static void fa_tile_heads(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
+                          int64_t hk0, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l) {
+    const struct loom_tensor * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    const struct cpu_vec * vec = p->vec;
+    const int64_t Dk = pl->Dk, Dvk = pl->Dvk, hb = pl->hb;
+    const int dmr = vec->dot_mr, dnr = vec->dot_nr;
+    /* mask values of the tile, one row per column: the same for every head (mask ne[2] == 1) */
+    bool live[FA_COLS], any = false;
+    for (int c = 0; c < nc; c++) {
+        float * mc = l->m + c * FA_TILE;
+        live[c] = true;
+        if (mask) {
+            int64_t iq, h;
+            col_coords(pl, hk0, c0 + c, &iq, &h);
+            if (c > 0 && (c0 + c) % pl->group != 0) { /* the same query as column c - 1 */
+                memcpy(mc, mc - FA_TILE, (size_t)nt * sizeof(float));
+                live[c] = live[c - 1];
+                any = any || live[c];
+                continue;
+            }
+            lcpu_to_f32(vec, mask->type, cpu_elem(mask, t0, iq, 0, b % mask->ne[3]), mask->nb[0], mc, nt);
+            live[c] = false;
+            for (int t = 0; t < nt && !live[c]; t++) live[c] = mc[t] != -INFINITY;
+        } else {
+            memset(mc, 0, (size_t)nt * sizeof(float));
+        }
+        any = any || live[c];
+    }
+    if (!any) return;
+    const enum cpu_wtype wk = row_wtype(k->type), wv = row_wtype(v->type);
+    const size_t ldk = k->nb[1], ldv = v->nb[1];
+    /* scores, a block of dmr cells of every head at a time */
+    for (int r0 = 0; r0 < nt; r0 += dmr) {
+        const int mr = nt - r0 < dmr ? nt - r0 : dmr;
+        for (int64_t j = 0; j < hb; j++) {
+            const struct fa_state st = fa_state_of(pl, l, j);
+            const uint8_t * kr = cpu_elem(k, 0, t0 + r0, hk0 + j, b);
+            float * s = l->s + j * FA_COLS * FA_TILE;
+            for (int j0 = 0; j0 < nc; j0 += dnr) {
+                const int nr = nc - j0 < dnr ? nc - j0 : dnr;
+                vec->dot[wk](Dk, kr, ldk, mr, (const uint8_t *)(st.q + j0 * Dk), (size_t)Dk * sizeof(float), nr,
+                             (uint8_t *)(s + j0 * FA_TILE + r0), FA_TILE * sizeof(float));
+            }
+        }
+    }
+    /* online softmax per head and column; 'go' marks the (head, column) pairs whose values are added */
+    bool go[FA_HEADS_MAX * FA_COLS];
+    for (int64_t j = 0; j < hb; j++) {
+        const struct fa_state st = fa_state_of(pl, l, j);
+        for (int c = 0; c < nc; c++) {
+            bool * g = &go[j * FA_COLS + c];
+            *g = false;
+            if (!live[c]) continue;
+            float * s = l->s + (j * FA_COLS + c) * FA_TILE;
+            const float * mc = l->m + c * FA_TILE;
+            for (int t = 0; t < nt; t++) s[t] += mc[t];
+            const float tmax = fa_max(s, nt);
+            const float old = st.mx[c];
+            const float mnew = tmax > old ? tmax : old;
+            if (mnew == -INFINITY) continue;
+            const float alpha = old == -INFINITY ? 0.0f : expf(old - mnew);
+            const float tsum = (float)vec->exp_sum(s, nt, mnew);
+            float * acc = st.acc + c * Dvk;
+            if (alpha != 1.0f) {
+                for (int64_t i = 0; i < Dvk; i++) acc[i] *= alpha;
+            }
+            st.sum[c] = st.sum[c] * alpha + tsum;
+            st.mx[c] = mnew;
+            *g = true;
+        }
+    }
+    /* values, FA_VROWS cells of every head at a time (each sum still adds the cells in order) */
+    for (int r0 = 0; r0 < nt; r0 += FA_VROWS) {
+        const int rows = nt - r0 < FA_VROWS ? nt - r0 : FA_VROWS;
+        for (int64_t j = 0; j < hb; j++) {
+            const struct fa_state st = fa_state_of(pl, l, j);
+            const uint8_t * vr = cpu_elem(v, 0, t0 + r0, hk0 + j, b);
+            for (int c = 0; c < nc; c++) {
+                if (!go[j * FA_COLS + c]) continue;
+                vec->mad[wv](Dvk, vr, ldv, rows, l->s + (j * FA_COLS + c) * FA_TILE + r0, st.acc + c * Dvk);
+            }
+        }
+    }
+}
+
 /* Writes column c's result: values / sum, zeros when every cell was masked. */
 static void fa_store(const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b, int64_t hk, int64_t c,
                      const float * acc, float sum) {
@@ -337,8 +444,13 @@ static void fa_run_item(const struct cpu_params * p, struct loom_tensor * dst, c
         const struct fa_state st = fa_state_of(pl, l, j);
         fa_begin(p, dst, pl, b, hk0 + j, c0, nc, l, &st);
     }
+    const bool at_once = fa_heads_at_once(dst, pl);
     for (int64_t t0 = k0; t0 < k1; t0 += FA_TILE) {
         const int nt = (int)(k1 - t0 < FA_TILE ? k1 - t0 : FA_TILE);
+        if (at_once) {
+            fa_tile_heads(p, dst, pl, b, hk0, c0, nc, t0, nt, l);
+            continue;
+        }
         for (int64_t j = 0; j < pl->hb; j++) {
             const struct fa_state st = fa_state_of(pl, l, j);
             fa_tile(p, dst, pl, b, hk0 + j, c0, nc, t0, nt, l, &st);

@@ -58,6 +58,7 @@ struct mm_plan {
     int unit;                  /* rows of a per work unit (the micro-tile height) */
     int64_t mc;                /* rows per packed block */
     bool convert_b;            /* columns converted into shared scratch */
+    bool own_b;                /* ... or the one column into each thread's own scratch (no barrier) */
     size_t b_row;              /* bytes of one converted column */
     size_t shared, local;      /* scratch bytes */
 };
@@ -110,10 +111,16 @@ static void mm_make_plan(const struct loom_tensor * dst, const struct cpu_vec * 
         pl->convert_b = b->nb[0] != 4 || b->nb[1] % 4 != 0;
         pl->b_row = (size_t)pl->K * 4;
     }
-    pl->shared = pl->convert_b ? (size_t)n_cols * loom_pad(pl->b_row, 64) : 0;
+    /* a single quantized column (token generation) is quantized by every thread for itself: the
+     * same bytes a few hundred nanoseconds of work, where sharing it costs a barrier per product
+     * and leaves the other threads waiting for the one that quantizes (bench/cpu-notes.md) */
+    pl->own_b = pl->path == MM_QDOT && n_cols == 1;
+    pl->shared = pl->convert_b && !pl->own_b ? (size_t)n_cols * loom_pad(pl->b_row, 64) : 0;
     pl->b_row = pl->convert_b ? loom_pad(pl->b_row, 64) : pl->b_row;
-    /* local: a converted column (phase 1), or the packed block and one panel's gathered rows (phase 2) */
+    /* local: a converted column (phase 1), or the packed block and one panel's gathered rows (phase 2);
+     * with own_b the column, then phase 1 */
     size_t phase1 = pl->convert_b ? (size_t)pl->K * 4 + 64 : 0;
+    if (pl->own_b) phase1 += pl->b_row;
     size_t phase2 = 0;
     if (pl->path == MM_DOT && pl->quant) phase2 = (size_t)pl->unit * (size_t)pl->K * 4 + 64; /* dequantized rows */
     if (pl->path == MM_QGEMM) { /* a block of row panels */
@@ -154,19 +161,25 @@ static void mm_work(const struct loom_tensor * dst, const struct cpu_vec * vec, 
  * result is. */
 static void mm_convert_b(const struct cpu_params * p, const struct loom_tensor * b, enum loom_type a_type, const struct mm_plan * pl) {
     int64_t c0, c1, j, i2, i3;
-    cpu_split(pl->N * pl->nb2 * pl->nb3, p, &c0, &c1);
+    if (pl->own_b) {
+        c0 = 0, c1 = 1;
+    } else {
+        cpu_split(pl->N * pl->nb2 * pl->nb3, p, &c0, &c1);
+    }
+    uint8_t * const cols = pl->own_b ? p->local : p->shared;
+    uint8_t * const tmp = pl->own_b ? p->local + pl->b_row : p->local;
     for (int64_t c = c0; c < c1; c++) {
         cpu_row_coords(b, c, &j, &i2, &i3);
         const uint8_t * src = cpu_elem(b, 0, j, i2, i3);
-        uint8_t * out = p->shared + (size_t)c * pl->b_row;
+        uint8_t * out = cols + (size_t)c * pl->b_row;
         if (pl->path != MM_GEMM_BF16 && pl->path != MM_QDOT && pl->path != MM_QGEMM) {
             lcpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)out, pl->K);
             continue;
         }
         const float * x = (const float *)src;
         if (b->nb[0] != 4) {
-            lcpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)p->local, pl->K);
-            x = (const float *)p->local;
+            lcpu_to_f32(p->vec, LOOM_TYPE_F32, src, b->nb[0], (float *)tmp, pl->K);
+            x = (const float *)tmp;
         }
         if (pl->path == MM_QDOT) {
             p->vec->qdot[a_type].quantize(x, out, pl->K);
@@ -360,11 +373,15 @@ static void mm_block_gemm(const struct cpu_params * p, const struct loom_tensor 
 
 /* ---------------------------------------------------------------- the node */
 
-/* How a node's work is cut: units of 'unit' weight rows, of one batch and one part of the columns. */
+/* How a node's work is cut: units of 'unit' weight rows, of one batch and one part of the columns.
+ * Units are numbered batch by batch, or with 'batch_inner' the batches of one row unit next to each
+ * other (below). */
 struct mm_units {
     int64_t m_units;   /* row units per batch */
     int64_t per_batch; /* units per batch (column parts x row units) */
     int64_t n_chunk;   /* columns per part */
+    int64_t batches;
+    bool batch_inner;
 };
 
 /* Computes work units [u0, u1). */
@@ -372,9 +389,19 @@ static void mm_units_run(const struct cpu_params * p, struct loom_tensor * dst, 
                          int64_t u0, int64_t u1) {
     const struct loom_tensor * a = dst->src[0], * b = dst->src[1];
     while (u0 < u1) {
-        /* a run of row units of one batch and column part */
-        const int64_t batch = u0 / w->per_batch, part = (u0 % w->per_batch) / w->m_units, mu = u0 % w->m_units;
-        const int64_t run = u1 - u0 < w->m_units - mu ? u1 - u0 : w->m_units - mu;
+        /* a run of row units of one batch and column part (one unit when the batches are inner) */
+        int64_t batch, part, mu, run;
+        if (w->batch_inner) {
+            batch = u0 % w->batches;
+            part = u0 / w->batches / w->m_units;
+            mu = u0 / w->batches % w->m_units;
+            run = 1;
+        } else {
+            batch = u0 / w->per_batch;
+            part = (u0 % w->per_batch) / w->m_units;
+            mu = u0 % w->m_units;
+            run = u1 - u0 < w->m_units - mu ? u1 - u0 : w->m_units - mu;
+        }
         const int64_t m0 = mu * pl->unit, m1 = (mu + run) * pl->unit < pl->M ? (mu + run) * pl->unit : pl->M;
         const int64_t n0 = part * w->n_chunk, n1 = n0 + w->n_chunk < pl->N ? n0 + w->n_chunk : pl->N;
         const int64_t i2 = batch % pl->nb2, i3 = batch / pl->nb2;
@@ -384,7 +411,7 @@ static void mm_units_run(const struct cpu_params * p, struct loom_tensor * dst, 
             .ldc = dst->nb[1],
         };
         if (pl->convert_b) {
-            bt.b = p->shared + (size_t)batch * pl->N * pl->b_row;
+            bt.b = (pl->own_b ? p->local : p->shared) + (size_t)batch * pl->N * pl->b_row;
             bt.ldb = pl->b_row;
         } else {
             bt.b = cpu_elem(b, 0, 0, i2, i3);
@@ -417,7 +444,7 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     }
     if (pl.convert_b) {
         mm_convert_b(p, b, a->type, &pl);
-        lcpu_barrier(p);
+        if (!pl.own_b) lcpu_barrier(p);
     }
 
     /* Work units: 'unit' weight rows x a part of the columns, of one batch. The columns are cut
@@ -430,7 +457,13 @@ static void mm_compute(const struct cpu_params * p, struct loom_tensor * dst) {
     const int64_t n_chunk = cpu_round_up((pl.N + n_parts - 1) / n_parts, nr);
     n_parts = (pl.N + n_chunk - 1) / n_chunk;
     const int64_t per_batch = n_parts * m_units;
-    const struct mm_units w = {.m_units = m_units, .per_batch = per_batch, .n_chunk = n_chunk};
+    /* Rows of several batches that interleave in memory (the K cache viewed per head: one cell's
+     * rows of every head side by side, the next cell's a row stride further) are read a row unit
+     * of every batch at a time: batch by batch, each would read a head's 128 bytes of every cell's
+     * 1,536 (110m), a stride the prefetchers follow badly (bench/cpu-notes.md). */
+    const struct mm_units w = {.m_units = m_units, .per_batch = per_batch, .n_chunk = n_chunk, .batches = batches,
+                               .batch_inner = (pl.path == MM_DOT || pl.path == MM_QDOT) && batches > 1 && a->ne[2] > 1 &&
+                                              a->nb[2] < a->nb[1]};
     const int64_t total = batches * per_batch;
     const int64_t row_bytes = (int64_t)loom_row_size(a->type, pl.K);
     if ((pl.path == MM_DOT || pl.path == MM_QDOT) && p->nth > 1 && row_bytes * pl.M * batches >= MM_DOT_CLAIM_MIN_BYTES) {
