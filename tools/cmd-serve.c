@@ -1009,15 +1009,21 @@ int loom_cmd_serve(int argc, char ** argv) {
     const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                            MHD_USE_NO_LISTEN_SOCKET;
     struct MHD_Daemon * d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+                                             MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+                                             (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
     cJSON * bad_cl_json = d ? error_json(400, "the Content-Length header is not one decimal number") : NULL;
     char * bad_cl = bad_cl_json ? cJSON_PrintUnformatted(bad_cl_json) : NULL;
     cJSON_Delete(bad_cl_json);
-    if (!d || !bad_cl || !serve_accept_start(lfd, d, bad_cl)) {
+    char busy_msg[96];
+    snprintf(busy_msg, sizeof busy_msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
+    cJSON * busy_json = bad_cl ? error_json(503, busy_msg) : NULL;
+    char * busy = busy_json ? cJSON_PrintUnformatted(busy_json) : NULL;
+    cJSON_Delete(busy_json);
+    if (!d || !busy || !serve_accept_start(lfd, d, bad_cl, busy)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
-        cJSON_free(bad_cl);
+        cJSON_free(bad_cl), cJSON_free(busy);
         close(lfd);
         serve_gen_free();
         return 1;
@@ -1027,7 +1033,7 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();
         MHD_stop_daemon(d);
-        cJSON_free(bad_cl);
+        cJSON_free(bad_cl), cJSON_free(busy);
         serve_gen_free();
         return 1;
     }
@@ -1039,7 +1045,7 @@ int loom_cmd_serve(int argc, char ** argv) {
     serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
     MHD_stop_daemon(d);
     serve_gen_free();
-    cJSON_free(bad_cl);
+    cJSON_free(bad_cl), cJSON_free(busy);
     return failed ? 1 : 0;
 }
 

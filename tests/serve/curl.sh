@@ -173,6 +173,31 @@ evald=$(( $(sed -n 's/^loom:prompt_tokens_total //p' "$tmp/m1") - $(sed -n 's/^l
 [ "$(json "$tmp/c2" 'j.choices[0].message.content')" = "$(json "$tmp/c3" 'j.choices[0].message.content')" ] || fail "cache_prompt changed the reply"
 [ "$(json "$tmp/c3" 'j.timings.cache_n')" = 0 ] || fail "a request without cache_prompt used the cache"
 
+# more clients holding connections at once than the server takes (240): those past it get a 503 at
+# once (the error JSON), the others wait; once they leave, the server serves again
+node -e '
+const u = new URL(process.argv[1]), n = 300, socks = [], outs = new Array(n).fill("");
+for (let i = 0; i < n; i++) {
+  const s = require("net").connect(+u.port, u.hostname, () => s.write("GET /health HTTP/1.1\r\nHost: x\r\n"));
+  s.on("data", (d) => outs[i] += d); s.on("error", () => {}); socks.push(s);
+}
+setTimeout(() => {
+  let busy = 0, bad = 0;
+  for (const o of outs) {
+    if (!o) continue;
+    const i = o.indexOf("\r\n\r\n");
+    try { if (o.startsWith("HTTP/1.1 503") && JSON.parse(o.slice(i + 4)).error.code === 503) { busy++; continue; } } catch (x) {}
+    bad++;
+  }
+  console.log(`${busy} ${bad}`);
+  for (const s of socks) s.destroy();
+}, 3000);' "$url" >"$tmp/conns"
+read -r n_busy n_bad <"$tmp/conns"
+[ "${n_busy:-0}" -ge 60 ] && [ "${n_bad:-1}" = 0 ] || fail "300 connections held: $n_busy answered 503 (want >= 60), $n_bad other answers"
+back=
+for i in $(seq 50); do curl -s -m 2 "$url/health" | grep -q '"ok"' && { back=1; break; }; sleep 0.1; done
+[ -n "$back" ] || fail "the server did not serve again after 300 connections held at once"
+
 # metrics count what was done
 req metrics 200 "${auth[@]}" "$url/metrics"
 grep -q '^loom:tokens_predicted_total [1-9]' "$tmp/metrics" && grep -q '^loom:prompt_tokens_total [1-9]' "$tmp/metrics" &&
