@@ -348,6 +348,63 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
     return s;
 }
 
+/* Adds one logit_bias entry to 'j': 'bias' (a number, or false: never sampled) for token 'id'. */
+static bool add_bias(struct serve_job * j, double id, const cJSON * bias, const char * where, char * err, size_t en) {
+    const int32_t n_vocab = loom_vocab_n_tokens(loom_model_vocab(serve_gen_model()));
+    if (id != floor(id) || id < 0 || id >= n_vocab) return snprintf(err, en, "'logit_bias' %s: not a token id in [0, %d)", where, n_vocab), false;
+    float b;
+    if (cJSON_IsFalse(bias)) b = -INFINITY;
+    else if (cJSON_IsNumber(bias) && isfinite(bias->valuedouble)) b = (float)bias->valuedouble;
+    else return snprintf(err, en, "'logit_bias' %s: the bias must be a number or false", where), false;
+    if (j->n_biases == LOGIT_BIAS_MAX) return snprintf(err, en, "'logit_bias' holds at most %d tokens", LOGIT_BIAS_MAX), false;
+    j->biases[j->n_biases++] = (struct logit_bias){.token = (int32_t)id, .bias = b};
+    return true;
+}
+
+/* 'logit_bias' in OpenAI's form, an object {"TOKEN_ID": bias}, or the native one, an array of
+ * [TOKEN_ID or "text", bias] pairs (a text: each of its tokens; bias false: never sampled). */
+static bool get_logit_bias(const cJSON * root, struct serve_job * j, char * err, size_t en) {
+    const cJSON * lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias"), * it;
+    if (!lb || cJSON_IsNull(lb)) return true;
+    if (cJSON_IsObject(lb)) {
+        cJSON_ArrayForEach(it, lb) {
+            char * end = NULL;
+            const double id = strtod(it->string, &end);
+            if (!*it->string || *end) return snprintf(err, en, "'logit_bias' key \"%.40s\": not a token id", it->string), false;
+            if (!add_bias(j, id, it, it->string, err, en)) return false;
+        }
+        return true;
+    }
+    if (!cJSON_IsArray(lb)) return snprintf(err, en, "'logit_bias' must be an object {\"TOKEN_ID\": bias} or an array of [token, bias] pairs"), false;
+    int i = 0;
+    cJSON_ArrayForEach(it, lb) {
+        char where[24];
+        snprintf(where, sizeof where, "[%d]", i++);
+        const cJSON * t = cJSON_GetArrayItem(it, 0), * b = cJSON_GetArrayItem(it, 1);
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !(cJSON_IsNumber(t) || cJSON_IsString(t)))
+            return snprintf(err, en, "'logit_bias' %s must be a pair [token id or text, bias]", where), false;
+        if (cJSON_IsNumber(t)) {
+            if (!add_bias(j, t->valuedouble, b, where, err, en)) return false;
+            continue;
+        }
+        int32_t n = 0;
+        const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+        int32_t k = loom_tokenize(v, t->valuestring, strlen(t->valuestring), false, false, NULL, 0);
+        if (k == LOOM_TOKEN_ERROR) return snprintf(err, en, "'logit_bias' %s: the text cannot be tokenized", where), false;
+        n = k < 0 ? -k : k;
+        int32_t * toks = malloc(((size_t)n + 1) * sizeof *toks);
+        if (!toks || loom_tokenize(v, t->valuestring, strlen(t->valuestring), false, false, toks, n + 1) != n) {
+            free(toks);
+            return snprintf(err, en, "out of memory"), false;
+        }
+        bool ok = true;
+        for (int32_t q = 0; ok && q < n; q++) ok = add_bias(j, toks[q], b, where, err, en);
+        free(toks);
+        if (!ok) return false;
+    }
+    return true;
+}
+
 /* Builds the job a generation request asks for; returns 0, or the HTTP status of the error in 'err'. */
 static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, size_t en) {
     if (!cJSON_IsObject(root)) return snprintf(err, en, "the body must be a JSON object"), 400;
@@ -385,7 +442,8 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     j->eot_id = eot_id;
     double v;
     v = g->api == API_COMPLETIONS ? 16 : -1; /* OpenAI's default for completions */
-    if (!get_int(root, g->api == API_NATIVE ? "n_predict" : "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
+    if (!get_int(root, "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
+    if (g->api == API_NATIVE && !get_int(root, "n_predict", -1, 1 << 30, &v, err, en)) return 400;
     if (g->api == API_CHAT && !get_int(root, "max_completion_tokens", -1, 1 << 30, &v, err, en)) return 400;
     j->n_predict = (int32_t)v;
     v = j->sp.temp;
@@ -400,6 +458,20 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     v = j->sp.min_p;
     if (!get_num(root, "min_p", 0, 1, &v, err, en)) return 400;
     j->sp.min_p = (float)v;
+    /* the penalties look back over the prompt and what is generated, repeat_last_n tokens (-1: the slot's context) */
+    v = j->sp.repeat_penalty;
+    if (!get_num(root, "repeat_penalty", 1e-6, 1e6, &v, err, en)) return 400;
+    j->sp.repeat_penalty = (float)v;
+    v = j->sp.repeat_last_n;
+    if (!get_int(root, "repeat_last_n", -1, 1 << 20, &v, err, en)) return 400;
+    j->sp.repeat_last_n = v < 0 ? n_ctx : (int)v;
+    v = j->sp.presence_penalty;
+    if (!get_num(root, "presence_penalty", -1e6, 1e6, &v, err, en)) return 400;
+    j->sp.presence_penalty = (float)v;
+    v = j->sp.frequency_penalty;
+    if (!get_num(root, "frequency_penalty", -1e6, 1e6, &v, err, en)) return 400;
+    j->sp.frequency_penalty = (float)v;
+    if (!get_logit_bias(root, j, err, en)) return 400;
     v = -1;
     if (!get_int(root, "seed", -1, 18446744073709549568.0, &v, err, en)) return 400;
     j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : (uint64_t)v;
@@ -682,25 +754,51 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     return ret;
 }
 
+static bool valid_utf8(const char * s, size_t n);
+
+/* /tokenize: 'add_special' puts the vocabulary's BOS first (and EOS last where it adds one);
+ * 'with_pieces' gives each token as {"id": ID, "piece": its text}, the piece an array of its byte
+ * values where it is not valid UTF-8 on its own. */
 static enum MHD_Result do_tokenize(struct MHD_Connection * conn, const cJSON * root) {
     const cJSON * c = cJSON_GetObjectItemCaseSensitive(root, "content");
     if (!cJSON_IsString(c)) return send_error(conn, 400, "'content' must be a string");
     char err[256];
-    bool special = false;
-    if (!get_bool(root, "parse_special", &special, err, sizeof err)) return send_error(conn, 400, "%s", err);
+    bool special = false, add_special = false, with_pieces = false;
+    if (!get_bool(root, "parse_special", &special, err, sizeof err) || !get_bool(root, "add_special", &add_special, err, sizeof err) ||
+        !get_bool(root, "with_pieces", &with_pieces, err, sizeof err))
+        return send_error(conn, 400, "%s", err);
     const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+    const bool bos = add_special && loom_vocab_bos(v) >= 0;
     const size_t len = strlen(c->valuestring);
-    int32_t k = loom_tokenize(v, c->valuestring, len, false, special, NULL, 0);
+    int32_t k = loom_tokenize(v, c->valuestring, len, bos, special, NULL, 0);
     if (k == LOOM_TOKEN_ERROR) return send_error(conn, 400, "the text cannot be tokenized");
     k = k < 0 ? -k : k;
     int32_t * t = malloc(((size_t)k + 1) * sizeof *t);
-    if (!t || loom_tokenize(v, c->valuestring, len, false, special, t, k + 1) != k) {
+    if (!t || loom_tokenize(v, c->valuestring, len, bos, special, t, k + 1) != k) {
         free(t);
         return send_error(conn, 500, "out of memory");
     }
     cJSON * r = cJSON_CreateObject();
     cJSON * a = cJSON_AddArrayToObject(r, "tokens");
-    for (int32_t i = 0; i < k; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
+    for (int32_t i = 0; i < k; i++) {
+        if (!with_pieces) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
+            continue;
+        }
+        char piece[256];
+        int32_t n = loom_token_to_piece(v, t[i], piece, (int32_t)sizeof piece - 1, true);
+        if (n < 0) n = 0; /* a piece longer than any vocabulary holds: none */
+        piece[n] = 0;
+        cJSON * e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", t[i]);
+        if (valid_utf8(piece, (size_t)n) && !memchr(piece, 0, (size_t)n)) {
+            cJSON_AddStringToObject(e, "piece", piece);
+        } else {
+            cJSON * b = cJSON_AddArrayToObject(e, "piece");
+            for (int32_t q = 0; q < n; q++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[q]));
+        }
+        cJSON_AddItemToArray(a, e);
+    }
     free(t);
     return send_json(conn, 200, r);
 }

@@ -21,6 +21,7 @@ struct slot {
     struct loom_sampler * smp;
     struct loom_detok * detok;
     int32_t * cached;           /* [n_ctx_slot] the tokens the slot's sequence holds, in order */
+    float * logits;             /* [n_vocab] scratch: the logits with the job's logit_bias added */
     int32_t n_cached;
     int32_t n_done;             /* prompt tokens in the cache (the job's prompt is done when n_prompt) */
     int32_t pending;            /* the sampled token to decode next, or -1 */
@@ -232,6 +233,11 @@ static void slot_sample(struct slot * sl) {
     if (j->n_predict >= 0 && j->n_gen >= j->n_predict) return slot_end(sl, SERVE_LENGTH);
     int32_t tok;
     const float * logits = loom_llama_get_logits_ith(G.lctx, sl->batch_i);
+    if (logits && j->n_biases) {
+        memcpy(sl->logits, logits, (size_t)n_vocab * sizeof *logits);
+        for (int i = 0; i < j->n_biases; i++) sl->logits[j->biases[i].token] += j->biases[i].bias;
+        logits = sl->logits;
+    }
     if (!logits || loom_sampler_sample(sl->smp, logits, n_vocab, &tok) != LOOM_OK) return slot_end(sl, SERVE_FAILED);
     if ((loom_vocab_is_eog(vocab, tok) || tok == j->eot_id) && !j->ignore_eos) return slot_end(sl, SERVE_EOS);
     loom_sampler_accept(sl->smp, tok);
@@ -373,7 +379,8 @@ static bool load(void) {
     for (int i = 0; i < G.n_slots; i++) {
         G.slots[i].pending = -1;
         G.slots[i].cached = malloc((size_t)G.n_ctx * sizeof *G.slots[i].cached);
-        if (!G.slots[i].cached || loom_detok_new(loom_model_vocab(G.model), 0, &G.slots[i].detok) != LOOM_OK) return false;
+        G.slots[i].logits = malloc((size_t)loom_model_hparams(G.model)->n_vocab * sizeof *G.slots[i].logits);
+        if (!G.slots[i].cached || !G.slots[i].logits || loom_detok_new(loom_model_vocab(G.model), 0, &G.slots[i].detok) != LOOM_OK) return false;
     }
     G.stats.n_slots = G.n_slots;
     G.stats.kv_size = cp.n_ctx;
@@ -493,6 +500,7 @@ void serve_gen_free(void) {
         loom_detok_free(G.slots[i].detok);
         loom_sampler_free(G.slots[i].smp);
         free(G.slots[i].cached);
+        free(G.slots[i].logits);
     }
     free(G.slots);
     free(G.b_tok);

@@ -2,6 +2,7 @@
 #ifndef LOOM_TOOLS_SERVE_GEN_H
 #define LOOM_TOOLS_SERVE_GEN_H
 
+#include "gen-controls.h"
 #include "loom-llama.h"
 #include "loom-sampler.h"
 
@@ -26,6 +27,8 @@ struct serve_job {
     bool ignore_eos;
     bool cache_prompt;                /* reuse the slot's cached tokens that the prompt starts with */
     int32_t eot_id;                   /* one more end-of-generation id (the chat template's end of turn), or -1 */
+    struct logit_bias biases[LOGIT_BIAS_MAX]; /* [n_biases] added to the logits before sampling (ids checked) */
+    int n_biases;
     char * stops[SERVE_STOP_MAX];     /* owned, NUL-terminated, non-empty */
     int n_stops;
     size_t longest_stop;

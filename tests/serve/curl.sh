@@ -91,6 +91,47 @@ req detokok 200 "${auth[@]}" "$url/detokenize" -d '{"tokens":[198,172]}'
 # a body that is not UTF-8 is refused (its strings would be sent back: stop strings cut the text)
 req enotutf8 400 "${auth[@]}" "$url/completion" --data-binary $'{"prompt":"Once\xff","n_predict":2}'; err_ok enotutf8 400
 
+# /tokenize: add_special puts BOS (1) first; with_pieces gives each id with its text, the pieces
+# joined are the content (" Once" has its leading space, SentencePiece's prefix)
+req toksp 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$prompt\",\"add_special\":true}"
+[ "$(json "$tmp/toksp" 'JSON.stringify(j.tokens)')" = "$(node -e 'console.log(JSON.stringify([1].concat(JSON.parse(process.argv[1]))))' "$toks")" ] ||
+  fail "add_special: $(cat "$tmp/toksp") vs $toks"
+req tokpc 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$prompt\",\"with_pieces\":true}"
+[ "$(json "$tmp/tokpc" 'JSON.stringify(j.tokens.map(t => t.id))')" = "$toks" ] && [ "$(json "$tmp/tokpc" 'j.tokens.map(t => t.piece).join("")')" = " $prompt" ] ||
+  fail "with_pieces: $(cat "$tmp/tokpc")"
+
+# the sampler's fields: max_tokens on /completion too; penalties as loom run's flags give them; a
+# logit_bias (OpenAI's map form and the native array form) bans the greedy token or forces another
+req nmax 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"max_tokens\":7,\"temperature\":0}"
+[ "$(json "$tmp/nmax" 'j.tokens_predicted')" = 7 ] || fail "/completion max_tokens 7: $(cat "$tmp/nmax")"
+pen=(--repeat-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.5)
+"$bin" run -m "$model" -p "$prompt" -n 40 --temp 0 -t 1 -c 256 --no-display-prompt "${pen[@]}" >"$tmp/refpen" 2>"$tmp/referr" || fail "loom run: $(cat "$tmp/referr")"
+cmp -s "$tmp/refpen" "$tmp/ref" && fail "the penalties do not change loom run's greedy text"
+req npen 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":40,\"temperature\":0,\"repeat_penalty\":1.3,\"presence_penalty\":0.5,\"frequency_penalty\":0.5}"
+json "$tmp/npen" 'j.content + "\n"' >"$tmp/npen.txt"
+cmp -s "$tmp/npen.txt" "$tmp/refpen" || fail "penalties: /completion differs from loom run: $(cat "$tmp/npen.txt") vs $(cat "$tmp/refpen")"
+# next_tok FILE EXPR: the first generated token: the prompt's tokens, then those of the text EXPR in FILE
+n_ptok=$(node -e 'console.log(JSON.parse(process.argv[1]).length)' "$toks")
+next_tok() {
+  req nexttok 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":$(json "$1" "JSON.stringify(\"$prompt\" + $2)")}"
+  json "$tmp/nexttok" "j.tokens[$n_ptok]"
+}
+t0=$(next_tok "$tmp/native" j.content)
+req force 200 "${auth[@]}" "$url/tokenize" -d '{"content":" dragon"}'
+tf=$(json "$tmp/force" 'j.tokens[0]')
+for form in "{\"$t0\":-100}" "[[$t0,false]]"; do
+  req ban 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":1,\"temperature\":0,\"logit_bias\":$form}"
+  tb=$(next_tok "$tmp/ban" j.content)
+  [ -n "$tb" ] && [ "$tb" != "$t0" ] || fail "logit_bias $form: token $t0 still sampled: $(cat "$tmp/ban")"
+done
+req forced 200 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"$prompt\",\"max_tokens\":1,\"temperature\":0,\"logit_bias\":{\"$tf\":100}}"
+[ "$(next_tok "$tmp/forced" 'j.choices[0].text')" = "$tf" ] || fail "logit_bias {$tf: 100}: $(cat "$tmp/forced")"
+for bad in '"frequency_penalty":"x"' '"presence_penalty":[1]' '"repeat_penalty":0' '"logit_bias":{"abc":1}' '"logit_bias":[[1]]' '"logit_bias":{"99999":1}'; do
+  req epen 400 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"x\",$bad}"; err_ok epen 400
+  f=${bad%%\":*}; f=${f#\"}
+  case "$(json "$tmp/epen" 'j.error.message')" in *"'$f'"*) ;; *) fail "the message for $bad does not name $f: $(cat "$tmp/epen")" ;; esac
+done
+
 # counts and seeds are integers: a fraction is refused, naming the field
 for f in max_tokens seed top_k; do
   req "efrac_$f" 400 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"x\",\"$f\":2.5}"; err_ok "efrac_$f" 400
