@@ -336,9 +336,14 @@ void cli_print_piece(FILE * f, const char * p, int32_t n) {
 }
 
 long long cli_cap_threads(const char * cmd, long long n) {
+    const char * what = "-t";
+    if (n <= 0) { /* no -t: the default, LOOM_N_THREADS where it is set (and valid), else every CPU */
+        n = loom_default_n_threads();
+        what = "LOOM_N_THREADS";
+    }
     const long long avail = loom_n_cpus();
     if (n <= avail) return n;
-    loom_log(LOOM_LOG_WARN, "%s: -t %lld is more than the CPUs this process may use (%lld): using %lld", cmd, n, avail, avail);
+    loom_log(LOOM_LOG_WARN, "%s: %s %lld is more than the CPUs this process may use (%lld): using %lld", cmd, what, n, avail, avail);
     return avail;
 }
 

@@ -62,7 +62,7 @@ static void usage(FILE * f) {
             "                          context, at most 4096); each slot holds N / np\n"
             "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
             "  -ngl, --n-gpu-layers N  layers to offload (default 0), or auto: as many as the device's free memory holds\n"
-            "  -t, --threads N         CPU threads (default: all cores)\n"
+            "  -t, --threads N         CPU threads (default: LOOM_N_THREADS, else all cores)\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (not on /health and /)\n"
             "      --metrics           serve /metrics (Prometheus text)\n"
             "      --alias NAME        the model's name in the API (default: the file name)\n"

@@ -60,7 +60,7 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
 #define GEN_OPTS_HELP_CONTEXT                                                                                  \
     "  -b, --batch-size N        prompt tokens per batch (default 512)\n"                                      \
     "  -ub, --ubatch-size N      tokens per compute step within a batch (default: the batch size)\n"          \
-    "  -t, --threads N           CPU threads (default: all cores)\n"                                           \
+    "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"                                  \
     "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device, or auto: as many as its free\n" \
     "                            memory holds (default: auto when a GPU is present, else 0)\n"                 \
     "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"                         \

@@ -216,5 +216,17 @@ case "$full" in *Lily*) ;; *) fail "the unbiased text has no Lily: $full" ;; esa
   echo "ok: presence and frequency penalties change the greedy text" || fail "the penalties changed nothing"
 expect_fail "a logit bias outside the vocabulary" "names token 99999, outside the vocabulary" "$bin" run -m "$model" -p hi --logit-bias 99999+1
 expect_fail "a malformed logit bias" "invalid value '12x' for --logit-bias" "$bin" run -m "$model" -p hi --logit-bias 12x
+# LOOM_N_THREADS is the default -t for every command, capped to the CPUs as -t is (the same warning)
+ncpu=$(nproc)
+n=$(LOOM_N_THREADS=1 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>/dev/null | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')
+[ "$n" = 1 ] && echo "ok: bench takes LOOM_N_THREADS=1" || fail "bench with LOOM_N_THREADS=1 ran $n threads"
+n=$(LOOM_N_THREADS=1000 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>"$tmp/err" | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')
+[ "$n" = "$ncpu" ] && grep -q "LOOM_N_THREADS 1000 is more than the CPUs this process may use ($ncpu)" "$tmp/err" &&
+  echo "ok: bench caps LOOM_N_THREADS=1000 to $ncpu" || fail "bench with LOOM_N_THREADS=1000: $n threads, $(cat "$tmp/err")"
+for cmd in run chat; do
+  echo hi | LOOM_N_THREADS=1000 "$bin" $cmd -m "$model" -p hi -n 1 >/dev/null 2>"$tmp/err"
+  grep -q "$cmd: LOOM_N_THREADS 1000 is more than the CPUs this process may use ($ncpu): using $ncpu" "$tmp/err" &&
+    echo "ok: $cmd caps LOOM_N_THREADS=1000 with a warning" || fail "$cmd with LOOM_N_THREADS=1000: $(cat "$tmp/err")"
+done
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all loom run checks passed"
