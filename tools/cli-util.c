@@ -138,6 +138,11 @@ static enum loom_log_level g_min_level = LOOM_LOG_WARN;
 
 const char * cli_last_error(const char * fallback) { return g_last_error[0] ? g_last_error : fallback; }
 
+void cli_hint_last_error(enum loom_status st, const char * hint) {
+    const size_t n = strlen(g_last_error);
+    if (st == LOOM_ERR_OOM && n) snprintf(g_last_error + n, sizeof g_last_error - n, " (%s)", hint);
+}
+
 /* True when 'text' was already printed as a warning (the last 64 distinct ones are remembered). */
 static bool seen_before(const char * text) {
     static uint64_t seen[64];

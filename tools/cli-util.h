@@ -71,6 +71,9 @@ void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train);
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);
+/* Adds " (HINT)" to the last error when 'st' is LOOM_ERR_OOM (a KV cache too large: the library
+ * names no flag, the command names its own, e.g. "use a smaller -c"). */
+void cli_hint_last_error(enum loom_status st, const char * hint);
 /* Routes library logs to stderr from 'min_level' up (LOOM_LOG_WARN for quiet commands). Errors
  * are never printed by the library: they are kept for cli_last_error, and the command prints its
  * one error line. */

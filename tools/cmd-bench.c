@@ -330,7 +330,9 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
     cp.n_ctx = (int32_t)(max_depth + max_test);
     int32_t * toks = malloc((size_t)max_tok * sizeof *toks);
     struct loom_llama_context * lctx = NULL;
-    if (!toks || loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {
+    const enum loom_status cst = toks ? loom_llama_context_new(model, cp, &lctx) : LOOM_ERR_OOM;
+    if (cst != LOOM_OK) {
+        cli_hint_last_error(cst, "use a smaller -p, -n or -d");
         fprintf(stderr, "loom bench: %s\n", cli_last_error(toks ? "cannot create the context" : "out of memory"));
         free(toks);
         return false;

@@ -297,7 +297,11 @@ int loom_cmd_run(int argc, char ** argv) {
     cli_log_hold(); /* printed once the context exists: a model or a KV cache refused gets its one line */
     if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
     double t_load = (loom_time_us() - t_start) / 1000.0;
-    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
+    const enum loom_status cst = loom_llama_context_new(s.model, cp, &s.lctx);
+    if (cst != LOOM_OK) {
+        cli_hint_last_error(cst, "use a smaller -c");
+        return fail(&s, "cannot create the context");
+    }
     cli_log_release(true);
     /* warned only now, so that a request refused above still gets its one line */
     if (o.g.device && o.g.n_gpu_layers == 0 && !ngl_auto) {

@@ -1,4 +1,5 @@
-/* serve-gen.c -- `loom serve`'s worker: loads the model, then runs the queued jobs in -np slots, each
+/* serve-gen.c -- `loom serve`'s generation: loads the model and the KV cache (before the server
+ * listens), then a worker runs the queued jobs in -np slots, each
  * slot a sequence of the one KV cache, every slot's next tokens decoded together in one batch per step. */
 #include "serve-gen.h"
 
@@ -6,7 +7,6 @@
 #include "cli-util.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@ static struct {
     struct serve_gen_params p;
     pthread_t thread;
     bool started;
-    atomic_int ready;     /* 0 loading, 1 ready, -1 failed */
+    atomic_int ready;     /* 0 until the worker runs, 1 then */
     atomic_bool stopping;
     pthread_mutex_t mu;   /* guards the queue and the stats */
     pthread_cond_t cv;
@@ -335,26 +335,6 @@ static bool on_progress(float progress, void * user) {
     return !atomic_load(&G.stopping);
 }
 
-bool serve_gen_open(const struct serve_gen_params * p) {
-    G.p = *p;
-    if (loom_model_file_open(p->model_path, &G.file) != LOOM_OK) {
-        fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot read the model"));
-        return false;
-    }
-    const int32_t n_train = loom_model_file_hparams(G.file)->n_ctx_train;
-    const int32_t n_total = p->n_ctx > 0 ? p->n_ctx : (n_train > 4096 ? 4096 : n_train);
-    G.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
-    G.n_ctx = n_total / G.n_slots; /* the field's split: each slot gets its share */
-    if (G.n_ctx < 2) {
-        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d tokens per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx);
-        loom_model_file_free(G.file);
-        G.file = NULL;
-        return false;
-    }
-    cli_warn_ctx_train(G.n_ctx, n_train);
-    return true;
-}
-
 static bool load(void) {
     struct loom_model_params mp = loom_model_default_params();
     mp.n_gpu_layers = G.p.n_gpu_layers;
@@ -367,7 +347,9 @@ static bool load(void) {
     loom_model_file_free(G.file);
     G.file = NULL;
     if (!ok) return false;
-    if (loom_llama_context_new(G.model, cp, &G.lctx) != LOOM_OK) return false;
+    const enum loom_status cst = loom_llama_context_new(G.model, cp, &G.lctx);
+    cli_hint_last_error(cst, "use a smaller -c");
+    if (cst != LOOM_OK) return false;
     G.n_batch = cp.n_batch < cp.n_ctx ? cp.n_batch : cp.n_ctx;
     if (G.n_batch < G.n_slots) G.n_batch = G.n_slots;
     G.slots = calloc((size_t)G.n_slots, sizeof *G.slots);
@@ -387,18 +369,34 @@ static bool load(void) {
     return true;
 }
 
+bool serve_gen_open(const struct serve_gen_params * p) {
+    G.p = *p;
+    if (loom_model_file_open(p->model_path, &G.file) != LOOM_OK) {
+        fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot read the model"));
+        return false;
+    }
+    const int32_t n_train = loom_model_file_hparams(G.file)->n_ctx_train;
+    const int32_t n_total = p->n_ctx > 0 ? p->n_ctx : (n_train > 4096 ? 4096 : n_train);
+    G.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
+    G.n_ctx = n_total / G.n_slots; /* the field's split: each slot gets its share */
+    if (G.n_ctx < 2) {
+        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d tokens per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx);
+        loom_model_file_free(G.file);
+        G.file = NULL;
+        return false;
+    }
+    cli_warn_ctx_train(G.n_ctx, n_train);
+    if (!load()) {
+        fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
+        return false;
+    }
+    fprintf(stderr, "loom serve: model loaded (%s, %d slots of %d tokens)\n", loom_model_desc(G.model), G.n_slots, G.n_ctx);
+    return true;
+}
+
 static void * worker(void * arg) {
     (void)arg;
-    if (!load()) {
-        if (!atomic_load(&G.stopping)) {
-            fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
-            atomic_store(&G.ready, -1);
-            kill(getpid(), SIGTERM); /* the main thread waits for it, and exits with 1 */
-        }
-        return NULL;
-    }
     atomic_store(&G.ready, 1);
-    fprintf(stderr, "loom serve: model loaded (%s, %d slots of %d tokens)\n", loom_model_desc(G.model), G.n_slots, G.n_ctx);
     for (;;) {
         assign_jobs();
         if (step()) continue;

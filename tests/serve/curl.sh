@@ -287,6 +287,11 @@ wait "$bg" 2>/dev/null; bg=
 timeout 20 "$bin" serve -m "$model" --port 0 -c 8 -np 8 2>"$tmp/npc"
 rc=$?
 [ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
+# a KV cache that does not fit (a sim device of 32 MiB): the one line, naming -c, before any port is opened
+timeout 20 env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" serve -m "$model" --port 0 -c 80000 -ngl 99 2>"$tmp/kvbig"
+rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c '^loom serve' "$tmp/kvbig")" = 1 ] && grep -q "^loom serve: cannot allocate the KV cache .*(use a smaller -c)$" "$tmp/kvbig" &&
+  ! grep -q listening "$tmp/kvbig" || fail "a KV cache too large: exit $rc: $(cat "$tmp/kvbig")"
 "$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
 grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
 
