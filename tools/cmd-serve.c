@@ -210,14 +210,22 @@ static bool get_num(const cJSON * o, const char * key, double lo, double hi, dou
     return true;
 }
 
-/* get_num for a field that counts (tokens, a seed): a number with a fraction is refused too. */
-static bool get_int(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
-    if (!get_num(o, key, lo, hi, out, err, n)) return false;
-    if (*out != floor(*out)) {
-        snprintf(err, n, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
+/* get_num for a field that counts (tokens, a seed): a number with a fraction is refused too; the
+ * bounds are written as integers ('hi_text': the upper one as text, where a double cannot hold it). */
+static bool get_int_text(const cJSON * o, const char * key, double lo, double hi, const char * hi_text, double * out, char * err, size_t n) {
+    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi || v->valuedouble != floor(v->valuedouble)) {
+        if (hi_text) snprintf(err, n, "'%s' must be an integer in [%.0f, %s]", key, lo, hi_text);
+        else snprintf(err, n, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
         return false;
     }
+    *out = v->valuedouble;
     return true;
+}
+
+static bool get_int(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
+    return get_int_text(o, key, lo, hi, NULL, out, err, n);
 }
 
 static bool get_bool(const cJSON * o, const char * key, bool * out, char * err, size_t n) {
@@ -473,8 +481,10 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     j->sp.frequency_penalty = (float)v;
     if (!get_logit_bias(root, j, err, en)) return 400;
     v = -1;
-    if (!get_int(root, "seed", -1, 18446744073709549568.0, &v, err, en)) return 400;
-    j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : (uint64_t)v;
+    /* loom run's --seed bounds: -1 (from the clock), or up to LOOM_DEFAULT_SEED - 1; JSON's doubles
+     * round the largest ones to 2^64, which is taken as that largest seed */
+    if (!get_int_text(root, "seed", -1, 18446744073709551616.0, "18446744073709551614", &v, err, en)) return 400;
+    j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : v >= 18446744073709551615.0 ? LOOM_DEFAULT_SEED - 1 : (uint64_t)v;
     v = 1;
     if (!get_int(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
     if (!get_bool(root, "stream", &g->stream, err, en)) return 400;
@@ -1126,7 +1136,9 @@ int loom_cmd_serve(int argc, char ** argv) {
         serve_gen_free();
         return 1;
     }
-    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, bound);
+    /* an IPv6 literal goes in brackets in a URL (RFC 3986 3.2.2) */
+    const bool v6 = strchr(O.host, ':') != NULL;
+    fprintf(stderr, "loom serve: listening on http://%s%s%s:%u\n", v6 ? "[" : "", O.host, v6 ? "]" : "", bound);
     if (!serve_gen_start()) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();

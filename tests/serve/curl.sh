@@ -137,6 +137,12 @@ for f in max_tokens seed top_k; do
   req "efrac_$f" 400 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"x\",\"$f\":2.5}"; err_ok "efrac_$f" 400
   case "$(json "$tmp/efrac_$f" 'j.error.message')" in *"'$f'"*) ;; *) fail "the message for $f 2.5 does not name it: $(cat "$tmp/efrac_$f")" ;; esac
 done
+# integer bounds are written as integers; the seed's are loom run's
+req ebig 400 "${auth[@]}" "$url/completion" -d '{"prompt":"x","max_tokens":2e9}'
+case "$(json "$tmp/ebig" 'j.error.message')" in *"'max_tokens' must be an integer in [-1, 1073741824]") ;; *) fail "max_tokens 2e9: $(cat "$tmp/ebig")" ;; esac
+req eseed 400 "${auth[@]}" "$url/completion" -d '{"prompt":"x","seed":-2}'
+case "$(json "$tmp/eseed" 'j.error.message')" in *"'seed' must be an integer in [-1, 18446744073709551614]") ;; *) fail "seed -2: $(cat "$tmp/eseed")" ;; esac
+"$bin" run -m "$model" -p x -n 1 --seed 18446744073709551615 2>&1 | grep -q "0..18446744073709551614" || fail "loom run's --seed bound is not the server's"
 req efrac_chat 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}],"max_completion_tokens":1.5}'
 err_ok efrac_chat 400
 # OpenAI's content parts: the text parts, concatenated, are the message (the greedy reply equals the
@@ -280,6 +286,20 @@ bg=$!
 for i in $(seq 100); do [ -s "$tmp/long2" ] && break; sleep 0.1; done
 stop_server
 wait "$bg" 2>/dev/null; bg=
+
+# an IPv6 literal in the URL printed is in brackets
+{
+  "$bin" serve -m "$model" --host ::1 --port 0 -t 1 2>"$tmp/v6" &
+  v6pid=$!
+  for i in $(seq 50); do grep -q listening "$tmp/v6" && break; kill -0 $v6pid 2>/dev/null || break; sleep 0.1; done
+  if grep -q listening "$tmp/v6"; then
+    u6=$(grep -o 'http://\[::1\]:[0-9]*' "$tmp/v6")
+    [ -n "$u6" ] && curl -s -g -m 5 "$u6/health" | grep -q '"ok"' || fail "--host ::1: $(cat "$tmp/v6")"
+  else
+    grep -q "cannot listen" "$tmp/v6" || fail "--host ::1: $(cat "$tmp/v6")" # a machine without IPv6
+  fi
+  kill -TERM $v6pid 2>/dev/null; wait $v6pid 2>/dev/null
+}
 
 # bad flags: one line, exit 1
 "$bin" serve -m "$model" -np 0 2>"$tmp/np" && fail "-np 0 accepted"
