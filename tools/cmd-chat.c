@@ -515,6 +515,10 @@ int loom_cmd_chat(int argc, char ** argv) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (!strcmp(line, "/exit")) break;
         if (n == 0) continue;
+        if (memchr(line, 0, (size_t)n)) { /* the message is a C string: it would end there without a word */
+            fprintf(stderr, "loom chat: the line holds a NUL byte and is refused (it would be cut there); type it again\n");
+            continue;
+        }
         const int r = turn(&c, line, (size_t)n);
         if (r < 0) {
             fflush(stdout);

@@ -219,6 +219,10 @@ case "$full" in *Lily*) ;; *) fail "the unbiased text has no Lily: $full" ;; esa
   echo "ok: presence and frequency penalties change the greedy text" || fail "the penalties changed nothing"
 expect_fail "a logit bias outside the vocabulary" "names token 99999, outside the vocabulary" "$bin" run -m "$model" -p hi --logit-bias 99999+1
 expect_fail "a malformed logit bias" "invalid value '12x' for --logit-bias" "$bin" run -m "$model" -p hi --logit-bias 12x
+# a line with a NUL byte is refused with one line, not cut there; only the next line is evaluated
+printf 'a\x00b\nhi\n' | "$bin" chat -m "$model" -n 1 --verbose-prompt >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(grep -c 'NUL byte' "$tmp/err")" = 1 ] && [ "$(grep -c '^\[eval: ' "$tmp/err")" = 1 ] &&
+  echo "ok: chat refuses a line with a NUL" || fail "chat with a NUL in a line: $(head -5 "$tmp/err")"
 # LOOM_N_THREADS is the default -t for every command, capped to the CPUs as -t is (the same warning)
 ncpu=$(nproc)
 n=$(LOOM_N_THREADS=1 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>/dev/null | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')
