@@ -234,10 +234,10 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         run_state_free(s);
         return 1;
     }
-    int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, NULL, 0);
+    int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, o->g.parse_special, NULL, 0);
     if (n_prompt < 0 && n_prompt != LOOM_TOKEN_ERROR) n_prompt = -n_prompt;
     if (n_prompt > 0) s->tokens = malloc(((size_t)n_prompt + 1) * sizeof *s->tokens);
-    if (n_prompt > 0 && s->tokens) n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, s->tokens, n_prompt + 1);
+    if (n_prompt > 0 && s->tokens) n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, o->g.parse_special, s->tokens, n_prompt + 1);
     free(prompt_buf);
     if (n_prompt == 0) {
         fprintf(stderr, "loom run: the prompt is empty and the model adds no BOS token\n");

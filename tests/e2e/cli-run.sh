@@ -223,6 +223,11 @@ expect_fail "a malformed logit bias" "invalid value '12x' for --logit-bias" "$bi
 printf 'a\x00b\nhi\n' | "$bin" chat -m "$model" -n 1 --verbose-prompt >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && [ "$(grep -c 'NUL byte' "$tmp/err")" = 1 ] && [ "$(grep -c '^\[eval: ' "$tmp/err")" = 1 ] &&
   echo "ok: chat refuses a line with a NUL" || fail "chat with a NUL in a line: $(head -5 "$tmp/err")"
+# --parse-special: "</s>" in the prompt is the EOS token (2), else its characters' tokens
+"$bin" run -m "$model" -p "</s>" -n 1 --verbose-prompt --parse-special >/dev/null 2>"$tmp/err"
+"$bin" run -m "$model" -p "</s>" -n 1 --verbose-prompt >/dev/null 2>"$tmp/err2"
+grep -q "^prompt: 2 tokens" "$tmp/err" && grep -q "^ *2 -> '</s>'" "$tmp/err" && ! grep -q "^prompt: 2 tokens" "$tmp/err2" &&
+  echo "ok: run --parse-special" || fail "run --parse-special: $(grep -A3 '^prompt' "$tmp/err") / $(grep '^prompt' "$tmp/err2")"
 # LOOM_N_THREADS is the default -t for every command, capped to the CPUs as -t is (the same warning)
 ncpu=$(nproc)
 n=$(LOOM_N_THREADS=1 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>/dev/null | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')
