@@ -15,7 +15,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DLOOM_WERROR=ON
 endif
 
-.PHONY: all deps install-packages build run test test-setup test-asan fuzz bench clean
+.PHONY: all deps install-packages build run test test-setup test-asan fuzz bench clean print-models
 
 all: build
 
@@ -46,6 +46,10 @@ build: deps $(BUILD)/CMakeCache.txt
 STORIES := $(BUILD)/stories260K.gguf
 $(STORIES): | build
 	@$(BUILD)/loom convert-llama2c --model $(MODELS)/stories260K.bin --tokenizer $(MODELS)/tok512.bin -o $@
+
+# the shared models folder found (the README's examples call it $MODELS)
+print-models:
+	@echo $(MODELS)
 
 run: build $(STORIES)
 	@echo '$(BUILD)/loom run -m $(STORIES) -p "Once upon a time" -n 252 --temp 0' >&2

@@ -162,8 +162,10 @@ struct loom_llama_context_params {
                             micro-batches per device, at least 32 tokens each; >= n_batch: no pipelining */
     int32_t n_threads;   /* CPU threads (0 = all online processors) */
     bool logits_all;     /* keep logits of every position, not only the last */
-    enum loom_type type_k;  /* KV cache K type: F32, F16 or BF16 (else LOOM_ERR_UNSUPPORTED) */
-    enum loom_type type_v;  /* KV cache V type: as type_k */
+    enum loom_type type_k;  /* KV cache K type: F32, F16, BF16, or Q8_0 / Q4_0 (the head size a multiple
+                               of 32); another type, or a head size that is not, is LOOM_ERR_UNSUPPORTED */
+    enum loom_type type_v;  /* KV cache V type: as type_k; Q8_0 / Q4_0 only with flash attention in
+                               every layer (flash_attn ON, or AUTO where every layer's device has it) */
     enum loom_llama_flash_attn flash_attn;
 };
 

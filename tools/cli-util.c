@@ -138,6 +138,11 @@ static enum loom_log_level g_min_level = LOOM_LOG_WARN;
 
 const char * cli_last_error(const char * fallback) { return g_last_error[0] ? g_last_error : fallback; }
 
+void cli_hint_last_error(enum loom_status st, const char * hint) {
+    const size_t n = strlen(g_last_error);
+    if (st == LOOM_ERR_OOM && n) snprintf(g_last_error + n, sizeof g_last_error - n, " (%s)", hint);
+}
+
 /* True when 'text' was already printed as a warning (the last 64 distinct ones are remembered). */
 static bool seen_before(const char * text) {
     static uint64_t seen[64];
@@ -336,9 +341,14 @@ void cli_print_piece(FILE * f, const char * p, int32_t n) {
 }
 
 long long cli_cap_threads(const char * cmd, long long n) {
+    const char * what = "-t";
+    if (n <= 0) { /* no -t: the default, LOOM_N_THREADS where it is set (and valid), else every CPU */
+        n = loom_default_n_threads();
+        what = "LOOM_N_THREADS";
+    }
     const long long avail = loom_n_cpus();
     if (n <= avail) return n;
-    loom_log(LOOM_LOG_WARN, "%s: -t %lld is more than the CPUs this process may use (%lld): using %lld", cmd, n, avail, avail);
+    loom_log(LOOM_LOG_WARN, "%s: %s %lld is more than the CPUs this process may use (%lld): using %lld", cmd, what, n, avail, avail);
     return avail;
 }
 

@@ -44,8 +44,9 @@ void cli_flush(void);
 /* Flushes stdout; when a write to it failed, now or at an earlier cli_flush (a full disk, a closed
  * pipe), prints "loom CMD: cannot write the output: REASON" and returns false. */
 bool cli_stdout_ok(const char * cmd);
-/* 'n' threads, or the number of CPUs this process may run on when 'n' is larger (with a warning
- * naming 'cmd'): more threads than CPUs only wait for each other at every node. */
+/* 'n' threads (n <= 0, no -t: the default, LOOM_N_THREADS where set, else every CPU), or the
+ * number of CPUs this process may run on when that is larger (with a warning naming 'cmd' and
+ * -t or LOOM_N_THREADS): more threads than CPUs only wait for each other at every node. */
 long long cli_cap_threads(const char * cmd, long long n);
 /* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when it is not valid UTF-8
  * (overlong forms, surrogates and code points above U+10FFFF are invalid): loom_utf8_check. */
@@ -70,6 +71,9 @@ void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train);
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);
+/* Adds " (HINT)" to the last error when 'st' is LOOM_ERR_OOM (a KV cache too large: the library
+ * names no flag, the command names its own, e.g. "use a smaller -c"). */
+void cli_hint_last_error(enum loom_status st, const char * hint);
 /* Routes library logs to stderr from 'min_level' up (LOOM_LOG_WARN for quiet commands). Errors
  * are never printed by the library: they are kept for cli_last_error, and the command prints its
  * one error line. */

@@ -52,7 +52,7 @@ static void usage(FILE * f) {
             "  -p, --n-prompt N[,N...]   prompt sizes for the pp test (default 512; 0 skips)\n"
             "  -n, --n-gen N[,N...]      generated tokens for the tg test (default 128; 0 skips)\n"
             "  -r, --repetitions N       timed repetitions after one warm-up run (default 5)\n"
-            "  -t, --threads N[,N...]    CPU threads (default: all cores)\n"
+            "  -t, --threads N[,N...]    CPU threads (default: LOOM_N_THREADS, else all cores)\n"
             "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0; auto: as many as the device's free memory holds)\n"
             "  -pg PP,TG                 a prompt of PP tokens, then TG generated, timed together (may repeat)\n"
             "  -d, --n-depth N[,N...]    tokens already in the KV cache before every test (default 0)\n"
@@ -84,7 +84,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         CLI_SPLIT_LONG_OPTS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
-    *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {loom_n_cpus()},
+    *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {0},
                              .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5,
                              .output = OUT_MD, .progress = isatty(STDERR_FILENO), .depths = {0}, .n_depths = 1,
                              .fas = {0}, .n_fas = 1, .types_k = {LOOM_TYPE_F16}, .n_types_k = 1,
@@ -330,7 +330,9 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
     cp.n_ctx = (int32_t)(max_depth + max_test);
     int32_t * toks = malloc((size_t)max_tok * sizeof *toks);
     struct loom_llama_context * lctx = NULL;
-    if (!toks || loom_llama_context_new(model, cp, &lctx) != LOOM_OK) {
+    const enum loom_status cst = toks ? loom_llama_context_new(model, cp, &lctx) : LOOM_ERR_OOM;
+    if (cst != LOOM_OK) {
+        cli_hint_last_error(cst, "use a smaller -p, -n or -d");
         fprintf(stderr, "loom bench: %s\n", cli_last_error(toks ? "cannot create the context" : "out of memory"));
         free(toks);
         return false;

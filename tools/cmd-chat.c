@@ -458,7 +458,11 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     c->eot_id = eot ? loom_vocab_find(c->vocab, eot, strlen(eot)) : -1;
     if (o->g.verbose) fprintf(stderr, "chat template: %s (end of turn: %s)\n", loom_chat_template_name(c->tmpl), c->eot_id >= 0 ? eot : "EOS");
 
-    if (loom_llama_context_new(c->model, cp, &c->lctx) != LOOM_OK) return fail(c, "cannot create the context");
+    const enum loom_status cst = loom_llama_context_new(c->model, cp, &c->lctx);
+    if (cst != LOOM_OK) {
+        cli_hint_last_error(cst, "use a smaller -c");
+        return fail(c, "cannot create the context");
+    }
     struct loom_sampler_params sp = loom_sampler_default_params();
     gen_opts_sampler_params(&o->g, &sp);
     if (loom_sampler_new(&sp, &c->sampler) != LOOM_OK) return fail(c, "cannot create the sampler");
@@ -511,6 +515,10 @@ int loom_cmd_chat(int argc, char ** argv) {
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (!strcmp(line, "/exit")) break;
         if (n == 0) continue;
+        if (memchr(line, 0, (size_t)n)) { /* the message is a C string: it would end there without a word */
+            fprintf(stderr, "loom chat: the line holds a NUL byte and is refused (it would be cut there); type it again\n");
+            continue;
+        }
         const int r = turn(&c, line, (size_t)n);
         if (r < 0) {
             fflush(stdout);

@@ -35,7 +35,7 @@ static void usage(FILE * f) {
             "  -f, --file FILE           text to score (required; - reads standard input)\n"
             "  -c, --ctx-size N          chunk size in tokens (default 512; at least 4)\n"
             "  -b, --batch-size N        tokens per decode call (default 2048, at most the chunk size)\n"
-            "  -t, --threads N           CPU threads (default: all cores)\n"
+            "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"
             "  -ngl, --n-gpu-layers N    layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (CUDA0, sim0, ...); none: no offload\n"
@@ -190,7 +190,11 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     if (o.n_gpu_layers == CLI_NGL_AUTO && !cli_fit_layers(s.file, &mp, cp, o.fit_margin)) return finish(&s, 1, "cannot measure what fits on the device");
     if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
     cli_warn_ctx_train(n_ctx, loom_model_hparams(s.model)->n_ctx_train);
-    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return finish(&s, 1, "cannot create the context");
+    const enum loom_status cst = loom_llama_context_new(s.model, cp, &s.lctx);
+    if (cst != LOOM_OK) {
+        cli_hint_last_error(cst, "use a smaller -c");
+        return finish(&s, 1, "cannot create the context");
+    }
 
     const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;
     const int32_t n_chunk = n_tokens / n_ctx, n_batch = (int32_t)o.n_batch;

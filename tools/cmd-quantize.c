@@ -48,9 +48,9 @@ int loom_cmd_quantize(int argc, char ** argv) {
     long long n_threads = 0;
     if (argc == 5) {
         if (!cli_parse_int("quantize", "NTHREADS", argv[4], 1, 4096, &n_threads)) return 1;
-        n_threads = cli_cap_threads("quantize", n_threads);
     }
     cli_log_setup(LOOM_LOG_WARN);
+    n_threads = cli_cap_threads("quantize", n_threads);
     struct totals t = {0, 0};
     struct loom_quantize_params qp = {.n_threads = (int)n_threads, .progress = progress, .user = &t};
     const int64_t t0 = loom_time_us();

@@ -234,10 +234,10 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
         run_state_free(s);
         return 1;
     }
-    int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, NULL, 0);
+    int32_t n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, o->g.parse_special, NULL, 0);
     if (n_prompt < 0 && n_prompt != LOOM_TOKEN_ERROR) n_prompt = -n_prompt;
     if (n_prompt > 0) s->tokens = malloc(((size_t)n_prompt + 1) * sizeof *s->tokens);
-    if (n_prompt > 0 && s->tokens) n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, false, s->tokens, n_prompt + 1);
+    if (n_prompt > 0 && s->tokens) n_prompt = loom_tokenize(s->vocab, prompt, plen, add_bos, o->g.parse_special, s->tokens, n_prompt + 1);
     free(prompt_buf);
     if (n_prompt == 0) {
         fprintf(stderr, "loom run: the prompt is empty and the model adds no BOS token\n");
@@ -297,7 +297,11 @@ int loom_cmd_run(int argc, char ** argv) {
     cli_log_hold(); /* printed once the context exists: a model or a KV cache refused gets its one line */
     if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
     double t_load = (loom_time_us() - t_start) / 1000.0;
-    if (loom_llama_context_new(s.model, cp, &s.lctx) != LOOM_OK) return fail(&s, "cannot create the context");
+    const enum loom_status cst = loom_llama_context_new(s.model, cp, &s.lctx);
+    if (cst != LOOM_OK) {
+        cli_hint_last_error(cst, "use a smaller -c");
+        return fail(&s, "cannot create the context");
+    }
     cli_log_release(true);
     /* warned only now, so that a request refused above still gets its one line */
     if (o.g.device && o.g.n_gpu_layers == 0 && !ngl_auto) {

@@ -62,7 +62,7 @@ static void usage(FILE * f) {
             "                          context, at most 4096); each slot holds N / np\n"
             "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
             "  -ngl, --n-gpu-layers N  layers to offload (default 0), or auto: as many as the device's free memory holds\n"
-            "  -t, --threads N         CPU threads (default: all cores)\n"
+            "  -t, --threads N         CPU threads (default: LOOM_N_THREADS, else all cores)\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (not on /health and /)\n"
             "      --metrics           serve /metrics (Prometheus text)\n"
             "      --alias NAME        the model's name in the API (default: the file name)\n"
@@ -210,14 +210,22 @@ static bool get_num(const cJSON * o, const char * key, double lo, double hi, dou
     return true;
 }
 
-/* get_num for a field that counts (tokens, a seed): a number with a fraction is refused too. */
-static bool get_int(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
-    if (!get_num(o, key, lo, hi, out, err, n)) return false;
-    if (*out != floor(*out)) {
-        snprintf(err, n, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
+/* get_num for a field that counts (tokens, a seed): a number with a fraction is refused too; the
+ * bounds are written as integers ('hi_text': the upper one as text, where a double cannot hold it). */
+static bool get_int_text(const cJSON * o, const char * key, double lo, double hi, const char * hi_text, double * out, char * err, size_t n) {
+    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi || v->valuedouble != floor(v->valuedouble)) {
+        if (hi_text) snprintf(err, n, "'%s' must be an integer in [%.0f, %s]", key, lo, hi_text);
+        else snprintf(err, n, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
         return false;
     }
+    *out = v->valuedouble;
     return true;
+}
+
+static bool get_int(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
+    return get_int_text(o, key, lo, hi, NULL, out, err, n);
 }
 
 static bool get_bool(const cJSON * o, const char * key, bool * out, char * err, size_t n) {
@@ -348,6 +356,63 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
     return s;
 }
 
+/* Adds one logit_bias entry to 'j': 'bias' (a number, or false: never sampled) for token 'id'. */
+static bool add_bias(struct serve_job * j, double id, const cJSON * bias, const char * where, char * err, size_t en) {
+    const int32_t n_vocab = loom_vocab_n_tokens(loom_model_vocab(serve_gen_model()));
+    if (id != floor(id) || id < 0 || id >= n_vocab) return snprintf(err, en, "'logit_bias' %s: not a token id in [0, %d)", where, n_vocab), false;
+    float b;
+    if (cJSON_IsFalse(bias)) b = -INFINITY;
+    else if (cJSON_IsNumber(bias) && isfinite(bias->valuedouble)) b = (float)bias->valuedouble;
+    else return snprintf(err, en, "'logit_bias' %s: the bias must be a number or false", where), false;
+    if (j->n_biases == LOGIT_BIAS_MAX) return snprintf(err, en, "'logit_bias' holds at most %d tokens", LOGIT_BIAS_MAX), false;
+    j->biases[j->n_biases++] = (struct logit_bias){.token = (int32_t)id, .bias = b};
+    return true;
+}
+
+/* 'logit_bias' in OpenAI's form, an object {"TOKEN_ID": bias}, or the native one, an array of
+ * [TOKEN_ID or "text", bias] pairs (a text: each of its tokens; bias false: never sampled). */
+static bool get_logit_bias(const cJSON * root, struct serve_job * j, char * err, size_t en) {
+    const cJSON * lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias"), * it;
+    if (!lb || cJSON_IsNull(lb)) return true;
+    if (cJSON_IsObject(lb)) {
+        cJSON_ArrayForEach(it, lb) {
+            char * end = NULL;
+            const double id = strtod(it->string, &end);
+            if (!*it->string || *end) return snprintf(err, en, "'logit_bias' key \"%.40s\": not a token id", it->string), false;
+            if (!add_bias(j, id, it, it->string, err, en)) return false;
+        }
+        return true;
+    }
+    if (!cJSON_IsArray(lb)) return snprintf(err, en, "'logit_bias' must be an object {\"TOKEN_ID\": bias} or an array of [token, bias] pairs"), false;
+    int i = 0;
+    cJSON_ArrayForEach(it, lb) {
+        char where[24];
+        snprintf(where, sizeof where, "[%d]", i++);
+        const cJSON * t = cJSON_GetArrayItem(it, 0), * b = cJSON_GetArrayItem(it, 1);
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !(cJSON_IsNumber(t) || cJSON_IsString(t)))
+            return snprintf(err, en, "'logit_bias' %s must be a pair [token id or text, bias]", where), false;
+        if (cJSON_IsNumber(t)) {
+            if (!add_bias(j, t->valuedouble, b, where, err, en)) return false;
+            continue;
+        }
+        int32_t n = 0;
+        const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+        int32_t k = loom_tokenize(v, t->valuestring, strlen(t->valuestring), false, false, NULL, 0);
+        if (k == LOOM_TOKEN_ERROR) return snprintf(err, en, "'logit_bias' %s: the text cannot be tokenized", where), false;
+        n = k < 0 ? -k : k;
+        int32_t * toks = malloc(((size_t)n + 1) * sizeof *toks);
+        if (!toks || loom_tokenize(v, t->valuestring, strlen(t->valuestring), false, false, toks, n + 1) != n) {
+            free(toks);
+            return snprintf(err, en, "out of memory"), false;
+        }
+        bool ok = true;
+        for (int32_t q = 0; ok && q < n; q++) ok = add_bias(j, toks[q], b, where, err, en);
+        free(toks);
+        if (!ok) return false;
+    }
+    return true;
+}
+
 /* Builds the job a generation request asks for; returns 0, or the HTTP status of the error in 'err'. */
 static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, size_t en) {
     if (!cJSON_IsObject(root)) return snprintf(err, en, "the body must be a JSON object"), 400;
@@ -385,7 +450,8 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     j->eot_id = eot_id;
     double v;
     v = g->api == API_COMPLETIONS ? 16 : -1; /* OpenAI's default for completions */
-    if (!get_int(root, g->api == API_NATIVE ? "n_predict" : "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
+    if (!get_int(root, "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
+    if (g->api == API_NATIVE && !get_int(root, "n_predict", -1, 1 << 30, &v, err, en)) return 400;
     if (g->api == API_CHAT && !get_int(root, "max_completion_tokens", -1, 1 << 30, &v, err, en)) return 400;
     j->n_predict = (int32_t)v;
     v = j->sp.temp;
@@ -400,9 +466,25 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     v = j->sp.min_p;
     if (!get_num(root, "min_p", 0, 1, &v, err, en)) return 400;
     j->sp.min_p = (float)v;
+    /* the penalties look back over the prompt and what is generated, repeat_last_n tokens (-1: the slot's context) */
+    v = j->sp.repeat_penalty;
+    if (!get_num(root, "repeat_penalty", 1e-6, 1e6, &v, err, en)) return 400;
+    j->sp.repeat_penalty = (float)v;
+    v = j->sp.repeat_last_n;
+    if (!get_int(root, "repeat_last_n", -1, 1 << 20, &v, err, en)) return 400;
+    j->sp.repeat_last_n = v < 0 ? n_ctx : (int)v;
+    v = j->sp.presence_penalty;
+    if (!get_num(root, "presence_penalty", -1e6, 1e6, &v, err, en)) return 400;
+    j->sp.presence_penalty = (float)v;
+    v = j->sp.frequency_penalty;
+    if (!get_num(root, "frequency_penalty", -1e6, 1e6, &v, err, en)) return 400;
+    j->sp.frequency_penalty = (float)v;
+    if (!get_logit_bias(root, j, err, en)) return 400;
     v = -1;
-    if (!get_int(root, "seed", -1, 18446744073709549568.0, &v, err, en)) return 400;
-    j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : (uint64_t)v;
+    /* loom run's --seed bounds: -1 (from the clock), or up to LOOM_DEFAULT_SEED - 1; JSON's doubles
+     * round the largest ones to 2^64, which is taken as that largest seed */
+    if (!get_int_text(root, "seed", -1, 18446744073709551616.0, "18446744073709551614", &v, err, en)) return 400;
+    j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : v >= 18446744073709551615.0 ? LOOM_DEFAULT_SEED - 1 : (uint64_t)v;
     v = 1;
     if (!get_int(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
     if (!get_bool(root, "stream", &g->stream, err, en)) return 400;
@@ -682,25 +764,51 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     return ret;
 }
 
+static bool valid_utf8(const char * s, size_t n);
+
+/* /tokenize: 'add_special' puts the vocabulary's BOS first (and EOS last where it adds one);
+ * 'with_pieces' gives each token as {"id": ID, "piece": its text}, the piece an array of its byte
+ * values where it is not valid UTF-8 on its own. */
 static enum MHD_Result do_tokenize(struct MHD_Connection * conn, const cJSON * root) {
     const cJSON * c = cJSON_GetObjectItemCaseSensitive(root, "content");
     if (!cJSON_IsString(c)) return send_error(conn, 400, "'content' must be a string");
     char err[256];
-    bool special = false;
-    if (!get_bool(root, "parse_special", &special, err, sizeof err)) return send_error(conn, 400, "%s", err);
+    bool special = false, add_special = false, with_pieces = false;
+    if (!get_bool(root, "parse_special", &special, err, sizeof err) || !get_bool(root, "add_special", &add_special, err, sizeof err) ||
+        !get_bool(root, "with_pieces", &with_pieces, err, sizeof err))
+        return send_error(conn, 400, "%s", err);
     const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
+    const bool bos = add_special && loom_vocab_bos(v) >= 0;
     const size_t len = strlen(c->valuestring);
-    int32_t k = loom_tokenize(v, c->valuestring, len, false, special, NULL, 0);
+    int32_t k = loom_tokenize(v, c->valuestring, len, bos, special, NULL, 0);
     if (k == LOOM_TOKEN_ERROR) return send_error(conn, 400, "the text cannot be tokenized");
     k = k < 0 ? -k : k;
     int32_t * t = malloc(((size_t)k + 1) * sizeof *t);
-    if (!t || loom_tokenize(v, c->valuestring, len, false, special, t, k + 1) != k) {
+    if (!t || loom_tokenize(v, c->valuestring, len, bos, special, t, k + 1) != k) {
         free(t);
         return send_error(conn, 500, "out of memory");
     }
     cJSON * r = cJSON_CreateObject();
     cJSON * a = cJSON_AddArrayToObject(r, "tokens");
-    for (int32_t i = 0; i < k; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
+    for (int32_t i = 0; i < k; i++) {
+        if (!with_pieces) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(t[i]));
+            continue;
+        }
+        char piece[256];
+        int32_t n = loom_token_to_piece(v, t[i], piece, (int32_t)sizeof piece - 1, true);
+        if (n < 0) n = 0; /* a piece longer than any vocabulary holds: none */
+        piece[n] = 0;
+        cJSON * e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "id", t[i]);
+        if (valid_utf8(piece, (size_t)n) && !memchr(piece, 0, (size_t)n)) {
+            cJSON_AddStringToObject(e, "piece", piece);
+        } else {
+            cJSON * b = cJSON_AddArrayToObject(e, "piece");
+            for (int32_t q = 0; q < n; q++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[q]));
+        }
+        cJSON_AddItemToArray(a, e);
+    }
     free(t);
     return send_json(conn, 200, r);
 }
@@ -925,7 +1033,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
                                    st.n_slots - st.processing, st.processing, st.deferred);
             return send_text(conn, 200, "application/json", b, (size_t)n);
         }
-        return send_error(conn, 503, rd == 0 ? "Loading model" : "the model failed to load");
+        return send_error(conn, 503, "Loading model");
     }
     if (get && (!strcmp(url, "/") || !strcmp(url, "/index.html"))) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
     if (!authorized(conn)) return send_error(conn, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')");
@@ -981,7 +1089,7 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: --host %s: %s\n", O.host, gai_strerror(gai));
         return 1;
     }
-    /* the file read and the slots' split checked before anything listens: an error is the one line */
+    /* the model and its KV cache made before anything listens: an error is the one line, no port opened */
     const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
                                         .n_gpu_layers = (int32_t)O.n_gpu_layers, .fit_margin = 1024,
                                         .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
@@ -1009,38 +1117,45 @@ int loom_cmd_serve(int argc, char ** argv) {
     const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                            MHD_USE_NO_LISTEN_SOCKET;
     struct MHD_Daemon * d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+                                             MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+                                             (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
     cJSON * bad_cl_json = d ? error_json(400, "the Content-Length header is not one decimal number") : NULL;
     char * bad_cl = bad_cl_json ? cJSON_PrintUnformatted(bad_cl_json) : NULL;
     cJSON_Delete(bad_cl_json);
-    if (!d || !bad_cl || !serve_accept_start(lfd, d, bad_cl)) {
+    char busy_msg[96];
+    snprintf(busy_msg, sizeof busy_msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
+    cJSON * busy_json = bad_cl ? error_json(503, busy_msg) : NULL;
+    char * busy = busy_json ? cJSON_PrintUnformatted(busy_json) : NULL;
+    cJSON_Delete(busy_json);
+    if (!d || !busy || !serve_accept_start(lfd, d, bad_cl, busy)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
-        cJSON_free(bad_cl);
+        cJSON_free(bad_cl), cJSON_free(busy);
         close(lfd);
         serve_gen_free();
         return 1;
     }
-    fprintf(stderr, "loom serve: listening on http://%s:%u\n", O.host, bound);
+    /* an IPv6 literal goes in brackets in a URL (RFC 3986 3.2.2) */
+    const bool v6 = strchr(O.host, ':') != NULL;
+    fprintf(stderr, "loom serve: listening on http://%s%s%s:%u\n", v6 ? "[" : "", O.host, v6 ? "]" : "", bound);
     if (!serve_gen_start()) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();
         MHD_stop_daemon(d);
-        cJSON_free(bad_cl);
+        cJSON_free(bad_cl), cJSON_free(busy);
         serve_gen_free();
         return 1;
     }
     int sig = 0;
     sigwait(&sigs, &sig);
-    const bool failed = serve_gen_ready() == -1;
-    if (!failed) fprintf(stderr, "loom serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    fprintf(stderr, "loom serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     serve_accept_stop();   /* no new connections */
     serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
     MHD_stop_daemon(d);
     serve_gen_free();
-    cJSON_free(bad_cl);
-    return failed ? 1 : 0;
+    cJSON_free(bad_cl), cJSON_free(busy);
+    return 0;
 }
 
 #endif

@@ -51,6 +51,7 @@ int gen_opts_option(const char * cmd, int c, const char * arg, struct gen_opts *
         ok = logit_bias_parse(cmd, arg, &o->biases[o->n_biases++]);
         break;
     case GEN_OPT_IGNORE_EOS: o->ignore_eos = true; break;
+    case GEN_OPT_PARSE_SPECIAL: o->parse_special = true; break;
     case GEN_OPT_NOMMAP: o->no_mmap = true; break;
     case GEN_OPT_MLOCK: o->mlock = true; break;
     case GEN_OPT_VPROMPT: o->verbose_prompt = true; break;

@@ -21,7 +21,7 @@ struct gen_opts {
     struct cli_split split;
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
-    bool no_mmap, mlock, no_host_copy, ignore_eos, verbose_prompt, verbose;
+    bool no_mmap, mlock, no_host_copy, ignore_eos, verbose_prompt, verbose, parse_special;
     struct logit_bias biases[LOGIT_BIAS_MAX];
     int n_biases;
     enum loom_type type_k, type_v;
@@ -31,7 +31,8 @@ struct gen_opts {
 /* The option codes of the shared long options (the short ones are their letters). */
 enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MINP, GEN_OPT_RPEN, GEN_OPT_RLAST, GEN_OPT_NOMMAP,
        GEN_OPT_MLOCK, GEN_OPT_VPROMPT, GEN_OPT_DEVICE, GEN_OPT_NOHOSTCOPY, GEN_OPT_CACHE, GEN_OPT_IGNORE_EOS, GEN_OPT_PRESENCE,
-       GEN_OPT_FREQUENCY, GEN_OPT_BIAS, GEN_OPT_FIT_MARGIN, GEN_OPT_CACHE_K, GEN_OPT_CACHE_V, GEN_OPT_FA, GEN_OPT_UBATCH };
+       GEN_OPT_FREQUENCY, GEN_OPT_BIAS, GEN_OPT_FIT_MARGIN, GEN_OPT_CACHE_K, GEN_OPT_CACHE_V, GEN_OPT_FA, GEN_OPT_UBATCH,
+       GEN_OPT_PARSE_SPECIAL };
 
 /* The short options gen_opts_option takes, for a command's getopt string (each command adds its own). */
 #define GEN_OPTS_SHORT "m:n:c:b:t:s:v"
@@ -54,13 +55,13 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
     {"ctk", required_argument, 0, GEN_OPT_CACHE_K}, {"cache-type-v", required_argument, 0, GEN_OPT_CACHE_V},                     \
     {"ctv", required_argument, 0, GEN_OPT_CACHE_V}, {"flash-attn", required_argument, 0, GEN_OPT_FA},                            \
     {"fa", required_argument, 0, GEN_OPT_FA}, {"ubatch-size", required_argument, 0, GEN_OPT_UBATCH},                             \
-    {"ub", required_argument, 0, GEN_OPT_UBATCH}, CLI_SPLIT_LONG_OPTS
+    {"ub", required_argument, 0, GEN_OPT_UBATCH}, {"parse-special", no_argument, 0, GEN_OPT_PARSE_SPECIAL}, CLI_SPLIT_LONG_OPTS
 
 /* Help lines for the shared options, in three groups (each command puts its own lines between). */
 #define GEN_OPTS_HELP_CONTEXT                                                                                  \
     "  -b, --batch-size N        prompt tokens per batch (default 512)\n"                                      \
     "  -ub, --ubatch-size N      tokens per compute step within a batch (default: the batch size)\n"          \
-    "  -t, --threads N           CPU threads (default: all cores)\n"                                           \
+    "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"                                  \
     "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device, or auto: as many as its free\n" \
     "                            memory holds (default: auto when a GPU is present, else 0)\n"                 \
     "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"                         \
@@ -77,6 +78,8 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
     "      --presence-penalty X  subtracted from the logits of the recent tokens (default 0 = off)\n"          \
     "      --frequency-penalty X subtracted times their count in the recent tokens (default 0 = off)\n"        \
     "      --logit-bias T+B      add B to the logit of token T (T-B subtracts; T-inf: never); repeatable\n"    \
+    "      --parse-special       control-token text in the prompt (<s>, <|im_end|>) is those tokens\n"        \
+    "                            (chat: always, for its template's markers)\n"                                \
     "      --ignore-eos          keep generating past the end-of-sequence token (never sample it)\n"           \
     "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"        \
     "                            picks one from the clock, and the seed used is printed\n"

@@ -23,13 +23,14 @@
 static struct {
     int fd;
     struct MHD_Daemon * d;
-    const char * bad_request;
+    const char * bad_request, * busy;
     pthread_t thread;
     bool started;
     atomic_bool stopping;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int in_flight;        /* connections being read ahead */
+    atomic_int mhd_live;  /* connections libmicrohttpd holds (its connection notifications count them) */
 } A = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 int serve_listen(const struct addrinfo * ai, unsigned * port) {
@@ -91,6 +92,24 @@ struct conn {
     socklen_t addr_len;
 };
 
+/* Sends a whole answer with the JSON 'body' and closes the connection; 'wait': the send may block
+ * (a connection being read ahead), else what does not fit the socket's buffer at once is lost. */
+static void answer_and_close(int fd, const char * status, const char * body, bool wait) {
+    char head[256];
+    const size_t blen = strlen(body);
+    const int hl = snprintf(head, sizeof head,
+                            "HTTP/1.1 %s\r\nContent-Type: application/json; charset=utf-8\r\n"
+                            "Access-Control-Allow-Origin: *\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", status, blen);
+    const int fl = MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT);
+    if (send(fd, head, (size_t)hl, fl) == hl) send(fd, body, blen, fl);
+    shutdown(fd, SHUT_WR);
+    /* what the client sent is read away: closing with unread bytes would reset the connection,
+     * and the client could lose the answer */
+    char junk[4096];
+    while (recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0) {}
+    close(fd);
+}
+
 /* Reads the request head ahead (MSG_PEEK: it stays for libmicrohttpd), answers a malformed
  * Content-Length itself, and hands the rest on. */
 static void * screen(void * arg) {
@@ -121,18 +140,12 @@ static void * screen(void * arg) {
     }
     free(buf);
     if (bad || atomic_load(&A.stopping)) {
-        if (bad) {
-            char head[256];
-            const size_t blen = strlen(A.bad_request);
-            const int hl = snprintf(head, sizeof head,
-                                    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n"
-                                    "Access-Control-Allow-Origin: *\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", blen);
-            if (send(c->fd, head, (size_t)hl, MSG_NOSIGNAL) == hl) send(c->fd, A.bad_request, blen, MSG_NOSIGNAL);
-            shutdown(c->fd, SHUT_WR);
-        }
-        close(c->fd);
-    } else if (MHD_add_connection(A.d, c->fd, (const struct sockaddr *)&c->addr, c->addr_len) != MHD_YES) {
-        close(c->fd); /* libmicrohttpd refused it (the connection limit) */
+        if (bad) answer_and_close(c->fd, "400 Bad Request", A.bad_request, true);
+        else close(c->fd);
+    } else {
+        /* on failure libmicrohttpd closes the socket itself (closing it here too could close
+         * another connection's descriptor, reused meanwhile) */
+        (void)MHD_add_connection(A.d, c->fd, (const struct sockaddr *)&c->addr, c->addr_len);
     }
     free(c);
     pthread_mutex_lock(&A.mu);
@@ -156,8 +169,14 @@ static void * acceptor(void * arg) {
             continue;
         }
         pthread_mutex_lock(&A.mu);
-        A.in_flight++;
+        const bool full = A.in_flight + atomic_load(&A.mhd_live) >= SERVE_CONN_MAX;
+        if (!full) A.in_flight++;
         pthread_mutex_unlock(&A.mu);
+        if (full) { /* answered here, never handed on: libmicrohttpd stays below its own limit */
+            answer_and_close(c->fd, "503 Service Unavailable", A.busy, false);
+            free(c);
+            continue;
+        }
         pthread_t t;
         pthread_attr_t at;
         pthread_attr_init(&at);
@@ -174,10 +193,17 @@ static void * acceptor(void * arg) {
     return NULL;
 }
 
-bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request) {
+void serve_accept_notify(void * cls, struct MHD_Connection * conn, void ** socket_context, enum MHD_ConnectionNotificationCode toe) {
+    (void)cls, (void)conn, (void)socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&A.mhd_live, 1);
+    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&A.mhd_live, 1);
+}
+
+bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * busy) {
     A.fd = fd;
     A.d = d;
     A.bad_request = bad_request;
+    A.busy = busy;
     A.started = pthread_create(&A.thread, NULL, acceptor, NULL) == 0;
     return A.started;
 }

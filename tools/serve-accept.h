@@ -8,13 +8,21 @@
 #include <netdb.h>
 #include <stdbool.h>
 
+/* Connections held at once (being read ahead, or libmicrohttpd's); one more is answered 503 at
+ * once and closed. Below libmicrohttpd's own MHD_OPTION_CONNECTION_LIMIT (SERVE_CONN_MAX + 16),
+ * which is never reached: past it libmicrohttpd 0.9.75 was seen to stop serving for good. */
+#define SERVE_CONN_MAX 240
+
 /* A listening TCP socket bound to 'ai' (SO_REUSEADDR), or -1 with errno set. '*port' gets the
  * port bound (for --port 0). */
 int serve_listen(const struct addrinfo * ai, unsigned * port);
 /* Starts the thread that accepts on 'fd' and hands good connections to 'd' (started with
- * MHD_USE_NO_LISTEN_SOCKET); 'bad_request' is the JSON body sent for a malformed Content-Length.
- * False when the thread cannot be started. */
-bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request);
+ * MHD_USE_NO_LISTEN_SOCKET and serve_accept_notify as its MHD_OPTION_NOTIFY_CONNECTION);
+ * 'bad_request' is the JSON body sent for a malformed Content-Length, 'busy' the one sent past
+ * SERVE_CONN_MAX connections. False when the thread cannot be started. */
+bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * busy);
+/* libmicrohttpd's connection notification: counts the connections it holds. */
+void serve_accept_notify(void * cls, struct MHD_Connection * conn, void ** socket_context, enum MHD_ConnectionNotificationCode toe);
 /* Stops accepting, waits for the connections being read ahead, and closes the socket. */
 void serve_accept_stop(void);
 

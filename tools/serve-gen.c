@@ -1,4 +1,5 @@
-/* serve-gen.c -- `loom serve`'s worker: loads the model, then runs the queued jobs in -np slots, each
+/* serve-gen.c -- `loom serve`'s generation: loads the model and the KV cache (before the server
+ * listens), then a worker runs the queued jobs in -np slots, each
  * slot a sequence of the one KV cache, every slot's next tokens decoded together in one batch per step. */
 #include "serve-gen.h"
 
@@ -6,7 +7,6 @@
 #include "cli-util.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@ struct slot {
     struct loom_sampler * smp;
     struct loom_detok * detok;
     int32_t * cached;           /* [n_ctx_slot] the tokens the slot's sequence holds, in order */
+    float * logits;             /* [n_vocab] scratch: the logits with the job's logit_bias added */
     int32_t n_cached;
     int32_t n_done;             /* prompt tokens in the cache (the job's prompt is done when n_prompt) */
     int32_t pending;            /* the sampled token to decode next, or -1 */
@@ -33,7 +34,7 @@ static struct {
     struct serve_gen_params p;
     pthread_t thread;
     bool started;
-    atomic_int ready;     /* 0 loading, 1 ready, -1 failed */
+    atomic_int ready;     /* 0 until the worker runs, 1 then */
     atomic_bool stopping;
     pthread_mutex_t mu;   /* guards the queue and the stats */
     pthread_cond_t cv;
@@ -232,6 +233,11 @@ static void slot_sample(struct slot * sl) {
     if (j->n_predict >= 0 && j->n_gen >= j->n_predict) return slot_end(sl, SERVE_LENGTH);
     int32_t tok;
     const float * logits = loom_llama_get_logits_ith(G.lctx, sl->batch_i);
+    if (logits && j->n_biases) {
+        memcpy(sl->logits, logits, (size_t)n_vocab * sizeof *logits);
+        for (int i = 0; i < j->n_biases; i++) sl->logits[j->biases[i].token] += j->biases[i].bias;
+        logits = sl->logits;
+    }
     if (!logits || loom_sampler_sample(sl->smp, logits, n_vocab, &tok) != LOOM_OK) return slot_end(sl, SERVE_FAILED);
     if ((loom_vocab_is_eog(vocab, tok) || tok == j->eot_id) && !j->ignore_eos) return slot_end(sl, SERVE_EOS);
     loom_sampler_accept(sl->smp, tok);
@@ -329,6 +335,40 @@ static bool on_progress(float progress, void * user) {
     return !atomic_load(&G.stopping);
 }
 
+static bool load(void) {
+    struct loom_model_params mp = loom_model_default_params();
+    mp.n_gpu_layers = G.p.n_gpu_layers;
+    mp.progress = on_progress;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = G.n_ctx * G.n_slots;
+    cp.n_threads = G.p.n_threads;
+    bool ok = G.p.n_gpu_layers != CLI_NGL_AUTO || cli_fit_layers(G.file, &mp, cp, G.p.fit_margin);
+    ok = ok && loom_model_load_file(G.file, mp, &G.model) == LOOM_OK;
+    loom_model_file_free(G.file);
+    G.file = NULL;
+    if (!ok) return false;
+    const enum loom_status cst = loom_llama_context_new(G.model, cp, &G.lctx);
+    cli_hint_last_error(cst, "use a smaller -c");
+    if (cst != LOOM_OK) return false;
+    G.n_batch = cp.n_batch < cp.n_ctx ? cp.n_batch : cp.n_ctx;
+    if (G.n_batch < G.n_slots) G.n_batch = G.n_slots;
+    G.slots = calloc((size_t)G.n_slots, sizeof *G.slots);
+    G.b_tok = malloc((size_t)G.n_batch * 3 * sizeof *G.b_tok);
+    G.b_logits = malloc((size_t)G.n_batch);
+    if (!G.slots || !G.b_tok || !G.b_logits) return false;
+    G.b_pos = G.b_tok + G.n_batch;
+    G.b_seq = G.b_pos + G.n_batch;
+    for (int i = 0; i < G.n_slots; i++) {
+        G.slots[i].pending = -1;
+        G.slots[i].cached = malloc((size_t)G.n_ctx * sizeof *G.slots[i].cached);
+        G.slots[i].logits = malloc((size_t)loom_model_hparams(G.model)->n_vocab * sizeof *G.slots[i].logits);
+        if (!G.slots[i].cached || !G.slots[i].logits || loom_detok_new(loom_model_vocab(G.model), 0, &G.slots[i].detok) != LOOM_OK) return false;
+    }
+    G.stats.n_slots = G.n_slots;
+    G.stats.kv_size = cp.n_ctx;
+    return true;
+}
+
 bool serve_gen_open(const struct serve_gen_params * p) {
     G.p = *p;
     if (loom_model_file_open(p->model_path, &G.file) != LOOM_OK) {
@@ -346,52 +386,17 @@ bool serve_gen_open(const struct serve_gen_params * p) {
         return false;
     }
     cli_warn_ctx_train(G.n_ctx, n_train);
-    return true;
-}
-
-static bool load(void) {
-    struct loom_model_params mp = loom_model_default_params();
-    mp.n_gpu_layers = G.p.n_gpu_layers;
-    mp.progress = on_progress;
-    struct loom_llama_context_params cp = loom_llama_context_default_params();
-    cp.n_ctx = G.n_ctx * G.n_slots;
-    cp.n_threads = G.p.n_threads;
-    bool ok = G.p.n_gpu_layers != CLI_NGL_AUTO || cli_fit_layers(G.file, &mp, cp, G.p.fit_margin);
-    ok = ok && loom_model_load_file(G.file, mp, &G.model) == LOOM_OK;
-    loom_model_file_free(G.file);
-    G.file = NULL;
-    if (!ok) return false;
-    if (loom_llama_context_new(G.model, cp, &G.lctx) != LOOM_OK) return false;
-    G.n_batch = cp.n_batch < cp.n_ctx ? cp.n_batch : cp.n_ctx;
-    if (G.n_batch < G.n_slots) G.n_batch = G.n_slots;
-    G.slots = calloc((size_t)G.n_slots, sizeof *G.slots);
-    G.b_tok = malloc((size_t)G.n_batch * 3 * sizeof *G.b_tok);
-    G.b_logits = malloc((size_t)G.n_batch);
-    if (!G.slots || !G.b_tok || !G.b_logits) return false;
-    G.b_pos = G.b_tok + G.n_batch;
-    G.b_seq = G.b_pos + G.n_batch;
-    for (int i = 0; i < G.n_slots; i++) {
-        G.slots[i].pending = -1;
-        G.slots[i].cached = malloc((size_t)G.n_ctx * sizeof *G.slots[i].cached);
-        if (!G.slots[i].cached || loom_detok_new(loom_model_vocab(G.model), 0, &G.slots[i].detok) != LOOM_OK) return false;
+    if (!load()) {
+        fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
+        return false;
     }
-    G.stats.n_slots = G.n_slots;
-    G.stats.kv_size = cp.n_ctx;
+    fprintf(stderr, "loom serve: model loaded (%s, %d slots of %d tokens)\n", loom_model_desc(G.model), G.n_slots, G.n_ctx);
     return true;
 }
 
 static void * worker(void * arg) {
     (void)arg;
-    if (!load()) {
-        if (!atomic_load(&G.stopping)) {
-            fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
-            atomic_store(&G.ready, -1);
-            kill(getpid(), SIGTERM); /* the main thread waits for it, and exits with 1 */
-        }
-        return NULL;
-    }
     atomic_store(&G.ready, 1);
-    fprintf(stderr, "loom serve: model loaded (%s, %d slots of %d tokens)\n", loom_model_desc(G.model), G.n_slots, G.n_ctx);
     for (;;) {
         assign_jobs();
         if (step()) continue;
@@ -493,6 +498,7 @@ void serve_gen_free(void) {
         loom_detok_free(G.slots[i].detok);
         loom_sampler_free(G.slots[i].smp);
         free(G.slots[i].cached);
+        free(G.slots[i].logits);
     }
     free(G.slots);
     free(G.b_tok);

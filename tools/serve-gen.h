@@ -2,6 +2,7 @@
 #ifndef LOOM_TOOLS_SERVE_GEN_H
 #define LOOM_TOOLS_SERVE_GEN_H
 
+#include "gen-controls.h"
 #include "loom-llama.h"
 #include "loom-sampler.h"
 
@@ -26,6 +27,8 @@ struct serve_job {
     bool ignore_eos;
     bool cache_prompt;                /* reuse the slot's cached tokens that the prompt starts with */
     int32_t eot_id;                   /* one more end-of-generation id (the chat template's end of turn), or -1 */
+    struct logit_bias biases[LOGIT_BIAS_MAX]; /* [n_biases] added to the logits before sampling (ids checked) */
+    int n_biases;
     char * stops[SERVE_STOP_MAX];     /* owned, NUL-terminated, non-empty */
     int n_stops;
     size_t longest_stop;
@@ -71,15 +74,16 @@ bool serve_job_add_stop(struct serve_job * j, const char * s);
 /* Drops one reference; the last one frees the job. */
 void serve_job_unref(struct serve_job * j);
 
-/* Reads the model file's metadata and checks the slots' split of the context (with a warning when a
- * slot's context exceeds the training context), before the server listens. False (one line
- * reported) for a file that cannot be read or a split that leaves a slot less than 2 tokens. */
+/* Before the server listens: reads the model file, checks the slots' split of the context (with a
+ * warning when a slot's context exceeds the training context), loads the weights (fitting them to
+ * the device for -ngl auto) and creates the context with its KV cache. False (one line reported)
+ * for a file that cannot be read or loaded, a split that leaves a slot less than 2 tokens, or a KV
+ * cache that does not fit. */
 bool serve_gen_open(const struct serve_gen_params * p);
-/* Starts the worker thread, which loads the weights of the file serve_gen_open read (fitting them
- * to the device for -ngl auto); serve_gen_ready() turns 1 when done. Returns false when the thread
+/* Starts the worker thread; serve_gen_ready() turns 1 when it runs. Returns false when the thread
  * cannot be started. */
 bool serve_gen_start(void);
-/* 1 when the model is loaded, 0 while loading, -1 when loading failed. */
+/* 1 once the worker runs, 0 before. */
 int serve_gen_ready(void);
 /* The loaded model (valid once ready) and the context size of one slot. */
 const struct loom_model * serve_gen_model(void);

@@ -31,7 +31,7 @@ static enum loom_status check_fits(struct loom_context * ctx, loom_backend_t bac
     const uint64_t margin = total / 16 < ((uint64_t)1 << 30) ? total / 16 : (uint64_t)1 << 30;
     if (bytes == 0 || total == 0 || bytes + margin <= free_mem) return LOOM_OK; /* a device that reports no memory is not checked */
     loom_log(LOOM_LOG_ERROR, "cannot allocate the KV cache (%lld cells, %s) on %s: %.2f MiB asked, %.2f MiB free of %.2f MiB, "
-             "%.2f MiB of which are kept for the compute buffers (use a smaller -c)", (long long)n_ctx, loom_type_name(type),
+             "%.2f MiB of which are kept for the compute buffers", (long long)n_ctx, loom_type_name(type),
              loom_backend_dev_name(dev), bytes / 1048576.0, free_mem / 1048576.0, total / 1048576.0, margin / 1048576.0);
     return LOOM_ERR_OOM;
 }

@@ -80,9 +80,12 @@ grep -q "^warning: the prompt (3 tokens) and -n 100 exceed the context of 32: ge
 # one line (the loading details wait until the context exists)
 expect_fail "KV cache over a sim device's memory" "cannot allocate the KV cache (40000 cells, f32) on sim0: 48.83 MiB asked, .* MiB free of 32.00 MiB" \
   env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" run -m "$model" -c 40000 -ngl 99 --cache-type f32 -n 4 -p hi
+# the hint names the command's own flags (bench has no -c)
+expect_fail "bench: KV cache over a sim device's memory" "cannot allocate the KV cache (80100 cells, f16) on sim0: .*(use a smaller -p, -n or -d)$" \
+  env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" bench -m "$model" -p 100 -d 80000 -n 0 -r 1 -ngl 99
 # 8 layers x 512 x 2 (K and V) x 4 bytes x 2^24 cells = 512 GiB: more than this machine's memory
 "$bin" gen-model --dim 512 --hidden 64 --layers 8 --heads 8 --kv-heads 8 --vocab 259 --ctx 512 --type f16 -o "$tmp/wide.gguf" >/dev/null 2>&1
-expect_fail "KV cache over the host's memory" "cannot allocate the KV cache (16777216 cells, f32) on CPU: 524288.00 MiB asked, .* MiB free" \
+expect_fail "KV cache over the host's memory" "cannot allocate the KV cache (16777216 cells, f32) on CPU: 524288.00 MiB asked, .* MiB free.*(use a smaller -c)$" \
   "$bin" run -m "$tmp/wide.gguf" -c 16777216 --cache-type f32 -n 4 -p hi
 # the memory breakdown at exit: on sim0 (100 MiB) the weights (18 MiB) and the KV cache,
 # 2 (K, V) x 8 layers x 512 x 4 bytes x 1024 cells = 32 MiB; total = free + self + unaccounted
@@ -216,5 +219,26 @@ case "$full" in *Lily*) ;; *) fail "the unbiased text has no Lily: $full" ;; esa
   echo "ok: presence and frequency penalties change the greedy text" || fail "the penalties changed nothing"
 expect_fail "a logit bias outside the vocabulary" "names token 99999, outside the vocabulary" "$bin" run -m "$model" -p hi --logit-bias 99999+1
 expect_fail "a malformed logit bias" "invalid value '12x' for --logit-bias" "$bin" run -m "$model" -p hi --logit-bias 12x
+# a line with a NUL byte is refused with one line, not cut there; only the next line is evaluated
+printf 'a\x00b\nhi\n' | "$bin" chat -m "$model" -n 1 --verbose-prompt >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && [ "$(grep -c 'NUL byte' "$tmp/err")" = 1 ] && [ "$(grep -c '^\[eval: ' "$tmp/err")" = 1 ] &&
+  echo "ok: chat refuses a line with a NUL" || fail "chat with a NUL in a line: $(head -5 "$tmp/err")"
+# --parse-special: "</s>" in the prompt is the EOS token (2), else its characters' tokens
+"$bin" run -m "$model" -p "</s>" -n 1 --verbose-prompt --parse-special >/dev/null 2>"$tmp/err"
+"$bin" run -m "$model" -p "</s>" -n 1 --verbose-prompt >/dev/null 2>"$tmp/err2"
+grep -q "^prompt: 2 tokens" "$tmp/err" && grep -q "^ *2 -> '</s>'" "$tmp/err" && ! grep -q "^prompt: 2 tokens" "$tmp/err2" &&
+  echo "ok: run --parse-special" || fail "run --parse-special: $(grep -A3 '^prompt' "$tmp/err") / $(grep '^prompt' "$tmp/err2")"
+# LOOM_N_THREADS is the default -t for every command, capped to the CPUs as -t is (the same warning)
+ncpu=$(nproc)
+n=$(LOOM_N_THREADS=1 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>/dev/null | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')
+[ "$n" = 1 ] && echo "ok: bench takes LOOM_N_THREADS=1" || fail "bench with LOOM_N_THREADS=1 ran $n threads"
+n=$(LOOM_N_THREADS=1000 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>"$tmp/err" | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')
+[ "$n" = "$ncpu" ] && grep -q "LOOM_N_THREADS 1000 is more than the CPUs this process may use ($ncpu)" "$tmp/err" &&
+  echo "ok: bench caps LOOM_N_THREADS=1000 to $ncpu" || fail "bench with LOOM_N_THREADS=1000: $n threads, $(cat "$tmp/err")"
+for cmd in run chat; do
+  echo hi | LOOM_N_THREADS=1000 "$bin" $cmd -m "$model" -p hi -n 1 >/dev/null 2>"$tmp/err"
+  grep -q "$cmd: LOOM_N_THREADS 1000 is more than the CPUs this process may use ($ncpu): using $ncpu" "$tmp/err" &&
+    echo "ok: $cmd caps LOOM_N_THREADS=1000 with a warning" || fail "$cmd with LOOM_N_THREADS=1000: $(cat "$tmp/err")"
+done
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all loom run checks passed"

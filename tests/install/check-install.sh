@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check-install.sh -- installs the build into a prefix inside it, then builds the consumer program
 # against that prefix with CMake (find_package(loom): loom::loom and loom::loom_static) and with
-# pkg-config (--cflags --libs loom), and runs each.
+# pkg-config (--cflags --libs loom, and --static with libloom.a), and runs each.
 # usage: check-install.sh BUILD_DIR SOURCE_DIR
 set -u
 B=$1 S=$2 P=$1/install-test
@@ -39,6 +39,15 @@ if cc -o "$B/consumer-pc" "$S/tests/install/consumer.c" $(pkg-config --cflags --
   LD_LIBRARY_PATH="$lib" "$B/consumer-pc" | grep -q "loom consumer: ok (f16)" || { echo "FAIL: pkg-config consumer"; fail=1; }
 else
   cat "$B/consumer-pc.log"; echo "FAIL: the pkg-config consumer does not build"; fail=1
+fi
+# static: all of libloom.a (--whole-archive: every object's needs, the tokenizer's regex library too,
+# not only the consumer's), with what `pkg-config --static` adds for it (Libs.private, Requires.private)
+if cc -o "$B/consumer-pc-static" "$S/tests/install/consumer.c" $(pkg-config --cflags loom) \
+      $(pkg-config --static --libs loom | sed "s|-lloom\b|-Wl,--whole-archive $lib/libloom.a -Wl,--no-whole-archive|") 2> "$B/consumer-pc-static.log"; then
+  ldd "$B/consumer-pc-static" | grep -q libloom && { echo "FAIL: the static pkg-config consumer links libloom.so"; fail=1; }
+  "$B/consumer-pc-static" | grep -q "loom consumer: ok (f16)" || { echo "FAIL: static pkg-config consumer"; fail=1; }
+else
+  cat "$B/consumer-pc-static.log"; echo "FAIL: the static pkg-config consumer does not build (pkg-config --static --libs loom)"; fail=1
 fi
 [ $fail = 0 ] && echo "install: headers, libloom.a, libloom.so.0.1.0, CMake package and loom.pc work for a consumer"
 exit $fail

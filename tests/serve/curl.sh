@@ -91,11 +91,58 @@ req detokok 200 "${auth[@]}" "$url/detokenize" -d '{"tokens":[198,172]}'
 # a body that is not UTF-8 is refused (its strings would be sent back: stop strings cut the text)
 req enotutf8 400 "${auth[@]}" "$url/completion" --data-binary $'{"prompt":"Once\xff","n_predict":2}'; err_ok enotutf8 400
 
+# /tokenize: add_special puts BOS (1) first; with_pieces gives each id with its text, the pieces
+# joined are the content (" Once" has its leading space, SentencePiece's prefix)
+req toksp 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$prompt\",\"add_special\":true}"
+[ "$(json "$tmp/toksp" 'JSON.stringify(j.tokens)')" = "$(node -e 'console.log(JSON.stringify([1].concat(JSON.parse(process.argv[1]))))' "$toks")" ] ||
+  fail "add_special: $(cat "$tmp/toksp") vs $toks"
+req tokpc 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$prompt\",\"with_pieces\":true}"
+[ "$(json "$tmp/tokpc" 'JSON.stringify(j.tokens.map(t => t.id))')" = "$toks" ] && [ "$(json "$tmp/tokpc" 'j.tokens.map(t => t.piece).join("")')" = " $prompt" ] ||
+  fail "with_pieces: $(cat "$tmp/tokpc")"
+
+# the sampler's fields: max_tokens on /completion too; penalties as loom run's flags give them; a
+# logit_bias (OpenAI's map form and the native array form) bans the greedy token or forces another
+req nmax 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"max_tokens\":7,\"temperature\":0}"
+[ "$(json "$tmp/nmax" 'j.tokens_predicted')" = 7 ] || fail "/completion max_tokens 7: $(cat "$tmp/nmax")"
+pen=(--repeat-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.5)
+"$bin" run -m "$model" -p "$prompt" -n 40 --temp 0 -t 1 -c 256 --no-display-prompt "${pen[@]}" >"$tmp/refpen" 2>"$tmp/referr" || fail "loom run: $(cat "$tmp/referr")"
+cmp -s "$tmp/refpen" "$tmp/ref" && fail "the penalties do not change loom run's greedy text"
+req npen 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":40,\"temperature\":0,\"repeat_penalty\":1.3,\"presence_penalty\":0.5,\"frequency_penalty\":0.5}"
+json "$tmp/npen" 'j.content + "\n"' >"$tmp/npen.txt"
+cmp -s "$tmp/npen.txt" "$tmp/refpen" || fail "penalties: /completion differs from loom run: $(cat "$tmp/npen.txt") vs $(cat "$tmp/refpen")"
+# next_tok FILE EXPR: the first generated token: the prompt's tokens, then those of the text EXPR in FILE
+n_ptok=$(node -e 'console.log(JSON.parse(process.argv[1]).length)' "$toks")
+next_tok() {
+  req nexttok 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":$(json "$1" "JSON.stringify(\"$prompt\" + $2)")}"
+  json "$tmp/nexttok" "j.tokens[$n_ptok]"
+}
+t0=$(next_tok "$tmp/native" j.content)
+req force 200 "${auth[@]}" "$url/tokenize" -d '{"content":" dragon"}'
+tf=$(json "$tmp/force" 'j.tokens[0]')
+for form in "{\"$t0\":-100}" "[[$t0,false]]"; do
+  req ban 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"n_predict\":1,\"temperature\":0,\"logit_bias\":$form}"
+  tb=$(next_tok "$tmp/ban" j.content)
+  [ -n "$tb" ] && [ "$tb" != "$t0" ] || fail "logit_bias $form: token $t0 still sampled: $(cat "$tmp/ban")"
+done
+req forced 200 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"$prompt\",\"max_tokens\":1,\"temperature\":0,\"logit_bias\":{\"$tf\":100}}"
+[ "$(next_tok "$tmp/forced" 'j.choices[0].text')" = "$tf" ] || fail "logit_bias {$tf: 100}: $(cat "$tmp/forced")"
+for bad in '"frequency_penalty":"x"' '"presence_penalty":[1]' '"repeat_penalty":0' '"logit_bias":{"abc":1}' '"logit_bias":[[1]]' '"logit_bias":{"99999":1}'; do
+  req epen 400 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"x\",$bad}"; err_ok epen 400
+  f=${bad%%\":*}; f=${f#\"}
+  case "$(json "$tmp/epen" 'j.error.message')" in *"'$f'"*) ;; *) fail "the message for $bad does not name $f: $(cat "$tmp/epen")" ;; esac
+done
+
 # counts and seeds are integers: a fraction is refused, naming the field
 for f in max_tokens seed top_k; do
   req "efrac_$f" 400 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":\"x\",\"$f\":2.5}"; err_ok "efrac_$f" 400
   case "$(json "$tmp/efrac_$f" 'j.error.message')" in *"'$f'"*) ;; *) fail "the message for $f 2.5 does not name it: $(cat "$tmp/efrac_$f")" ;; esac
 done
+# integer bounds are written as integers; the seed's are loom run's
+req ebig 400 "${auth[@]}" "$url/completion" -d '{"prompt":"x","max_tokens":2e9}'
+case "$(json "$tmp/ebig" 'j.error.message')" in *"'max_tokens' must be an integer in [-1, 1073741824]") ;; *) fail "max_tokens 2e9: $(cat "$tmp/ebig")" ;; esac
+req eseed 400 "${auth[@]}" "$url/completion" -d '{"prompt":"x","seed":-2}'
+case "$(json "$tmp/eseed" 'j.error.message')" in *"'seed' must be an integer in [-1, 18446744073709551614]") ;; *) fail "seed -2: $(cat "$tmp/eseed")" ;; esac
+"$bin" run -m "$model" -p x -n 1 --seed 18446744073709551615 2>&1 | grep -q "0..18446744073709551614" || fail "loom run's --seed bound is not the server's"
 req efrac_chat 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}],"max_completion_tokens":1.5}'
 err_ok efrac_chat 400
 # OpenAI's content parts: the text parts, concatenated, are the message (the greedy reply equals the
@@ -173,6 +220,31 @@ evald=$(( $(sed -n 's/^loom:prompt_tokens_total //p' "$tmp/m1") - $(sed -n 's/^l
 [ "$(json "$tmp/c2" 'j.choices[0].message.content')" = "$(json "$tmp/c3" 'j.choices[0].message.content')" ] || fail "cache_prompt changed the reply"
 [ "$(json "$tmp/c3" 'j.timings.cache_n')" = 0 ] || fail "a request without cache_prompt used the cache"
 
+# more clients holding connections at once than the server takes (240): those past it get a 503 at
+# once (the error JSON), the others wait; once they leave, the server serves again
+node -e '
+const u = new URL(process.argv[1]), n = 300, socks = [], outs = new Array(n).fill("");
+for (let i = 0; i < n; i++) {
+  const s = require("net").connect(+u.port, u.hostname, () => s.write("GET /health HTTP/1.1\r\nHost: x\r\n"));
+  s.on("data", (d) => outs[i] += d); s.on("error", () => {}); socks.push(s);
+}
+setTimeout(() => {
+  let busy = 0, bad = 0;
+  for (const o of outs) {
+    if (!o) continue;
+    const i = o.indexOf("\r\n\r\n");
+    try { if (o.startsWith("HTTP/1.1 503") && JSON.parse(o.slice(i + 4)).error.code === 503) { busy++; continue; } } catch (x) {}
+    bad++;
+  }
+  console.log(`${busy} ${bad}`);
+  for (const s of socks) s.destroy();
+}, 3000);' "$url" >"$tmp/conns"
+read -r n_busy n_bad <"$tmp/conns"
+[ "${n_busy:-0}" -ge 60 ] && [ "${n_bad:-1}" = 0 ] || fail "300 connections held: $n_busy answered 503 (want >= 60), $n_bad other answers"
+back=
+for i in $(seq 50); do curl -s -m 2 "$url/health" | grep -q '"ok"' && { back=1; break; }; sleep 0.1; done
+[ -n "$back" ] || fail "the server did not serve again after 300 connections held at once"
+
 # metrics count what was done
 req metrics 200 "${auth[@]}" "$url/metrics"
 grep -q '^loom:tokens_predicted_total [1-9]' "$tmp/metrics" && grep -q '^loom:prompt_tokens_total [1-9]' "$tmp/metrics" &&
@@ -215,12 +287,31 @@ for i in $(seq 100); do [ -s "$tmp/long2" ] && break; sleep 0.1; done
 stop_server
 wait "$bg" 2>/dev/null; bg=
 
+# an IPv6 literal in the URL printed is in brackets
+{
+  "$bin" serve -m "$model" --host ::1 --port 0 -t 1 2>"$tmp/v6" &
+  v6pid=$!
+  for i in $(seq 50); do grep -q listening "$tmp/v6" && break; kill -0 $v6pid 2>/dev/null || break; sleep 0.1; done
+  if grep -q listening "$tmp/v6"; then
+    u6=$(grep -o 'http://\[::1\]:[0-9]*' "$tmp/v6")
+    [ -n "$u6" ] && curl -s -g -m 5 "$u6/health" | grep -q '"ok"' || fail "--host ::1: $(cat "$tmp/v6")"
+  else
+    grep -q "cannot listen" "$tmp/v6" || fail "--host ::1: $(cat "$tmp/v6")" # a machine without IPv6
+  fi
+  kill -TERM $v6pid 2>/dev/null; wait $v6pid 2>/dev/null
+}
+
 # bad flags: one line, exit 1
 "$bin" serve -m "$model" -np 0 2>"$tmp/np" && fail "-np 0 accepted"
 [ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 0: $(cat "$tmp/np")"
 timeout 20 "$bin" serve -m "$model" --port 0 -c 8 -np 8 2>"$tmp/npc"
 rc=$?
 [ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
+# a KV cache that does not fit (a sim device of 32 MiB): the one line, naming -c, before any port is opened
+timeout 20 env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" serve -m "$model" --port 0 -c 80000 -ngl 99 2>"$tmp/kvbig"
+rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c '^loom serve' "$tmp/kvbig")" = 1 ] && grep -q "^loom serve: cannot allocate the KV cache .*(use a smaller -c)$" "$tmp/kvbig" &&
+  ! grep -q listening "$tmp/kvbig" || fail "a KV cache too large: exit $rc: $(cat "$tmp/kvbig")"
 "$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
 grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
 
