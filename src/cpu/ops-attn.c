@@ -225,15 +225,14 @@ static void fa_begin(const struct cpu_params * p, const struct loom_tensor * dst
     }
 }
 
-/* Adds KV cells [t0, t0 + nt) (nt <= FA_TILE) of KV head hk to the columns [c0, c0 + nc) in 'st'. */
-static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
-                    int64_t hk, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l, const struct fa_state * st) {
-    const struct loom_tensor * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+/* The mask values of KV cells [t0, t0 + nt) for the columns [c0, c0 + nc) of KV head hk into l->m
+ * (zeros without a mask), and per column whether any cell is not masked out. Returns whether any
+ * column is live: a tile that every column masks out entirely is not read at all. */
+static bool fa_tile_mask(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
+                         int64_t hk, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l, bool * live) {
+    const struct loom_tensor * mask = dst->src[3];
     const struct cpu_vec * vec = p->vec;
-    const int64_t Dk = pl->Dk, Dvk = pl->Dvk;
-    const int dmr = vec->dot_mr, dnr = vec->dot_nr;
-    /* mask values of the tile; a tile every column masks out entirely is not read at all */
-    bool live[FA_COLS], any = false;
+    bool any = false;
     for (int c = 0; c < nc; c++) {
         float * mc = l->m + c * FA_TILE;
         live[c] = true;
@@ -259,7 +258,18 @@ static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst,
         }
         any = any || live[c];
     }
-    if (!any) return;
+    return any;
+}
+
+/* Adds KV cells [t0, t0 + nt) (nt <= FA_TILE) of KV head hk to the columns [c0, c0 + nc) in 'st'. */
+static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
+                    int64_t hk, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l, const struct fa_state * st) {
+    const struct loom_tensor * k = dst->src[1], * v = dst->src[2];
+    const struct cpu_vec * vec = p->vec;
+    const int64_t Dk = pl->Dk, Dvk = pl->Dvk;
+    const int dmr = vec->dot_mr, dnr = vec->dot_nr;
+    bool live[FA_COLS];
+    if (!fa_tile_mask(p, dst, pl, b, hk, c0, nc, t0, nt, l, live)) return;
     /* scores: the tile's K rows against every column's query */
     enum cpu_wtype wk;
     size_t ldk;
@@ -319,33 +329,13 @@ static bool fa_heads_at_once(const struct loom_tensor * dst, const struct fa_pla
  * same bits. */
 static void fa_tile_heads(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
                           int64_t hk0, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l) {
-    const struct loom_tensor * k = dst->src[1], * v = dst->src[2], * mask = dst->src[3];
+    const struct loom_tensor * k = dst->src[1], * v = dst->src[2];
     const struct cpu_vec * vec = p->vec;
     const int64_t Dk = pl->Dk, Dvk = pl->Dvk, hb = pl->hb;
     const int dmr = vec->dot_mr, dnr = vec->dot_nr;
-    /* mask values of the tile, one row per column: the same for every head (mask ne[2] == 1) */
-    bool live[FA_COLS], any = false;
-    for (int c = 0; c < nc; c++) {
-        float * mc = l->m + c * FA_TILE;
-        live[c] = true;
-        if (mask) {
-            int64_t iq, h;
-            col_coords(pl, hk0, c0 + c, &iq, &h);
-            if (c > 0 && (c0 + c) % pl->group != 0) { /* the same query as column c - 1 */
-                memcpy(mc, mc - FA_TILE, (size_t)nt * sizeof(float));
-                live[c] = live[c - 1];
-                any = any || live[c];
-                continue;
-            }
-            lcpu_to_f32(vec, mask->type, cpu_elem(mask, t0, iq, 0, b % mask->ne[3]), mask->nb[0], mc, nt);
-            live[c] = false;
-            for (int t = 0; t < nt && !live[c]; t++) live[c] = mc[t] != -INFINITY;
-        } else {
-            memset(mc, 0, (size_t)nt * sizeof(float));
-        }
-        any = any || live[c];
-    }
-    if (!any) return;
+    /* the mask is the same for every head (mask ne[2] == 1): head hk0's rows serve them all */
+    bool live[FA_COLS];
+    if (!fa_tile_mask(p, dst, pl, b, hk0, c0, nc, t0, nt, l, live)) return;
     const enum cpu_wtype wk = row_wtype(k->type), wv = row_wtype(v->type);
     const size_t ldk = k->nb[1], ldv = v->nb[1];
     /* scores, a block of dmr cells of every head at a time */
