@@ -278,11 +278,8 @@ static void run_case(const struct arch_case * c) {
         free(dev);
     }
     struct file f = {0};
-    FILE * fp = fopen(FILE_OUT, "rb");
-    long size = 0;
-    if (fp && fseek(fp, 0, SEEK_END) == 0) size = ftell(fp);
-    if (ok && fp && size > 0 && (f.bytes = malloc((size_t)size)) && fseek(fp, 0, SEEK_SET) == 0 &&
-        fread(f.bytes, 1, (size_t)size, fp) == (size_t)size && loom_gguf_open(FILE_OUT, &f.g, NULL, 0) == LOOM_OK) {
+    size_t size = 0;
+    if (ok && (f.bytes = test_read_file(FILE_OUT, &size)) != NULL && size > 0 && loom_gguf_open(FILE_OUT, &f.g, NULL, 0) == LOOM_OK) {
         CHECK(hp.arch == c->arch && hp.rope_scaling == (c->scaling == LOOM_ROPE_SCALING_NONE ? LOOM_ROPE_SCALING_LINEAR : c->scaling),
               "%s: arch %d scaling %d read back", c->what, hp.arch, hp.rope_scaling);
         struct rope_ref rr = {.neox = c->arch == LOOM_ARCH_QWEN2, .base = c->base > 0 ? c->base : 10000.0,
@@ -308,7 +305,6 @@ static void run_case(const struct arch_case * c) {
             CHECK(e2 > 1e-4, "%s: a reference without the scaling is only %.3g away", c->what, e2);
         }
     }
-    if (fp) fclose(fp);
     loom_gguf_free(f.g);
     free(f.bytes);
     free(got);

@@ -44,22 +44,6 @@ static void log_reset(void) {
 
 /* ---------------------------------------------------------------- files */
 
-static uint8_t * read_all(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * p = malloc(n > 0 ? (size_t)n : 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return p;
-}
-
 static bool write_all(const char * path, const void * p, size_t n) {
     FILE * f = fopen(path, "wb");
     if (!f) return false;
@@ -83,8 +67,8 @@ static void compare_with_reference(const char * ours_path, const char * theirs_p
     CHECK(loom_gguf_open(ours_path, &a, err, sizeof err) == LOOM_OK, "open ours: %s", err);
     CHECK(loom_gguf_open(theirs_path, &b, err, sizeof err) == LOOM_OK, "open reference: %s", err);
     size_t na = 0, nb = 0;
-    uint8_t * fa = read_all(ours_path, &na);
-    uint8_t * fb = read_all(theirs_path, &nb);
+    uint8_t * fa = test_read_file(ours_path, &na);
+    uint8_t * fb = test_read_file(theirs_path, &nb);
     if (!a || !b || !fa || !fb) goto done;
     CHECK(loom_gguf_n_tensors(a) == 47 && loom_gguf_n_tensors(b) == 48, "tensor counts %lld, %lld (5 layers x 9 + embd + norm; + output)",
           (long long)loom_gguf_n_tensors(a), (long long)loom_gguf_n_tensors(b));
@@ -248,8 +232,8 @@ static void test_output_is_input(const uint8_t * ckpt, size_t size, const uint8_
         CHECK(strstr(last_err, "input") != NULL, "says why: %s", last_err);
     }
     size_t n1 = 0, n2 = 0;
-    uint8_t * a = read_all(c, &n1);
-    uint8_t * b = read_all(t, &n2);
+    uint8_t * a = test_read_file(c, &n1);
+    uint8_t * b = test_read_file(t, &n2);
     CHECK(a && n1 == size && !memcmp(a, ckpt, size), "checkpoint unchanged");
     CHECK(b && n2 == tok_size && !memcmp(b, tok, tok_size), "tokenizer unchanged");
     CHECK(!test_dir_has_temp(dir), "no temporary file");
@@ -264,8 +248,8 @@ int main(void) {
     snprintf(big_tok, sizeof big_tok, "%s", test_model_path("tokenizer.bin"));
     snprintf(ref, sizeof ref, "%s", test_model_path("stories260K-llamacpp.gguf"));
     size_t size = 0, tok_size = 0;
-    uint8_t * ck = read_all(ckpt, &size);
-    uint8_t * tk = read_all(tok, &tok_size);
+    uint8_t * ck = test_read_file(ckpt, &size);
+    uint8_t * tk = test_read_file(tok, &tok_size);
     if (!ck || !tk || !exists(ref)) {
         free(ck);
         free(tk);

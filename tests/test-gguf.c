@@ -104,18 +104,6 @@ static void fill(struct loom_gguf_writer * w, unsigned data_mask) {
 
 /* ---------------------------------------------------------------- checks on the read side */
 
-static uint8_t * read_all(const char * path, size_t * size) {
-    FILE * f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t * b = malloc((size_t)n + 1);
-    *size = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
-
 static uint64_t le64(const uint8_t * p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
@@ -205,7 +193,7 @@ static void check_tensors(const struct loom_gguf * g, const uint8_t * file, size
 /* Opens 'path' both ways and checks everything, including the raw header bytes. */
 static void check_file(const char * path, uint32_t align) {
     size_t size = 0;
-    uint8_t * file = read_all(path, &size);
+    uint8_t * file = test_read_file(path, &size);
     CHECK(file && size > 24, "read %s", path);
     if (!file) return;
     CHECK(!memcmp(file, "GGUF", 4) && file[4] == 3 && !file[5] && !file[6] && !file[7], "magic and version 3");
@@ -377,13 +365,13 @@ static void test_protect(const char * input) {
     CHECK(loom_gguf_open(input, &g, err, sizeof err) == LOOM_OK, "open: %s", err);
     if (!g) return;
     size_t before = 0;
-    uint8_t * orig = read_all(input, &before);
+    uint8_t * orig = test_read_file(input, &before);
     struct loom_gguf_writer * w = loom_gguf_writer_new();
     for (int64_t i = 0; i < loom_gguf_n_kv(g); i++) CHECK(loom_gguf_writer_copy_kv(w, g, i) == LOOM_OK, "copy %lld", (long long)i);
     CHECK(loom_gguf_writer_n_kv(w) == loom_gguf_n_kv(g), "all keys copied");
     CHECK(loom_gguf_writer_write_file(w, input, err, sizeof err) == LOOM_ERR_INVALID_ARG, "must refuse to replace the input");
     size_t after = 0;
-    uint8_t * now = read_all(input, &after);
+    uint8_t * now = test_read_file(input, &after);
     CHECK(orig && now && before == after && !memcmp(orig, now, before), "input unchanged");
     /* the copy written elsewhere round-trips the metadata */
     const char * copy = DIR_OUT "/copy.gguf";
@@ -437,10 +425,10 @@ static void test_output_kinds(void) {
     CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO is still a FIFO");
     CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the symlink is still a symlink");
     size_t n = 0;
-    uint8_t * t = read_all(target, &n);
+    uint8_t * t = test_read_file(target, &n);
     CHECK(t && n == 6 && !memcmp(t, "target", 6), "the link's target is unchanged");
     free(t);
-    t = read_all(ro, &n);
+    t = test_read_file(ro, &n);
     CHECK(t && n == 9 && !memcmp(t, "read-only", 9), "the read-only file is unchanged");
     free(t);
     CHECK(lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode), "the directory is still a directory");
