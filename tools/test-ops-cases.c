@@ -45,6 +45,27 @@ static void set_ne(int64_t * dst, int64_t a, int64_t b, int64_t c, int64_t d) {
     dst[3] = d;
 }
 
+/* 'c' once for each pair of source layouts in 'pairs[n]'. */
+static void push_layouts(struct test_case_list * l, struct test_case c, const enum test_layout (*pairs)[2], size_t n) {
+    for (size_t pi = 0; pi < n; pi++) {
+        c.layout[0] = pairs[pi][0];
+        c.layout[1] = pairs[pi][1];
+        push(l, &c);
+    }
+}
+
+/* The --perf cases of a 4096 x 4096 weight of 'type' times F32 columns: one column (decode) and
+ * 512 (a prompt batch). */
+static void push_mul_mat_perf(struct test_case_list * l, enum loom_type type) {
+    static const int64_t perf_n[] = {1, 512};
+    for (int pn = 0; pn < 2; pn++) {
+        struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {type, LOOM_TYPE_F32}, .perf_only = true};
+        set_ne(c.ne[0], 4096, 4096, 1, 1);
+        set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
+        push(l, &c);
+    }
+}
+
 /* ---------------------------------------------------------------- per op */
 
 static void cases_get_rows(struct test_case_list * l) {
@@ -114,26 +135,12 @@ static void cases_mul_mat(struct test_case_list * l) {
     };
     for (int t = 0; t < N_FLOAT_TYPES; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
-                struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2};
-                c.type[0] = float_types[t];
-                c.type[1] = LOOM_TYPE_F32;
-                set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][3], shapes[s][4]);
-                set_ne(c.ne[1], shapes[s][0], shapes[s][2], shapes[s][5], shapes[s][6]);
-                c.layout[0] = pairs[pi][0];
-                c.layout[1] = pairs[pi][1];
-                push(l, &c);
-            }
+            struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {float_types[t], LOOM_TYPE_F32}};
+            set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][3], shapes[s][4]);
+            set_ne(c.ne[1], shapes[s][0], shapes[s][2], shapes[s][5], shapes[s][6]);
+            push_layouts(l, c, pairs, sizeof pairs / sizeof pairs[0]);
         }
-        static const int64_t perf_n[] = {1, 512};
-        for (int pn = 0; pn < 2; pn++) {
-            struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .perf_only = true};
-            c.type[0] = float_types[t];
-            c.type[1] = LOOM_TYPE_F32;
-            set_ne(c.ne[0], 4096, 4096, 1, 1);
-            set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
-            push(l, &c);
-        }
+        push_mul_mat_perf(l, float_types[t]);
     }
 }
 
@@ -165,13 +172,7 @@ static void cases_mul_mat_quant(struct test_case_list * l) {
                 push(l, &c);
             }
         }
-        static const int64_t perf_n[] = {1, 512};
-        for (int pn = 0; pn < 2; pn++) {
-            struct test_case c = {.op = LOOM_OP_MUL_MAT, .n_src = 2, .type = {quant_types[t], LOOM_TYPE_F32}, .perf_only = true};
-            set_ne(c.ne[0], 4096, 4096, 1, 1);
-            set_ne(c.ne[1], 4096, perf_n[pn], 1, 1);
-            push(l, &c);
-        }
+        push_mul_mat_perf(l, quant_types[t]);
     }
 }
 
@@ -185,16 +186,10 @@ static void cases_binary(struct test_case_list * l, enum loom_op op) {
     };
     for (int t = 0; t < N_FLOAT_TYPES; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
-                struct test_case c = {.op = op, .n_src = 2};
-                c.type[0] = float_types[t];
-                c.type[1] = LOOM_TYPE_F32;
-                set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
-                set_ne(c.ne[1], shapes[s][4], shapes[s][5], shapes[s][6], shapes[s][7]);
-                c.layout[0] = pairs[pi][0];
-                c.layout[1] = pairs[pi][1];
-                push(l, &c);
-            }
+            struct test_case c = {.op = op, .n_src = 2, .type = {float_types[t], LOOM_TYPE_F32}};
+            set_ne(c.ne[0], shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            set_ne(c.ne[1], shapes[s][4], shapes[s][5], shapes[s][6], shapes[s][7]);
+            push_layouts(l, c, pairs, sizeof pairs / sizeof pairs[0]);
         }
     }
     struct test_case big = {.op = op, .n_src = 2, .type = {LOOM_TYPE_F32, LOOM_TYPE_F32}, .perf_only = true};
