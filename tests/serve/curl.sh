@@ -259,31 +259,34 @@ grep -q "^warning: the context of 32768 tokens is larger than the model's traini
   fail "no warning for -c 32768: $(cat "$tmp/log2")"
 grep -q -- "-ngl" "$tmp/log2" && fail "-ngl auto without a device: $(cat "$tmp/log2")"
 long_req='{"prompt":"Once","n_predict":30000,"ignore_eos":true,"stream":true}'
-curl -s -N "$url/completion" -d "$long_req" >"$tmp/long" &
-bg=$!
-for i in $(seq 100); do [ -s "$tmp/long" ] && break; sleep 0.1; done
-[ -s "$tmp/long" ] || fail "the long stream sent nothing"
+# long_stream FILE: the long request streamed into FILE in the background (its pid in 'bg'), once
+# it has sent something (10 s at most); false when it has not
+long_stream() {
+  curl -s -N "$url/completion" -d "$long_req" >"$1" &
+  bg=$!
+  local i
+  for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+  return 1
+}
+# slot_freed: true once the metrics show no request processing (10 s at most)
+slot_freed() {
+  local i
+  for i in $(seq 100); do
+    curl -s "$url/metrics" | grep -q '^loom:requests_processing 0' && return 0
+    sleep 0.1
+  done
+  return 1
+}
+long_stream "$tmp/long" || fail "the long stream sent nothing"
 req busy 503 "$url/completion" -d '{"prompt":"Once","n_predict":4}'; err_ok busy 503
 kill "$bg"; wait "$bg" 2>/dev/null; bg=
-freed=
-for i in $(seq 100); do
-  curl -s "$url/metrics" | grep -q '^loom:requests_processing 0' && { freed=1; break; }
-  sleep 0.1
-done
-[ -n "$freed" ] || fail "the slot was not freed after the client disconnected"
+slot_freed || fail "the slot was not freed after the client disconnected"
 req after 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
 # so does a client that gives up waiting for a whole (not streamed) answer
 curl -s -m 1 "$url/completion" -d "${long_req/true,\"stream\":true/true}" >/dev/null
-freed=
-for i in $(seq 100); do
-  curl -s "$url/metrics" | grep -q '^loom:requests_processing 0' && { freed=1; break; }
-  sleep 0.1
-done
-[ -n "$freed" ] || fail "the slot was not freed after a non-streaming client disconnected"
+slot_freed || fail "the slot was not freed after a non-streaming client disconnected"
 req after2 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
-curl -s -N "$url/completion" -d "$long_req" >"$tmp/long2" &
-bg=$!
-for i in $(seq 100); do [ -s "$tmp/long2" ] && break; sleep 0.1; done
+long_stream "$tmp/long2"
 stop_server
 wait "$bg" 2>/dev/null; bg=
 
