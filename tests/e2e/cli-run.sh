@@ -10,18 +10,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# exactly one line on stderr matching PATTERN, exit status 1
-expect_fail() {
-  local what=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-  local rc=$? lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -q -- "$want" "$tmp/err"; then
-    fail "$what: exit $rc, $lines stderr lines (want '$want'): $(head -3 "$tmp/err")"
-  else
-    echo "ok: $what: $(cat "$tmp/err")"
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 # rc 1 and one error line matching PATTERN, the last on stderr (load details may come before it)
 expect_error() {
   local what=$1 want=$2; shift 2

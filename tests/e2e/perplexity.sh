@@ -52,17 +52,7 @@ ppl4=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/out4")
 grep -q "^warning: the context of 200 tokens is larger than the model's training context of 128" "$tmp/err5" &&
   echo "ok: -c 200 warned" || { echo "FAIL: no warning for -c 200 past 128: $(cat "$tmp/err5")"; fails=$((fails + 1)); }
 ! grep -q "^warning" "$tmp/err" || { echo "FAIL: a warning for -c 128 of 2048: $(cat "$tmp/err")"; fails=$((fails + 1)); }
-expect_fail() {
-  local what=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-  local rc=$? lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -q -- "$want" "$tmp/err"; then
-    echo "FAIL: $what: exit $rc, $lines stderr lines (want '$want'):"; head -5 "$tmp/err"; fails=$((fails + 1))
-  else
-    echo "ok: $what: $(cat "$tmp/err")"
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 head -c 300 "$text" >"$tmp/short.txt"
 expect_fail "no -f" "no text given" "$bin" perplexity -m "$model" -c 128
 expect_fail "no -m" "no model given" "$bin" perplexity -f "$text"
