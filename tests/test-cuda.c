@@ -760,6 +760,24 @@ static bool run_allocated_layer_t(loom_backend_t be, int64_t n_past, struct laye
     return ok;
 }
 
+/* Values of 'got' off those of 'want' (two runs of the allocated layer): its first 'n_out' F32
+ * values (the result) by more than 'tol_out', the F16 caches after them by more than 'tol_cache',
+ * each relative to 1 + |want|. */
+static size_t layer_diff(const struct layer_result * want, const struct layer_result * got, size_t n_out, float tol_out, float tol_cache) {
+    size_t bad = 0;
+    const float * a = (const float *)want->mem;
+    const float * b = (const float *)got->mem;
+    for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= tol_out * (1.0f + fabsf(a[i])));
+    for (size_t off = n_out * 4; off + 2 <= want->n; off += 2) {
+        uint16_t hw, hg;
+        memcpy(&hw, want->mem + off, 2);
+        memcpy(&hg, got->mem + off, 2);
+        const float fw = loom_fp16_to_fp32(hw), fg = loom_fp16_to_fp32(hg);
+        bad += !(fabsf(fw - fg) <= tol_cache * (1.0f + fabsf(fw)));
+    }
+    return bad;
+}
+
 /* The same for one token (a decode step). */
 static bool run_allocated_layer(loom_backend_t be, int64_t n_past, struct layer_result * res, enum loom_type wt) {
     return run_allocated_layer_t(be, n_past, res, wt, 1);
@@ -823,20 +841,10 @@ static void test_decode_allocated(void) {
                         run_allocated_layer(g_be, n_past, &got, LOOM_TYPE_F16) && run_allocated_layer(prof, n_past, &got_prof, LOOM_TYPE_F16);
         CHECK(ok, "allocated decode layer n_past %lld: compute", (long long)n_past);
         if (ok) {
-            size_t bad = 0;
-            const float * a = (const float *)want.mem;
-            const float * b = (const float *)got.mem;
-            const size_t n_out = 64; /* the F32 result comes first; the F16 caches after it */
-            for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-5f * (1.0f + fabsf(a[i])));
-            /* the caches: one F16 rounding step apart at most (unfused, the products read the MUL's
-             * stored result; fused, the norm's source scaled inside the products) */
-            for (size_t off = n_out * 4; off + 2 <= want.n; off += 2) {
-                uint16_t hw, hg;
-                memcpy(&hw, want.mem + off, 2);
-                memcpy(&hg, got.mem + off, 2);
-                const float fw = loom_fp16_to_fp32(hw), fg = loom_fp16_to_fp32(hg);
-                bad += !(fabsf(fw - fg) <= 1e-3f * (1.0f + fabsf(fw)));
-            }
+            /* the F32 result (64 values) comes first; the caches after it: one F16 rounding step
+             * apart at most (unfused, the products read the MUL's stored result; fused, the norm's
+             * source scaled inside the products) */
+            size_t bad = layer_diff(&want, &got, 64, 1e-5f, 1e-3f);
             bad += got_prof.n != got.n || memcmp(got.mem, got_prof.mem, got.n) != 0; /* the profiled run: same kernels */
             CHECK(bad == 0, "allocated decode layer n_past %lld: %zu values differ from one launch per product", (long long)n_past, bad);
         }
@@ -883,18 +891,7 @@ static void test_decode_quant(void) {
             const bool ok = run_allocated_layer_t(one, 9, &want, types[t], T) && run_allocated_layer_t(g_be, 9, &got, types[t], T);
             CHECK(ok, "allocated decode layer %s T%lld: compute", loom_type_name(types[t]), (long long)T);
             if (ok) {
-                size_t bad = 0;
-                const float * a = (const float *)want.mem;
-                const float * b = (const float *)got.mem;
-                const size_t n_out = (size_t)(g_decode_d * T); /* the F32 result, then the F16 caches */
-                for (size_t i = 0; i < n_out; i++) bad += !(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(a[i])));
-                for (size_t off = n_out * 4; off + 2 <= want.n; off += 2) {
-                    uint16_t hw, hg;
-                    memcpy(&hw, want.mem + off, 2);
-                    memcpy(&hg, got.mem + off, 2);
-                    const float fw = loom_fp16_to_fp32(hw), fg = loom_fp16_to_fp32(hg);
-                    bad += !(fabsf(fw - fg) <= 2e-3f * (1.0f + fabsf(fw)));
-                }
+                const size_t bad = layer_diff(&want, &got, (size_t)(g_decode_d * T), 1e-4f, 2e-3f); /* the F32 result, then the F16 caches */
                 CHECK(bad == 0, "allocated decode layer %s T%lld: %zu values differ from one launch per product", loom_type_name(types[t]),
                       (long long)T, bad);
             }
