@@ -48,22 +48,10 @@ for s in $steps; do
     "$NEW/loom" convert-llama2c --model "$MODELS/stories260K.bin" --tokenizer "$MODELS/tok512.bin" -o /tmp/s260.gguf 2>/dev/null
     timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$NEW/loom" run -m /tmp/s260.gguf -p "Once upon a time" -n 24 --temp 0 \
       -ngl 99 -fa on > "$DEST/memcheck-run.log" 2>&1; log "memcheck loom run -fa on rc=$?: $(grep "ERROR SUMMARY" "$DEST/memcheck-run.log")"
-    mkdir -p /tmp/dec-e2e; n=0
-    for m in /tmp/s260.gguf "$MODELS/stories260K-llamacpp.gguf"; do
-      for ngl in 0 3 99; do
-        for fa in on off; do
-          for mode in prompt noprompt; do
-            n=$((n+1))
-            ( if bash tests/e2e/greedy.sh "$NEW/loom" "$m" "$MODELS/stories260K-greedy.txt" $mode -t 2 -ngl $ngl -fa $fa > /tmp/dec-e2e/$n.log 2>&1; then
-                echo ok > /tmp/dec-e2e/$n.res; else echo "FAIL: $m ngl $ngl fa $fa $mode" > /tmp/dec-e2e/$n.res; fi ) & W="$W $!"
-            while [ "$(jobs -r | wc -l)" -ge 10 ]; do sleep 0.1; done
-          done
-        done
-      done
-    done
+    JOBS=8 bash bench/greedy-grid.sh "$NEW/loom" "$MODELS" /tmp/dec-e2e "0 3 99" "-fa on" "-fa off" > "$DEST/greedy.log" 2>&1
     wait $W
-    grep -h FAIL /tmp/dec-e2e/*.res | head
-    log "NEW e2e greedy: $(grep -l '^ok' /tmp/dec-e2e/*.res | wc -l) identical of $n"
+    head -n -1 "$DEST/greedy.log" | head -20
+    log "NEW e2e greedy: $(tail -1 "$DEST/greedy.log")"
     log "NEW test-cuda: $(tail -1 "$DEST/test-cuda.log")"; grep -E "op cases|all checks|check\(s\) failed" "$DEST/test-cuda.log"
     grep "check failed" "$DEST/test-cuda.log" | cut -c1-200 | head -8
     for w in new $VNAMES; do

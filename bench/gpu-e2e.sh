@@ -37,23 +37,9 @@ for s in $steps; do
     grep -E "FAIL|passed" "$DEST/test-ops.log" | head -20 ;;
   e2e)
     $B/loom convert-llama2c --model "$MODELS/stories260K.bin" --tokenizer "$MODELS/tok512.bin" -o /tmp/s260.gguf 2>/dev/null
-    rm -rf /tmp/e2e; mkdir -p /tmp/e2e; n=0
-    for m in /tmp/s260.gguf "$MODELS/stories260K-llamacpp.gguf"; do
-      for ngl in 0 1 2 3 4 5; do
-        for extra in "" "--no-mmap" "--no-host-copy"; do
-          for mode in prompt noprompt; do
-            n=$((n+1))
-            ( if bash tests/e2e/greedy.sh $B/loom "$m" "$MODELS/stories260K-greedy.txt" $mode -t 2 -ngl $ngl $extra > /tmp/e2e/$n.log 2>&1; then
-                echo ok > /tmp/e2e/$n.res; else echo "FAIL: $m ngl $ngl $extra $mode" > /tmp/e2e/$n.res; fi ) &
-            while [ "$(jobs -r | wc -l)" -ge 8 ]; do sleep 0.1; done
-          done
-        done
-      done
-    done
-    wait
-    ok=$(grep -l '^ok' /tmp/e2e/*.res | wc -l); bad=$(grep -h FAIL /tmp/e2e/*.res | wc -l)
-    grep -h FAIL /tmp/e2e/*.res | head; for f in $(grep -l FAIL /tmp/e2e/*.res | head -2); do head -12 "${f%.res}.log"; done
-    log "e2e greedy on CUDA0: $ok identical, $bad different (of $n)"
+    bash bench/greedy-grid.sh $B/loom "$MODELS" /tmp/e2e "0 1 2 3 4 5" "" "--no-mmap" "--no-host-copy" > /tmp/e2e.txt 2>&1
+    head -n -1 /tmp/e2e.txt
+    log "e2e greedy on CUDA0: $(tail -1 /tmp/e2e.txt)"
     $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 252 --temp 0 -c 512 -ngl 5 2>&1 >/dev/null | tail -3 ;;
   sanitize)
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom run -m /tmp/s260.gguf -p "Once upon a time" -n 24 --temp 0 -ngl 5 > "$DEST/memcheck.log" 2>&1

@@ -61,22 +61,10 @@ for s in $steps; do
     ( timeout 200 $B/loom test-ops -b CUDA0 > "$DEST/test-ops.log" 2>&1; echo "rc=$?" >> "$DEST/test-ops.log" ) &
     ( timeout 200 $B/test-cuda > "$DEST/test-cuda.log" 2>&1; echo "rc=$?" >> "$DEST/test-cuda.log" ) &
     $B/loom convert-llama2c --model "$MODELS/stories260K.bin" --tokenizer "$MODELS/tok512.bin" -o /tmp/s260.gguf 2>/dev/null
-    mkdir -p /tmp/pp-e2e; n=0
-    for m in /tmp/s260.gguf "$MODELS/stories260K-llamacpp.gguf"; do
-      for ngl in 0 3 99; do
-        for fa in on off; do
-          for mode in prompt noprompt; do
-            n=$((n+1))
-            ( if bash tests/e2e/greedy.sh $B/loom "$m" "$MODELS/stories260K-greedy.txt" $mode -t 2 -ngl $ngl -fa $fa > /tmp/pp-e2e/$n.log 2>&1; then
-                echo ok > /tmp/pp-e2e/$n.res; else echo "FAIL: $m ngl $ngl fa $fa $mode" > /tmp/pp-e2e/$n.res; fi ) &
-            while [ "$(jobs -r | wc -l)" -ge 8 ]; do sleep 0.1; done
-          done
-        done
-      done
-    done
+    bash bench/greedy-grid.sh $B/loom "$MODELS" /tmp/pp-e2e "0 3 99" "-fa on" "-fa off" > /tmp/pp-e2e.txt 2>&1
     wait
-    grep -h FAIL /tmp/pp-e2e/*.res | head
-    log "NEW e2e greedy: $(grep -l '^ok' /tmp/pp-e2e/*.res | wc -l) identical of $n"
+    head -n -1 /tmp/pp-e2e.txt | head -20
+    log "NEW e2e greedy: $(tail -1 /tmp/pp-e2e.txt)"
     log "NEW test-ops -b CUDA0: $(tail -1 "$DEST/test-ops.log")"; grep -E "FAIL|passed" "$DEST/test-ops.log" | head -12
     log "NEW test-cuda: $(tail -1 "$DEST/test-cuda.log")"
     grep -E "op cases|memory tests|all checks|check\(s\) failed" "$DEST/test-cuda.log"; grep "check failed" "$DEST/test-cuda.log" | cut -c1-250 | head -20
