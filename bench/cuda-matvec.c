@@ -38,6 +38,17 @@ static double time_graph(struct loom_cgraph * g) {
     return m;
 }
 
+/* A buffer of the device's buffer type holding every tensor of 'ctx'; exits when it cannot be had. */
+static loom_backend_buffer_t alloc_tensors(struct loom_context * ctx) {
+    enum loom_status st;
+    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+    if (!buf) {
+        fprintf(stderr, "allocation failed: %s\n", loom_status_str(st));
+        exit(1);
+    }
+    return buf;
+}
+
 static void fill(struct loom_tensor * t, uint64_t seed) {
     size_t n = loom_nbytes(t);
     uint16_t * buf = malloc(n);
@@ -68,12 +79,7 @@ static double bench_mul_mat(enum loom_type type, int64_t K, int64_t M, int64_t N
         if (i < nodes) loom_build_forward_expand(g1, o);
         loom_build_forward_expand(g2, o);
     }
-    enum loom_status st;
-    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
-    if (!buf) {
-        fprintf(stderr, "allocation failed: %s\n", loom_status_str(st));
-        exit(1);
-    }
+    loom_backend_buffer_t buf = alloc_tensors(ctx);
     fill(w[0], 1);
     for (int i = 1; i < copies; i++) loom_backend_tensor_copy(w[0], w[i]);
     fill(x, 2);
@@ -97,12 +103,7 @@ static double bench_copy(int64_t n, int nodes) {
         if (i < nodes) loom_build_forward_expand(g1, o);
         loom_build_forward_expand(g2, o);
     }
-    enum loom_status st;
-    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
-    if (!buf) {
-        fprintf(stderr, "allocation failed: %s\n", loom_status_str(st));
-        exit(1);
-    }
+    loom_backend_buffer_t buf = alloc_tensors(ctx);
     fill(x, 3);
     double t1 = time_graph(g1), t2 = time_graph(g2);
     loom_backend_buffer_free(buf);
@@ -124,9 +125,7 @@ static double bench_tiny(int nodes) {
         if (i < nodes) loom_build_forward_expand(g1, y);
         loom_build_forward_expand(g2, y);
     }
-    enum loom_status st;
-    loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
-    if (!buf) exit(1);
+    loom_backend_buffer_t buf = alloc_tensors(ctx);
     fill(x, 4);
     double t1 = time_graph(g1), t2 = time_graph(g2);
     loom_backend_buffer_free(buf);
