@@ -192,6 +192,15 @@ static void run_step(struct model * m, loom_backend_t * backends, int n_backends
     loom_free(st.ctx);
 }
 
+/* run_step on a model made with 'place_of' (see model_init), freed after. */
+static void run_placed(loom_backend_buffer_type_t * bufts, const int * place_of, loom_backend_t * backends, int n_backends, int64_t n,
+                       float * out, const char * label) {
+    struct model m;
+    model_init(&m, bufts, place_of);
+    run_step(&m, backends, n_backends, n, out, label);
+    model_free(&m);
+}
+
 int main(void) {
     setenv("LOOM_ALLOC_CHECK", "1", 1);
     struct loom_sim_params p0 = loom_sim_default_params(), p1 = loom_sim_default_params();
@@ -209,25 +218,16 @@ int main(void) {
 
     /* memory for a full 256-token batch (planned only) */
     fprintf(stderr, "stories260K-shaped graph, batch %d:\n", N_CTX);
-    struct model m;
     int on_cpu[N_LAYER + 1] = {2, 2, 2, 2, 2, 2}, spread[N_LAYER + 1] = {0, 0, 1, 1, 2, 2};
-    model_init(&m, bufts, on_cpu);
-    run_step(&m, &bc, 1, N_CTX, NULL, "CPU only");
-    model_free(&m);
-    model_init(&m, bufts, spread);
-    run_step(&m, all, 3, N_CTX, NULL, "sim0 | sim1 | CPU");
-    model_free(&m);
+    run_placed(bufts, on_cpu, &bc, 1, N_CTX, NULL, "CPU only");
+    run_placed(bufts, spread, all, 3, N_CTX, NULL, "sim0 | sim1 | CPU");
 
     /* logits of a 24-token step: CPU only vs spread over three devices */
     int64_t n = 24;
     float * ref = malloc(VOCAB * (size_t)n * sizeof *ref), * got = malloc(VOCAB * (size_t)n * sizeof *got);
     fprintf(stderr, "batch %lld, computed:\n", (long long)n);
-    model_init(&m, bufts, on_cpu);
-    run_step(&m, &bc, 1, n, ref, "CPU only");
-    model_free(&m);
-    model_init(&m, bufts, spread);
-    run_step(&m, all, 3, n, got, "sim0 | sim1 | CPU");
-    model_free(&m);
+    run_placed(bufts, on_cpu, &bc, 1, n, ref, "CPU only");
+    run_placed(bufts, spread, all, 3, n, got, "sim0 | sim1 | CPU");
     CHECK(memcmp(ref, got, VOCAB * (size_t)n * sizeof *ref) == 0, "logits over three devices equal the CPU-only logits");
     bool finite = true;
     for (int64_t i = 0; i < VOCAB * n; i++) finite = finite && isfinite(ref[i]);
