@@ -50,37 +50,13 @@ static bool pair_before(const struct pair * a, const struct pair * b) {
     return a->rank != b->rank ? a->rank < b->rank : a->left < b->left;
 }
 
-static void heap_push(struct work * w, struct pair p) {
-    size_t i = w->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &w->heap[parent])) break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = p;
-}
-
-static struct pair heap_pop(struct work * w) {
-    struct pair top = w->heap[0], last = w->heap[--w->n_heap];
-    size_t i = 0, n = w->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && pair_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!pair_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n > 0) w->heap[i] = last;
-    return top;
-}
+#include "pair-heap.h"
 
 static void try_pair(const struct loom_vocab * v, struct work * w, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     int32_t lid = w->syms[l].id, rid = w->syms[r].id, rank, id;
     if (lid < 0 || rid < 0 || !loom_vocab_merge_find(v, lid, rid, &rank, &id)) return;
-    heap_push(w, (struct pair){rank, l, r, lid, rid, id});
+    pair_heap_push(w->heap, &w->n_heap, (struct pair){rank, l, r, lid, rid, id});
 }
 
 static bool work_reserve(struct work * w, size_t n) {
@@ -117,7 +93,7 @@ static enum loom_status encode_word(const struct loom_vocab * v, struct work * w
     w->n_heap = 0;
     for (size_t i = 0; i + 1 < n; i++) try_pair(v, w, (int32_t)i, (int32_t)i + 1);
     while (w->n_heap > 0) {
-        struct pair p = heap_pop(w);
+        struct pair p = pair_heap_pop(w->heap, &w->n_heap);
         struct sym * l = &w->syms[p.left], * r = &w->syms[p.right];
         if (l->id != p.lid || l->next != p.right || r->id != p.rid) continue; /* stale */
         l->id = p.id;

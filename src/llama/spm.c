@@ -36,31 +36,7 @@ static bool pair_before(const struct pair * a, const struct pair * b) {
     return a->left < b->left;
 }
 
-static void heap_push(struct bpe * b, struct pair p) {
-    size_t i = b->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &b->heap[parent])) break;
-        b->heap[i] = b->heap[parent];
-        i = parent;
-    }
-    b->heap[i] = p;
-}
-
-static struct pair heap_pop(struct bpe * b) {
-    struct pair top = b->heap[0], last = b->heap[--b->n_heap];
-    size_t i = 0, n = b->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && pair_before(&b->heap[c + 1], &b->heap[c])) c++;
-        if (!pair_before(&b->heap[c], &last)) break;
-        b->heap[i] = b->heap[c];
-        i = c;
-    }
-    if (n > 0) b->heap[i] = last;
-    return top;
-}
+#include "pair-heap.h"
 
 /* Pushes the pair (l, r) when their concatenation is a text piece. */
 static void try_pair(struct bpe * b, int32_t l, int32_t r) {
@@ -68,7 +44,7 @@ static void try_pair(struct bpe * b, int32_t l, int32_t r) {
     int32_t len = b->syms[l].len + b->syms[r].len;
     int32_t id = loom_vocab_find_text(b->v, b->text + b->syms[l].start, (size_t)len);
     if (id < 0) return;
-    heap_push(b, (struct pair){b->v->scores[id], l, len});
+    pair_heap_push(b->heap, &b->n_heap, (struct pair){b->v->scores[id], l, len});
 }
 
 static enum loom_status emit(const struct bpe * b, const struct sym * s, struct loom_tokbuf * out, bool * prev_unk) {
@@ -111,7 +87,7 @@ enum loom_status loom_spm_encode(const struct loom_vocab * v, const char * text,
     for (int32_t i = 0; i + 1 < n_syms; i++) try_pair(&b, i, i + 1);
 
     while (b.n_heap > 0) {
-        struct pair p = heap_pop(&b);
+        struct pair p = pair_heap_pop(b.heap, &b.n_heap);
         struct sym * l = &b.syms[p.left];
         if (l->len == 0 || l->next < 0) continue; /* stale */
         struct sym * r = &b.syms[l->next];
