@@ -12,8 +12,9 @@
  *    current ones are used, and keep a running maximum, sum and weighted values per column; the
  *    groups are merged by shuffles, the warps in shared memory. When the cells are
  *    split over several blocks (flash-decoding: Dao et al. 2023), each block leaves its partial
- *    maximum, sum and values in scratch and lc_fa_merge_kernel combines the spans in span order,
- *    so the result depends only on the shapes.
+ *    maximum, sum and values in scratch and lc_fa_merge_kernel combines the spans in span order
+ *    (a thread per span for the maxima and sums, then each value's spans read together), so the
+ *    result depends only on the shapes.
  *  - lc_fa_mma_kernel, for many columns with F16 K and V: tiles of 64 columns by 64 cells, q K^T and
  *    P V on the tensor cores (mma.sync m16n8k16, F32 accumulation) with the scores, probabilities and
  *    output in registers (FlashAttention-2's layout: Dao 2023); K and V tiles double-buffered with
@@ -372,9 +373,12 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
     }
 }
 
-/* grid (n_cblk * ncol, Hk * B): one column's spans combined in span order, each scaled by
- * exp(its maximum - the overall maximum). */
-__global__ void __launch_bounds__(128) lc_fa_merge_kernel(struct lc_fa_args a, int ncol) {
+/* grid (n_cblk * ncol, Hk * B), FA_MAX_SPLITS threads: one column's spans combined in span order,
+ * each scaled by exp(its maximum - the overall maximum). Thread s reads span s's maximum and sum
+ * and leaves its weight in shared memory; each thread then reads its values of every span 16 at a
+ * time, so the partials cost a few round trips to L2, not one or two per span (the merge sits
+ * between the attention and the next product of every layer). */
+__global__ void __launch_bounds__(FA_MAX_SPLITS) lc_fa_merge_kernel(struct lc_fa_args a, int ncol) {
     lc_pdl_trigger();
     lc_pdl_wait();
     const int cblk = blockIdx.x / ncol, c = blockIdx.x % ncol;
@@ -384,21 +388,39 @@ __global__ void __launch_bounds__(128) lc_fa_merge_kernel(struct lc_fa_args a, i
     const int64_t pf = a.Dv + 2;
     const float * p0 = a.part + (item0 * ncol + c) * pf;
     const int64_t stride = (int64_t)ncol * pf; /* from one split to the next */
-    float M = -INFINITY;
-    for (int s = 0; s < a.n_splits; s++) M = fmaxf(M, p0[s * stride]);
+    const int ns = a.n_splits, t = threadIdx.x, lane = t % 32, warp = t / 32;
+    constexpr int NW = FA_MAX_SPLITS / 32;
+    static_assert(FA_MAX_SPLITS % 32 == 0, "whole warps, a thread per span");
+    __shared__ float s_w[FA_MAX_SPLITS], s_red[NW];
+    const float ms = t < ns ? p0[t * stride] : -INFINITY, ls = t < ns ? p0[t * stride + 1] : 0.0f;
+    float M = ms;
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) s_red[warp] = M;
+    __syncthreads();
+    M = s_red[0];
+#pragma unroll
+    for (int w = 1; w < NW; w++) M = fmaxf(M, s_red[w]);
+    const float wt = ms == -INFINITY ? 0.0f : __expf(ms - M); /* every span masked: all 0 */
+    s_w[t] = wt;
+    float L = ls * wt;
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+    __syncthreads(); /* every thread has read the maxima */
+    if (lane == 0) s_red[warp] = L;
+    __syncthreads();
+    L = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; w++) L += s_red[w];
     int iq, h;
     fa_col(a, hk, cblk * ncol + c, iq, h);
     float * out = fa_out_row(a, iq, h, b);
-    for (int e = threadIdx.x; e < a.Dv; e += blockDim.x) {
-        float L = 0.0f, A = 0.0f;
-        if (M != -INFINITY) {
-            for (int s = 0; s < a.n_splits; s++) {
-                const float * pc = p0 + s * stride;
-                if (pc[0] == -INFINITY) continue;
-                const float f = __expf(pc[0] - M);
-                L += pc[1] * f;
-                A += pc[2 + e] * f;
-            }
+    for (int e = t; e < a.Dv; e += FA_MAX_SPLITS) {
+        float A = 0.0f;
+        for (int s0 = 0; s0 < ns; s0 += 16) {
+            float v[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++) v[j] = s0 + j < ns ? p0[(s0 + j) * stride + 2 + e] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < 16; j++) A += s0 + j < ns ? s_w[s0 + j] * v[j] : 0.0f;
         }
         out[e] = L > 0.0f ? A / L : 0.0f;
     }
@@ -946,6 +968,7 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     if (st != LOOM_OK || p.n_splits == 1) return st;
     int ncol = p.ncol;
     void * margs[] = {&a, &ncol};
-    lc_launch(be, (const void *)lc_fa_merge_kernel, dim3((unsigned)(p.n_cblk * p.ncol), (unsigned)(k->ne[2] * q->ne[3])), dim3(128), margs);
+    lc_launch(be, (const void *)lc_fa_merge_kernel, dim3((unsigned)(p.n_cblk * p.ncol), (unsigned)(k->ne[2] * q->ne[3])), dim3(FA_MAX_SPLITS),
+              margs);
     return LC_CHECK_LAUNCH("lc_fa_merge_kernel");
 }
