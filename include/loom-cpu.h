@@ -18,6 +18,14 @@ LOOM_API int loom_backend_cpu_get_n_threads(loom_backend_t backend);
 LOOM_API loom_backend_buffer_type_t loom_backend_cpu_buffer_type(void);
 /* Wraps caller-owned host memory without copying (never freed by the buffer). */
 LOOM_API loom_backend_buffer_t loom_backend_cpu_buffer_from_ptr(void * ptr, size_t size);
+/* Asks the kernel to back the 2 MiB-aligned part of [addr, addr + size) with transparent huge
+ * pages (madvise MADV_HUGEPAGE): for memory streamed once per token (weights, KV cache), where
+ * 4 KiB pages cost a TLB miss every 4 KiB. A hint: pages already present keep their size (a file
+ * mapping is backed by what the page cache holds; anonymous memory should be advised before it is
+ * first written), and the memory works the same without it. CPU buffers of 2 MiB or more start
+ * 2 MiB-aligned, so all of one can be advised. Returns the bytes advised: 0 where the range holds
+ * no aligned 2 MiB or the kernel has no transparent huge pages. */
+LOOM_API size_t loom_cpu_advise_huge_pages(void * addr, size_t size);
 
 /* Computes 'graph' directly on host data (tensors of a context created with no_alloc = false, or
  * in host buffers) with 'n_threads' threads (< 1 counts as 1).

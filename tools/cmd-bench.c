@@ -26,7 +26,7 @@ struct bench_opts {
     int n_depths, n_fas;
     enum loom_type types_k[MAX_LIST], types_v[MAX_LIST];
     int n_types_k, n_types_v;
-    long long reps, n_ubatch;
+    long long reps, n_ubatch, mmap;
     const char * device;
     struct cli_split split;
     enum { OUT_MD, OUT_JSON, OUT_CSV } output;
@@ -60,6 +60,7 @@ static void usage(FILE * f) {
             "  -fa, --flash-attn 0|1[,...]  fused attention (default 0)\n"
             "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
             "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa 1)\n"
+            "  -mmp, --mmap 0|1          map the model file (1, default) or read it into buffers (0)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (default: every GPU or sim device)\n"
             CLI_SPLIT_HELP
             "  -ub, --ubatch-size N      tokens per micro-batch of a pipelined prompt (-sm layer; default auto)\n"
@@ -81,11 +82,12 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         {"cache-type-v", required_argument, 0, 'V'}, {"ctv", required_argument, 0, 'V'},
         {"device", required_argument, 0, 'D'},  {"dev", required_argument, 0, 'D'},
         {"ubatch-size", required_argument, 0, 'U'}, {"ub", required_argument, 0, 'U'},
+        {"mmap", required_argument, 0, 'M'},    {"mmp", required_argument, 0, 'M'},
         CLI_SPLIT_LONG_OPTS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {0},
-                             .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5,
+                             .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5, .mmap = 1,
                              .output = OUT_MD, .progress = isatty(STDERR_FILENO), .depths = {0}, .n_depths = 1,
                              .fas = {0}, .n_fas = 1, .types_k = {LOOM_TYPE_F16}, .n_types_k = 1,
                              .types_v = {LOOM_TYPE_F16}, .n_types_v = 1};
@@ -105,6 +107,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case 'g': if ((o->n_ngls = cli_parse_ngl_list("bench", optarg, o->ngls, MAX_LIST)) < 0) return false; break;
         case 'b': if ((o->n_batches = cli_parse_int_list("bench", "-b", optarg, 1, 1 << 20, o->batches, MAX_LIST)) < 0) return false; break;
         case 'r': if (!cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps)) return false; break;
+        case 'M': if (!cli_parse_int("bench", "-mmp", optarg, 0, 1, &o->mmap)) return false; break;
         case 'd': if ((o->n_depths = cli_parse_int_list("bench", "-d", optarg, 0, 1 << 20, o->depths, MAX_LIST)) < 0) return false; break;
         case 'F': if ((o->n_fas = cli_parse_int_list("bench", "-fa", optarg, 0, 1, o->fas, MAX_LIST)) < 0) return false; break;
         case 'G': {
@@ -457,6 +460,7 @@ int loom_cmd_bench(int argc, char ** argv) {
             struct loom_model_params mp = loom_model_default_params();
             mp.n_gpu_layers = (int)o.ngls[gi];
             mp.device = o.device;
+            mp.use_mmap = o.mmap != 0;
             cli_split_apply(&o.split, &mp);
             struct loom_model * model = NULL;
             if (o.ngls[gi] == CLI_NGL_AUTO && !fit_auto(&o, files[mi], &mp)) {

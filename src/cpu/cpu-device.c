@@ -18,11 +18,13 @@ struct cpu_buffer {
     size_t map_size;   /* bytes mapped (huge-page memory), 0 when 'mem' came from aligned_alloc */
 };
 
-/* Buffers from this size on (model weights loaded without mmap, in practice) are mapped in
- * 2 MiB-aligned anonymous memory the kernel is asked to back with transparent huge pages
- * (madvise): streaming weights through 4 KiB pages costs a TLB miss every 4 KiB, and token
- * generation streams every weight once per token. Smaller buffers (graph intermediates) stay in
- * ordinary memory: in huge pages they made prompts slower (figures: bench/cpu-notes.md). */
+/* Buffers from CPU_HUGE_PAGE on are mapped at a 2 MiB-aligned address, so that all of such a
+ * buffer can be backed by transparent huge pages when it is asked to be
+ * (loom_cpu_advise_huge_pages): the loader asks for the model's weights and the KV cache, which
+ * are streamed once per token, where 4 KiB pages cost a TLB miss every 4 KiB. Buffers from
+ * CPU_HUGE_MIN on are advised at once (nothing else that large lives on the CPU). Graph
+ * intermediates stay in ordinary pages: in huge pages they made prompts slower (figures:
+ * bench/cpu-notes.md). */
 #define CPU_HUGE_MIN ((size_t)256 << 20)
 #define CPU_HUGE_PAGE ((size_t)2 << 20)
 
@@ -33,17 +35,25 @@ static void cpu_buffer_free(loom_backend_buffer_t buffer) {
     free(c);
 }
 
+size_t loom_cpu_advise_huge_pages(void * addr, size_t size) {
+    const uintptr_t lo = ((uintptr_t)addr + CPU_HUGE_PAGE - 1) & ~(uintptr_t)(CPU_HUGE_PAGE - 1);
+    const uintptr_t hi = ((uintptr_t)addr + size) & ~(uintptr_t)(CPU_HUGE_PAGE - 1);
+    if (!addr || hi <= lo) return 0;
+#ifdef MADV_HUGEPAGE
+    return madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0 ? hi - lo : 0; /* EINVAL: a kernel without THP */
+#else
+    return 0;
+#endif
+}
+
 /* 'size' bytes (a multiple of CPU_HUGE_PAGE) at a CPU_HUGE_PAGE-aligned address, or NULL. */
-static void * map_huge(size_t size) {
+static void * map_aligned(size_t size) {
     if (size > SIZE_MAX - CPU_HUGE_PAGE) return NULL;
     uint8_t * p = mmap(NULL, size + CPU_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     const size_t head = (CPU_HUGE_PAGE - (uintptr_t)p % CPU_HUGE_PAGE) % CPU_HUGE_PAGE;
     if (head) munmap(p, head);
     if (CPU_HUGE_PAGE - head) munmap(p + head + size, CPU_HUGE_PAGE - head);
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p + head, size, MADV_HUGEPAGE); /* a hint: without it the memory still works */
-#endif
     return p + head;
 }
 
@@ -110,8 +120,9 @@ static loom_backend_buffer_t wrap(loom_backend_buffer_type_t buft, void * mem, s
 static loom_backend_buffer_t cpu_buft_alloc(loom_backend_buffer_type_t buft, size_t size) {
     size_t sz = loom_pad(size ? size : 1, CPU_ALIGNMENT);
     if (sz < size) return NULL;
-    size_t map_size = sz >= CPU_HUGE_MIN ? loom_pad(sz, CPU_HUGE_PAGE) : 0;
-    void * mem = map_size >= sz ? map_huge(map_size) : NULL;
+    size_t map_size = sz >= CPU_HUGE_PAGE ? loom_pad(sz, CPU_HUGE_PAGE) : 0;
+    void * mem = map_size >= sz ? map_aligned(map_size) : NULL;
+    if (mem && map_size >= CPU_HUGE_MIN) loom_cpu_advise_huge_pages(mem, map_size); /* a hint: the memory works without it */
     if (!mem) {
         map_size = 0;
         mem = aligned_alloc(CPU_ALIGNMENT, sz);

@@ -163,6 +163,8 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool mea
         lctx->kv_buffers[d] = loom_backend_alloc_ctx_tensors(lctx->ctx_kv[d], backend, &st);
         if (st != LOOM_OK) return st;
         if (lctx->kv_buffers[d] && !measure) {
+            if (loom_backend_buffer_is_host(lctx->kv_buffers[d])) /* read whole every token: huge pages, before the clear touches it */
+                loom_cpu_advise_huge_pages(loom_backend_buffer_get_base(lctx->kv_buffers[d]), loom_backend_buffer_get_size(lctx->kv_buffers[d]));
             loom_backend_buffer_clear(lctx->kv_buffers[d], 0);
             loom_log(LOOM_LOG_INFO, "KV cache: %8.2f MiB on %s (K %s, V %s, %d cells)",
                      loom_backend_buffer_get_size(lctx->kv_buffers[d]) / 1048576.0, loom_backend_name(backend),

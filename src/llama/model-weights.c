@@ -225,6 +225,8 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
     st = add_buffer(s->m, buf);
     if (st != LOOM_OK) return st;
     bool host = loom_backend_buft_is_host(buft);
+    if (host) /* before the weights are read in, so their pages are faulted in as huge pages */
+        loom_cpu_advise_huge_pages(loom_backend_buffer_get_base(buf), loom_backend_buffer_get_size(buf));
     struct uploader u;
     if (host || s->map) memset(&u, 0, sizeof u);
     else uploader_init(&u, dev);
@@ -327,6 +329,10 @@ enum loom_status loom_model_place_weights(struct loom_model * m, const struct lo
         if (map == MAP_FAILED) {
             loom_log(LOOM_LOG_WARN, "cannot map '%s' (%s): reading it instead", path, strerror(errno));
         } else {
+            /* before anything reads it: a file mapping takes huge pages where the page cache holds
+             * the file in 2 MiB folios, which the advice has readahead allocate for a file not
+             * cached yet (measured: bench/cpu-notes.md, "Huge pages for weights") */
+            loom_cpu_advise_huge_pages(map, size);
             s.map = map;
             m->mapping = map;
             m->mapping_size = size;
