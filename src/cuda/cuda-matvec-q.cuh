@@ -49,7 +49,7 @@ static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const flo
  * keep rotation pairs in one warp; a block's rows are LC_QMV_WARPS / LC_TAIL_WARPS of the
  * planner's tail groups (LC_TAIL_ROWS x LC_TAIL_WARPS rows: RMS_PART writes a partial sum for each). */
 #define LC_QMV_ROWS 2
-#define LC_QMV_WARPS 4
+#define LC_QMV_WARPS 8
 static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS % LC_TAIL_WARPS == 0, "the tail's kernel shape");
 
 /* The activations a block stages in shared memory: column j's element e at float
