@@ -143,17 +143,13 @@ static __device__ __forceinline__ void lc_mv_tail_arrive(const struct lc_mv_args
     const struct lc_mv_tail & t = p.tail;
     unsigned & last = *(unsigned *)(shared + 32);
     __syncthreads(); /* every warp of the block has written (and is done with the staging ring) */
-    if (t.kind == LC_TAIL_RMS_PART) {
-        /* the sum of squares of each group of LC_TAIL_WARPS warps (the planner's parts: a block of
-         * more warps holds several), its warps in order */
+    if (t.kind == LC_TAIL_RMS_PART) { /* the block's sum of squares, its warps in order */
         if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = hsq;
         __syncthreads();
-        const int nw = (int)(blockDim.x / 32), per = nw < LC_TAIL_WARPS ? nw : LC_TAIL_WARPS, groups = nw / per;
-        const int64_t part = (int64_t)blockIdx.x * groups + threadIdx.x;
-        if ((int)threadIdx.x < groups && part * LC_TAIL_ROWS * LC_TAIL_WARPS < p.M) {
+        if (threadIdx.x == 0) {
             float s = 0.0f;
-            for (int w = 0; w < per; w++) s += shared[threadIdx.x * per + w];
-            t.parts[part] = s;
+            for (int w = 0; w < (int)(blockDim.x / 32); w++) s += shared[w];
+            t.parts[blockIdx.x] = s;
         }
         __syncthreads();
         return;

@@ -40,10 +40,23 @@ __global__ void lc_a8_quant_kernel(const char * b, int64_t K, int64_t N, int64_t
                                    int64_t b_nb3, char * out) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    const int64_t per_col = K / 32;
-    for (int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; w < nruns; w += (int64_t)gridDim.x * blockDim.x) {
+    const int lane = threadIdx.x % 32;
+    const int64_t per_col = K / 32, warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < nruns; w += warps) {
         const int64_t r = w % per_col, j = (w / per_col) % N, bt = w / (per_col * N);
-        lc_a8_run(b + (bt % ne2) * b_nb2 + (bt / ne2) * b_nb3 + j * b_nb1 + r * 128, out + w * LC_A8_RUN);
+        const float x = *(const float *)(b + (bt % ne2) * b_nb2 + (bt / ne2) * b_nb3 + j * b_nb1 + (r * 32 + lane) * 4);
+        float amax = fabsf(x);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const int q = __float2int_rn(x * id);
+        int h = q; /* the sum over this lane's half warp */
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
+        const int lo = __shfl_sync(0xffffffffu, h, 0), hi = __shfl_sync(0xffffffffu, h, 16);
+        char * run = out + w * LC_A8_RUN;
+        run[lane] = (char)(signed char)q;
+        if (lane == 0) *(int4 *)(run + 32) = make_int4(__float_as_int(d), (lo & 0xffff) | (hi << 16), __float_as_int(d * (float)(lo + hi)), 0);
     }
 }
 
@@ -57,8 +70,8 @@ static enum loom_status lc_a8_queue(const struct lc_backend * be, struct lc_mv_a
                  be->act8_size);
         return LOOM_ERR_BACKEND;
     }
-    const unsigned threads = 64; /* a thread per run: small blocks, spread over the SMs */
-    int64_t blocks = (nruns + threads - 1) / threads;
+    const unsigned threads = 256, wpb = threads / 32;
+    int64_t blocks = (nruns + wpb - 1) / wpb;
     if (blocks > 65535) blocks = 65535;
     const char * b = p.b;
     int64_t K = p.K, N = ncols, ne2 = p.ne2, nb1 = p.b_nb1, nb2 = p.b_nb2, nb3 = p.b_nb3;
@@ -72,38 +85,18 @@ static enum loom_status lc_a8_queue(const struct lc_backend * be, struct lc_mv_a
     return LC_CHECK_LAUNCH("lc_a8_quant_kernel");
 }
 
-/* Elements per unit of the type's kernels (lc_q<TYPE>::UE). */
-static int lc_qmv_unit_elems(int type) {
-#define LC_CASE(T) case T: return lc_q<T>::UE;
-    switch (type) {
-    LC_QMV_TYPES(LC_CASE)
-    default: return 32;
-    }
-#undef LC_CASE
-}
-
-/* The columns of the next launch of a product with 'left' columns to go: at most 8 (8-bit
- * activations; 1 .. 4 or 8) or LC_MATVEC_MAX_COLS. */
-static int lc_qmv_launch_cols(bool q8, int left) { return q8 && left >= 8 ? 8 : left < LC_MATVEC_MAX_COLS ? left : LC_MATVEC_MAX_COLS; }
-
-/* More columns than one launch takes: launches of lc_qmv_launch_cols columns each (p.j0 the
- * first). With 8-bit activations, the blocks quantize their columns while they stage them when
- * every launch's columns fit in shared memory; otherwise a kernel first writes the runs that
- * the launches read (lc_a8_queue). */
+/* More columns than one launch takes: launches of at most 8 (8-bit activations; 1 .. 4 or 8) or
+ * LC_MATVEC_MAX_COLS columns each (p.j0 the first). */
 enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     struct lc_mv_args g = p;
     const bool q8 = lc_q8dot_type(p.type);
-    g.q8 = NULL;
-    bool staged = true;
-    for (int j0 = 0; q8 && j0 < ncols; j0 += lc_qmv_launch_cols(q8, ncols - j0)) {
-        staged = staged && lc_qmv8_smem(lc_qmv_unit_elems(p.type), p.K, lc_qmv8_nc(lc_qmv_launch_cols(q8, ncols - j0))) > 0;
-    }
-    if (q8 && !staged) {
+    if (q8) {
         const enum loom_status st = lc_a8_queue(be, g, ncols);
         if (st != LOOM_OK) return st;
     }
     for (int j0 = 0; j0 < ncols; ) {
-        const int nc = lc_qmv_launch_cols(q8, ncols - j0);
+        const int left = ncols - j0;
+        const int nc = q8 && left >= 8 ? 8 : left < LC_MATVEC_MAX_COLS ? left : LC_MATVEC_MAX_COLS;
         g.j0 = j0;
 #define LC_CASE(T) case T: lc_qmv_one_t<T>(be, g, nc); break;
         switch (p.type) {
@@ -111,7 +104,7 @@ enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc
         default: return LOOM_ERR_UNSUPPORTED;
         }
 #undef LC_CASE
-        const enum loom_status st = LC_CHECK_LAUNCH("lc_matvec_q_kernel");
+        const enum loom_status st = LC_CHECK_LAUNCH("lc_qmv_kernel");
         if (st != LOOM_OK) return st;
         j0 += nc;
     }
@@ -120,10 +113,7 @@ enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc
 
 enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     struct lc_mv_multi g = m;
-    for (int i = 0; i < n; i++) g.s[i].q8 = NULL;
-    /* the segments read the same activations: each block quantizes them while it stages them,
-     * else a kernel before the launch, once for all */
-    if (lc_q8dot_type(m.s[0].type) && lc_qmv8_smem(lc_qmv_unit_elems(m.s[0].type), m.s[0].K, 1) == 0) {
+    if (lc_q8dot_type(m.s[0].type)) { /* the segments read the same activations: quantized once */
         const enum loom_status st = lc_a8_queue(be, g.s[0], 1);
         if (st != LOOM_OK) return st;
         for (int i = 1; i < n; i++) {
@@ -139,5 +129,5 @@ enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const str
     default: return LOOM_ERR_UNSUPPORTED;
     }
 #undef LC_CASE
-    return LC_CHECK_LAUNCH("lc_matvec_q_multi_kernel");
+    return LC_CHECK_LAUNCH("lc_qmv_multi_kernel");
 }

@@ -46,11 +46,10 @@ static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const flo
 }
 
 /* Rows (SwiGLU: of each matrix) per warp and warps per block of every quantized kernel: two rows
- * keep rotation pairs in one warp; a block's rows are LC_QMV_WARPS / LC_TAIL_WARPS of the
- * planner's tail groups (LC_TAIL_ROWS x LC_TAIL_WARPS rows: RMS_PART writes a partial sum for each). */
+ * keep rotation pairs in one warp, and the tail's shape is the planner's (LC_TAIL_ROWS/WARPS). */
 #define LC_QMV_ROWS 2
-#define LC_QMV_WARPS 8
-static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS % LC_TAIL_WARPS == 0, "the tail's kernel shape");
+#define LC_QMV_WARPS 4
+static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS == LC_TAIL_WARPS, "the tail's kernel shape");
 
 /* The activations a block stages in shared memory: column j's element e at float
  * j * lc_qmv_kp(K) + (e / 32) * 36 + e % 32 -- 4 floats of padding per 32, so that lanes reading
@@ -60,6 +59,15 @@ static __host__ __device__ __forceinline__ int64_t lc_qmv_kp(int64_t K) { return
 
 /* Rows a warp of a quantized kernel takes (SwiGLU: of each matrix). */
 static __device__ __forceinline__ int64_t lc_qmv_warp_rows(const struct lc_mv_args & p) { return p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS; }
+
+/* A quantized kernel's start: the next kernel may launch (lc_pdl_trigger); row0 = the first row
+ * of this thread's warp; false: the block has no rows (a shorter product of a several-product
+ * launch; a block with a tail still takes part in the tail). */
+static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args & p, bool tail, int64_t & row0) {
+    lc_pdl_trigger();
+    row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
+    return tail || (int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) < p.M;
+}
 
 /* Batch (i2, i3)'s start in a quantized kernel: the row pointers a[] of the warp whose first row
  * is 'row0' (lc_mv_rows), every 128-byte line of those rows prefetched into L2 (a unit is at most
@@ -107,10 +115,9 @@ template <class Q, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, unsigned smem_b) {
     constexpr int ROWS = LC_QMV_ROWS;
     static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
-    lc_pdl_trigger();
+    int64_t row0;
+    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
-    if ((int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) >= p.M && X != LC_MV_TAIL) return; /* the whole block (a shorter product of a launch) */
-    const int64_t row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     float * sb = (float *)lc_qmv_dyn;
@@ -166,9 +173,8 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, un
 /* ------------------------------------------------------------------ 8-bit activations */
 
 /* Quantizes the F32 activations b [K, N, ne2, ne3] (rows dense, K a multiple of 32) into lc_a8
- * runs at 'out': run r of column j, batch bt at ((bt * N + j) * K / 32 + r) * LC_A8_RUN bytes
- * (lc_a8_run: a thread per run). The launches whose blocks stage their columns quantize them
- * themselves (lc_a8_stage); this kernel serves those that read the runs from global memory. */
+ * runs at 'out': run r of column j, batch bt at ((bt * N + j) * K / 32 + r) * LC_A8_RUN bytes.
+ * A warp per run: d = max|x| / 127, codes rounded to nearest (even). */
 __global__ void lc_a8_quant_kernel(const char * b, int64_t K, int64_t N, int64_t ne2, int64_t nruns, int64_t b_nb1, int64_t b_nb2,
                                    int64_t b_nb3, char * out);
 
@@ -178,66 +184,11 @@ __global__ void lc_a8_quant_kernel(const char * b, int64_t K, int64_t N, int64_t
 static __host__ __device__ __forceinline__ int lc_a8_ustride(int ue) { return ue / 32 * LC_A8_RUN + (ue / 32 % 2 == 0 ? 16 : 0); }
 #define LC_QMV8_SMEM_MAX (47 * 1024) /* bytes of staged 8-bit activations at most (under the 48 KiB a launch gets without opting in); beyond, they are read from global memory */
 
-/* The columns a q8 kernel stages for a launch of 'ncols' (1 .. 4 or 8) columns (lc_qmv8_one). */
-static inline int lc_qmv8_nc(int ncols) { return ncols <= 4 ? ncols : 8; }
-
 /* Dynamic shared memory of a q8 launch of 'nc' staged columns of K, units of 'ue' elements (0:
  * the columns do not fit; the kernel reads the runs from global memory). */
 static inline unsigned lc_qmv8_smem(int ue, int64_t K, int nc) {
     const int64_t bytes = K / ue * lc_a8_ustride(ue) * nc;
     return bytes <= LC_QMV8_SMEM_MAX ? (unsigned)bytes : 0;
-}
-
-/* The lc_a8 record of the 32 F32 activations at x (4-byte aligned, global memory; 16-byte
- * aligned: vector loads) written at 'out' (16-byte aligned, global or shared): d = max|x| / 127,
- * the codes x / d rounded to nearest (even), their sums. */
-static __device__ __forceinline__ void lc_a8_run(const char * x, char * out) {
-    float v[32];
-    if (((uintptr_t)x & 15) == 0) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float4 f = __ldg((const float4 *)x + i);
-            v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 32; i++) v[i] = __ldg((const float *)x + i);
-    }
-    float amax = fabsf(v[0]);
-#pragma unroll
-    for (int i = 1; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
-    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    uint32_t w[8];
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int q = __float2int_rn(v[4 * i + k] * id);
-            if (i < 4) lo += q;
-            else hi += q;
-            word |= ((uint32_t)q & 0xffu) << (8 * k);
-        }
-        w[i] = word;
-    }
-    int4 * o = (int4 *)out;
-    o[0] = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
-    o[1] = make_int4((int)w[4], (int)w[5], (int)w[6], (int)w[7]);
-    o[2] = make_int4(__float_as_int(d), (lo & 0xffff) | (hi << 16), __float_as_int(d * (float)(lo + hi)), 0);
-}
-
-/* The NC F32 activation columns at b (column j at b + j * b_nb1, K elements, K a multiple of
- * 32) quantized by the block's threads (a thread per run, lc_a8_run) into its shared memory 'sb'
- * in the staged layout (columns 'cs' bytes apart, units lc_a8_ustride apart). */
-template <class Q, int NC>
-__device__ __forceinline__ void lc_a8_stage(const char * b, int64_t b_nb1, int64_t K, char * sb, int64_t cs) {
-    constexpr int RPU = Q::UE / 32;
-    const int nruns = (int)(K / 32);
-    for (int i = threadIdx.x; i < nruns * NC; i += blockDim.x) {
-        const int j = NC == 1 ? 0 : i / nruns, r = NC == 1 ? i : i % nruns;
-        lc_a8_run(b + j * b_nb1 + (int64_t)r * 128, sb + j * cs + (r / RPU) * lc_a8_ustride(Q::UE) + (r % RPU) * LC_A8_RUN);
-    }
 }
 
 /* The units lane, lane + 32, ... of the warp's rows a[] times NC columns of 8-bit activations at
@@ -260,19 +211,17 @@ __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], cons
     }
 }
 
-/* lc_matvec_q_body for the types with integer dot products (lc_q8dot): each block stages its NC
- * activation columns as 8-bit runs in shared memory when they fit in 'smem_b' bytes -- quantized
- * by its own threads from the F32 columns (p.q8 NULL: no kernel between two products) or copied
- * from the runs at p.q8 -- and otherwise (smem_b 0) reads p.q8's runs from global memory. */
+/* lc_matvec_q_body for the types with integer dot products (lc_q8dot): the activations are
+ * p.q8's 8-bit runs (the launch's first kernel wrote them); each block stages its NC columns in
+ * shared memory when they fit in 'smem_b' bytes (0: read from global memory). */
 template <int T, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, unsigned smem_b) {
     typedef lc_q<T> Q;
     constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32;
     static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
-    lc_pdl_trigger();
+    int64_t row0;
+    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
-    if ((int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) >= p.M && X != LC_MV_TAIL) return; /* the whole block (a shorter product of a launch) */
-    const int64_t row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     char * sb = (char *)lc_qmv_dyn;
@@ -285,7 +234,7 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
         const char * a[ROWS];
         lc_qmv_start<Q, ROWS, X == LC_MV_PRE>(p, row0, i2, i3, lane, a, waited, scale);
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
-        const char * q8 = p.q8 ? p.q8 + i2 * p.q8_nb2 + i3 * p.q8_nb3 + p.j0 * p.q8_nb1 : NULL;
+        const char * q8 = p.q8 + i2 * p.q8_nb2 + i3 * p.q8_nb3 + p.j0 * p.q8_nb1;
         float acc[ROWS][NC];
 #pragma unroll
         for (int r = 0; r < ROWS; r++)
@@ -293,17 +242,13 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
             for (int j = 0; j < NC; j++) acc[r][j] = 0.0f;
         if (staged) {
             __syncthreads(); /* the previous batch's reads are done */
-            if (!q8) {
-                lc_a8_stage<Q, NC>(b, p.b_nb1, p.K, sb, cs);
-            } else {
-                const int64_t n16 = nunits * RPU * (LC_A8_RUN / 16); /* 16-byte pieces per column */
+            const int64_t n16 = nunits * RPU * (LC_A8_RUN / 16); /* 16-byte pieces per column */
 #pragma unroll
-                for (int j = 0; j < NC; j++) {
-                    const int4 * src = (const int4 *)(q8 + j * p.q8_nb1);
-                    for (int64_t i = threadIdx.x; i < n16; i += blockDim.x) {
-                        const int64_t run = i / (LC_A8_RUN / 16);
-                        *(int4 *)(sb + j * cs + (run / RPU) * lc_a8_ustride(Q::UE) + (run % RPU) * LC_A8_RUN + (i % (LC_A8_RUN / 16)) * 16) = __ldg(src + i);
-                    }
+            for (int j = 0; j < NC; j++) {
+                const int4 * src = (const int4 *)(q8 + j * p.q8_nb1);
+                for (int64_t i = threadIdx.x; i < n16; i += blockDim.x) {
+                    const int64_t run = i / (LC_A8_RUN / 16);
+                    *(int4 *)(sb + j * cs + (run / RPU) * lc_a8_ustride(Q::UE) + (run % RPU) * LC_A8_RUN + (i % (LC_A8_RUN / 16)) * 16) = __ldg(src + i);
                 }
             }
             __syncthreads();
