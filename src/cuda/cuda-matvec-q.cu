@@ -104,7 +104,7 @@ enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc
         default: return LOOM_ERR_UNSUPPORTED;
         }
 #undef LC_CASE
-        const enum loom_status st = LC_CHECK_LAUNCH("lc_matvec_q_kernel");
+        const enum loom_status st = LC_CHECK_LAUNCH("lc_qmv_kernel");
         if (st != LOOM_OK) return st;
         j0 += nc;
     }
@@ -129,5 +129,5 @@ enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const str
     default: return LOOM_ERR_UNSUPPORTED;
     }
 #undef LC_CASE
-    return LC_CHECK_LAUNCH("lc_matvec_q_multi_kernel");
+    return LC_CHECK_LAUNCH("lc_qmv_multi_kernel");
 }

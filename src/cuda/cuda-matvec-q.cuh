@@ -57,6 +57,54 @@ static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS == LC_TAIL_WARPS, "the
 static __host__ __device__ __forceinline__ int64_t lc_qmv_kp(int64_t K) { return K / 32 * 36; }
 #define LC_QMV_SMEM_MAX (200 * 1024) /* bytes of staged activations at most; beyond, they are read from global memory */
 
+/* Rows a warp of a quantized kernel takes (SwiGLU: of each matrix). */
+static __device__ __forceinline__ int64_t lc_qmv_warp_rows(const struct lc_mv_args & p) { return p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS; }
+
+/* A quantized kernel's start: the next kernel may launch (lc_pdl_trigger); row0 = the first row
+ * of this thread's warp; false: the block has no rows (a shorter product of a several-product
+ * launch; a block with a tail still takes part in the tail). */
+static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args & p, bool tail, int64_t & row0) {
+    lc_pdl_trigger();
+    row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
+    return tail || (int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) < p.M;
+}
+
+/* Batch (i2, i3)'s start in a quantized kernel: the row pointers a[] of the warp whose first row
+ * is 'row0' (lc_mv_rows), every 128-byte line of those rows prefetched into L2 (a unit is at most
+ * 105 bytes apart from the next lane's), so that the loads after find their bytes in L2 instead of
+ * waiting for DRAM one unit at a time, and the wait for the previous kernel (once: lc_mv_wait;
+ * constant weights are prefetched before it). */
+template <class Q, int ROWS, bool PRE>
+__device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, const char * (&a)[ROWS],
+                                             bool & waited, float & scale) {
+    lc_mv_rows<ROWS>(p, row0, i2, i3, a);
+    if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale);
+    for (int64_t u = lane; u < p.K / Q::UE; u += 32) {
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
+    }
+    if (!waited) lc_mv_wait<PRE>(p, waited, scale);
+}
+
+/* Batch bt's end in a quantized kernel: the lanes' sums 'acc' summed over the warp, PRE: scaled
+ * (and the norm's slice stored from the activations 'u'), written with what is fused
+ * (lc_mv_finish), then the tail's arrival ('tail_sh': LC_MV_TAIL_SHARED bytes of shared memory). */
+template <int NC, int ROWS, int X>
+__device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t row0, int64_t bt, int64_t i2, int64_t i3, int lane, float (&acc)[ROWS][NC],
+                                           float scale, const char * u, float * tail_sh) {
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+#pragma unroll
+        for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
+    if (X == LC_MV_PRE) {
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
+        if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)LC_QMV_WARPS * lc_qmv_warp_rows(p), lane);
+    }
+    const float hsq = lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc);
+    if (X == LC_MV_TAIL) lc_mv_tail_arrive(p, bt, tail_sh, hsq);
+}
+
 /* The product, its epilogue and tail or pre-norm for weights of type Q (lc_q<TYPE>), NC columns.
  * Each block first copies the NC activation columns into shared memory (when they fit in
  * 'smem_b' bytes of dynamic shared memory, p.K * NC floats padded; 0: read from global memory),
@@ -65,16 +113,12 @@ static __host__ __device__ __forceinline__ int64_t lc_qmv_kp(int64_t K) { return
  * clamped (read again, never written); every warp of a block with rows reaches the barriers. */
 template <class Q, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, unsigned smem_b) {
-    constexpr bool TAIL = X == LC_MV_TAIL, PRE = X == LC_MV_PRE;
-    constexpr int ROWS = LC_QMV_ROWS, WARPS = LC_QMV_WARPS;
-    static_assert(!PRE || NC == 1, "the pre-norm reads one column");
-    lc_pdl_trigger();
+    constexpr int ROWS = LC_QMV_ROWS;
+    static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
+    int64_t row0;
+    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
-    const bool dual = p.a2 != NULL;
-    const int HALF = ROWS / 2;
-    if ((int64_t)blockIdx.x * WARPS * (dual ? HALF : ROWS) >= p.M && !TAIL) return; /* the whole block (a shorter product of a launch) */
-    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * (dual ? HALF : ROWS);
-    __shared__ float4 tail_sh[TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
+    __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     float * sb = (float *)lc_qmv_dyn;
     const bool staged = smem_b > 0;
@@ -85,17 +129,8 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, un
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
-        lc_mv_rows<ROWS>(p, row0, i2, i3, a);
+        lc_qmv_start<Q, ROWS, X == LC_MV_PRE>(p, row0, i2, i3, lane, a, waited, scale);
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
-        /* the warp's rows into L2 first: every 128-byte line of them gets a prefetch (a unit is
-         * at most 105 bytes apart from the next lane's), so the loads below find their bytes in
-         * L2 instead of waiting for DRAM one unit at a time; constant weights before the wait */
-        if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale);
-        for (int64_t u = lane; u < nunits; u += 32) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
-        }
-        if (!waited) lc_mv_wait<PRE>(p, waited, scale);
         if (staged) {
             __syncthreads(); /* the previous batch's reads are done */
 #pragma unroll
@@ -131,28 +166,8 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, un
                 });
             }
         }
-#pragma unroll
-        for (int r = 0; r < ROWS; r++)
-#pragma unroll
-            for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
-        if (PRE) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
-            if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, b, scale, (int64_t)WARPS * (dual ? HALF : ROWS), lane);
-        }
-        const float hsq = lc_mv_finish<NC, ROWS, TAIL>(p, row0, i2, i3, lane, acc);
-        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)tail_sh, hsq);
+        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
     }
-}
-
-template <class Q, int NC, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
-    lc_matvec_q_body<Q, NC, X>(p, smem_b);
-}
-
-template <class Q, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
-    lc_matvec_q_body<Q, 1, X>(m.s[blockIdx.z], smem_b);
 }
 
 /* ------------------------------------------------------------------ 8-bit activations */
@@ -163,13 +178,18 @@ __global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q_multi_kernel(co
 __global__ void lc_a8_quant_kernel(const char * b, int64_t K, int64_t N, int64_t ne2, int64_t nruns, int64_t b_nb1, int64_t b_nb2,
                                    int64_t b_nb3, char * out);
 
-/* The staged activations of one column in shared memory: unit u (Q::UE elements, UE / 32 runs
- * back to back) at u * lc_a8_ustride<Q>() bytes -- 16 bytes of padding after units of an even
- * number of runs, so that the lanes' 16-byte reads of consecutive units fall in distinct banks. */
-template <class Q> static __host__ __device__ __forceinline__ int lc_a8_ustride() {
-    return Q::UE / 32 * LC_A8_RUN + (Q::UE / 32 % 2 == 0 ? 16 : 0);
-}
+/* The staged activations of one column in shared memory: unit u (UE elements, UE / 32 runs back
+ * to back) at u * lc_a8_ustride(UE) bytes -- 16 bytes of padding after units of an even number of
+ * runs, so that the lanes' 16-byte reads of consecutive units fall in distinct banks. */
+static __host__ __device__ __forceinline__ int lc_a8_ustride(int ue) { return ue / 32 * LC_A8_RUN + (ue / 32 % 2 == 0 ? 16 : 0); }
 #define LC_QMV8_SMEM_MAX (47 * 1024) /* bytes of staged 8-bit activations at most (under the 48 KiB a launch gets without opting in); beyond, they are read from global memory */
+
+/* Dynamic shared memory of a q8 launch of 'nc' staged columns of K, units of 'ue' elements (0:
+ * the columns do not fit; the kernel reads the runs from global memory). */
+static inline unsigned lc_qmv8_smem(int ue, int64_t K, int nc) {
+    const int64_t bytes = K / ue * lc_a8_ustride(ue) * nc;
+    return bytes <= LC_QMV8_SMEM_MAX ? (unsigned)bytes : 0;
+}
 
 /* The units lane, lane + 32, ... of the warp's rows a[] times NC columns of 8-bit activations at
  * 'act' (SH: staged in shared memory, columns 'cs' bytes apart, units lc_a8_ustride apart; else
@@ -178,7 +198,7 @@ template <int T, int NC, int ROWS, bool SH>
 __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t nunits, int lane,
                                              float (&acc)[ROWS][NC]) {
     typedef lc_q<T> Q;
-    const int64_t us = SH ? lc_a8_ustride<Q>() : Q::UE / 32 * LC_A8_RUN;
+    const int64_t us = SH ? lc_a8_ustride(Q::UE) : Q::UE / 32 * LC_A8_RUN;
 #pragma unroll 2
     for (int64_t u = lane; u < nunits; u += 32) {
         const int64_t blk = u / Q::NU;
@@ -197,34 +217,24 @@ __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], cons
 template <int T, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, unsigned smem_b) {
     typedef lc_q<T> Q;
-    constexpr bool TAIL = X == LC_MV_TAIL, PRE = X == LC_MV_PRE;
-    constexpr int ROWS = LC_QMV_ROWS, WARPS = LC_QMV_WARPS, RPU = Q::UE / 32;
-    static_assert(!PRE || NC == 1, "the pre-norm reads one column");
-    lc_pdl_trigger();
+    constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32;
+    static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
+    int64_t row0;
+    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
-    const bool dual = p.a2 != NULL;
-    const int HALF = ROWS / 2;
-    if ((int64_t)blockIdx.x * WARPS * (dual ? HALF : ROWS) >= p.M && !TAIL) return; /* the whole block (a shorter product of a launch) */
-    const int64_t row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * (dual ? HALF : ROWS);
-    __shared__ float4 tail_sh[TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
+    __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     char * sb = (char *)lc_qmv_dyn;
     const bool staged = smem_b > 0;
-    const int64_t nunits = p.K / Q::UE, cs = nunits * lc_a8_ustride<Q>();
+    const int64_t nunits = p.K / Q::UE, cs = nunits * lc_a8_ustride(Q::UE);
     bool waited = false;
     float scale = 1.0f;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
-        lc_mv_rows<ROWS>(p, row0, i2, i3, a);
+        lc_qmv_start<Q, ROWS, X == LC_MV_PRE>(p, row0, i2, i3, lane, a, waited, scale);
+        const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
         const char * q8 = p.q8 + i2 * p.q8_nb2 + i3 * p.q8_nb3 + p.j0 * p.q8_nb1;
-        /* the warp's rows into L2 first (lc_matvec_q_body) */
-        if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale);
-        for (int64_t u = lane; u < nunits; u += 32) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
-        }
-        if (!waited) lc_mv_wait<PRE>(p, waited, scale);
         float acc[ROWS][NC];
 #pragma unroll
         for (int r = 0; r < ROWS; r++)
@@ -238,7 +248,7 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
                 const int4 * src = (const int4 *)(q8 + j * p.q8_nb1);
                 for (int64_t i = threadIdx.x; i < n16; i += blockDim.x) {
                     const int64_t run = i / (LC_A8_RUN / 16);
-                    *(int4 *)(sb + j * cs + (run / RPU) * lc_a8_ustride<Q>() + (run % RPU) * LC_A8_RUN + (i % (LC_A8_RUN / 16)) * 16) = __ldg(src + i);
+                    *(int4 *)(sb + j * cs + (run / RPU) * lc_a8_ustride(Q::UE) + (run % RPU) * LC_A8_RUN + (i % (LC_A8_RUN / 16)) * 16) = __ldg(src + i);
                 }
             }
             __syncthreads();
@@ -246,39 +256,15 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
         } else {
             lc_qmv8_rows<T, NC, ROWS, false>(a, q8, p.q8_nb1, nunits, lane, acc);
         }
-#pragma unroll
-        for (int r = 0; r < ROWS; r++)
-#pragma unroll
-            for (int j = 0; j < NC; j++) acc[r][j] = lc_warp_sum(acc[r][j]);
-        if (PRE) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
-            if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, p.b, scale, (int64_t)WARPS * (dual ? HALF : ROWS), lane);
-        }
-        const float hsq = lc_mv_finish<NC, ROWS, TAIL>(p, row0, i2, i3, lane, acc);
-        if (TAIL) lc_mv_tail_arrive(p, bt, (float *)tail_sh, hsq);
+        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
     }
 }
 
-template <int T, int NC, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q8_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
-    lc_matvec_q8_body<T, NC, X>(p, smem_b);
-}
+/* ------------------------------------------------------------------ the launches */
 
-template <int T, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_matvec_q8_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
-    lc_matvec_q8_body<T, 1, X>(m.s[blockIdx.z], smem_b);
-}
-
-/* Dynamic shared memory of a q8 launch of 'nc' columns of K (0: read from global memory). */
-template <class Q> static inline unsigned lc_qmv8_smem(int64_t K, int nc) {
-    const int64_t bytes = K / Q::UE * lc_a8_ustride<Q>() * nc;
-    return bytes <= LC_QMV8_SMEM_MAX ? (unsigned)bytes : 0;
-}
-
-/* Dynamic shared memory of a launch whose products have K = 'K' and 'nc' columns (0: the
- * activations stay in global memory), allowed for kernel 'f' on the backend's device once
- * ('set': the bytes allowed so far, per device id). */
+/* Dynamic shared memory of an F32-activation launch whose products have K = 'K' and 'nc' columns
+ * (0: the activations stay in global memory), allowed for kernel 'f' on the backend's device once
+ * ('set': the bytes allowed for f so far, per device id). */
 static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) {
     const int64_t bytes = lc_qmv_kp(K) * nc * 4;
     if (bytes > LC_QMV_SMEM_MAX) return 0;
@@ -293,103 +279,83 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
     return (unsigned)bytes;
 }
 
+/* The two kernel families: F32 activations for weights of type Q (lc_qmv_f32<lc_q<T>>), 8-bit
+ * activations and integer dot products for type T (lc_qmv_i8<T>, the lc_q8dot types); 'body'
+ * computes NC columns (at most MAX_NC), 'smem' sizes a launch's staged activations. */
+template <class Q> struct lc_qmv_f32 {
+    static const int MAX_NC = 4;
+    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
+};
+template <int T> struct lc_qmv_i8 {
+    static const int MAX_NC = 8;
+    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
+    static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) { return lc_qmv8_smem(lc_q<T>::UE, K, nc); }
+};
+template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
+template <class A, class B> struct lc_qmv_if<false, A, B> { typedef B type; };
+template <int T> struct lc_qmv_family { typedef typename lc_qmv_if<lc_q8dot_on<T>::value, lc_qmv_i8<T>, lc_qmv_f32<lc_q<T>>>::type type; };
+
+template <class B, int NC, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
+    B::template body<NC, X>(p, smem_b);
+}
+
+template <class B, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
+    B::template body<1, X>(m.s[blockIdx.z], smem_b);
+}
+
 /* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
 static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
     const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * LC_QMV_WARPS;
     return (unsigned)((p.M + per_block - 1) / per_block);
 }
 
-struct lc_qmv_one {
-    const struct lc_backend * be;
-    const struct lc_mv_args * p;
-    int ncols;
-    template <class Q> void run() {
-        const void * f;
-        if (p->tail.kind != LC_TAIL_NONE) f = (const void *)lc_matvec_q_kernel<Q, 1, LC_MV_TAIL>;
-        else if (p->pre.parts) f = (const void *)lc_matvec_q_kernel<Q, 1, LC_MV_PRE>;
-        else if (ncols == 1) f = (const void *)lc_matvec_q_kernel<Q, 1, LC_MV_PLAIN>;
-        else if (ncols == 2) f = (const void *)lc_matvec_q_kernel<Q, 2, LC_MV_PLAIN>;
-        else if (ncols == 3) f = (const void *)lc_matvec_q_kernel<Q, 3, LC_MV_PLAIN>;
-        else f = (const void *)lc_matvec_q_kernel<Q, 4, LC_MV_PLAIN>;
-        dim3 grid(lc_qmv_blocks(*p), (unsigned)(p->nbatch < 65535 ? p->nbatch : 65535), 1);
-        static unsigned set[16];
-        unsigned smem = lc_qmv_smem(be, f, p->K, p->tail.kind != LC_TAIL_NONE || p->pre.parts ? 1 : ncols, set);
-        void * args[] = {(void *)p, &smem};
-        lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
-    }
-};
-
-struct lc_qmv_multi {
-    const struct lc_backend * be;
-    const struct lc_mv_multi * m;
-    int n;
-    template <class Q> void run() {
-        const void * f = m->s[0].pre.parts ? (const void *)lc_matvec_q_multi_kernel<Q, LC_MV_PRE> : (const void *)lc_matvec_q_multi_kernel<Q, LC_MV_PLAIN>;
-        unsigned blocks = 0;
-        for (int i = 0; i < n; i++) {
-            const unsigned b = lc_qmv_blocks(m->s[i]);
-            blocks = b > blocks ? b : blocks;
-        }
-        static unsigned set[16];
-        unsigned smem = lc_qmv_smem(be, f, m->s[0].K, 1, set);
-        void * args[] = {(void *)m, &smem};
-        lc_launch(be, f, dim3(blocks, 1, (unsigned)n), dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
-    }
-};
-
-/* The launches of the types with integer dot products (p.q8 set by the caller). */
-template <int T> static void lc_qmv8_one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-    const void * f;
-    int nc = ncols;
-    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_matvec_q8_kernel<T, 1, LC_MV_TAIL>, nc = 1;
-    else if (p.pre.parts) f = (const void *)lc_matvec_q8_kernel<T, 1, LC_MV_PRE>, nc = 1;
-    else if (ncols == 1) f = (const void *)lc_matvec_q8_kernel<T, 1, LC_MV_PLAIN>;
-    else if (ncols == 2) f = (const void *)lc_matvec_q8_kernel<T, 2, LC_MV_PLAIN>;
-    else if (ncols == 3) f = (const void *)lc_matvec_q8_kernel<T, 3, LC_MV_PLAIN>;
-    else if (ncols == 4) f = (const void *)lc_matvec_q8_kernel<T, 4, LC_MV_PLAIN>;
-    else f = (const void *)lc_matvec_q8_kernel<T, 8, LC_MV_PLAIN>, nc = 8;
-    dim3 grid(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
-    unsigned smem = lc_qmv8_smem<lc_q<T>>(p.K, nc);
-    void * args[] = {(void *)&p, &smem};
+/* Queues kernel f of family B (nc staged columns of K; 'set': the shared-memory bytes allowed for
+ * f so far, per device id) on 'grid', with 'desc' its launch description. */
+template <class B> static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int64_t K, int nc, unsigned * set, const void * desc) {
+    unsigned smem = B::smem(be, f, K, nc, set);
+    void * args[] = {(void *)desc, &smem};
     lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
 }
 
-template <int T> static void lc_qmv8_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-    const void * f = m.s[0].pre.parts ? (const void *)lc_matvec_q8_multi_kernel<T, LC_MV_PRE> : (const void *)lc_matvec_q8_multi_kernel<T, LC_MV_PLAIN>;
+/* One product of 'ncols' columns (1 .. 4, or 8 with B::MAX_NC 8; a tail or pre-norm: 1). */
+template <class B> static void lc_qmv_one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
+    static unsigned set[7][16]; /* per kernel below */
+    const void * f;
+    int k, nc = ncols;
+    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
+    else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE>, k = 1, nc = 1;
+    else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN>, k = 2;
+    else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
+    else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
+    else if (ncols == 4 || B::MAX_NC == 4) f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
+    else f = (const void *)lc_qmv_kernel<B, B::MAX_NC, LC_MV_PLAIN>, k = 6, nc = B::MAX_NC;
+    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), p.K, nc, set[k], &p);
+}
+
+/* The n one-column products of 'm' in one launch (blockIdx.z: the product). */
+template <class B> static void lc_qmv_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
+    static unsigned set[2][16];
+    const bool pre = m.s[0].pre.parts != NULL;
+    const void * f = pre ? (const void *)lc_qmv_multi_kernel<B, LC_MV_PRE> : (const void *)lc_qmv_multi_kernel<B, LC_MV_PLAIN>;
     unsigned blocks = 0;
     for (int i = 0; i < n; i++) {
         const unsigned b = lc_qmv_blocks(m.s[i]);
         blocks = b > blocks ? b : blocks;
     }
-    unsigned smem = lc_qmv8_smem<lc_q<T>>(m.s[0].K, 1);
-    void * args[] = {(void *)&m, &smem};
-    lc_launch(be, f, dim3(blocks, 1, (unsigned)n), dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
+    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), m.s[0].K, 1, set[pre], &m);
 }
-
-template <bool Q8> struct lc_qmv_pick;
-template <> struct lc_qmv_pick<true> {
-    template <int T> static void one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) { lc_qmv8_one<T>(be, p, ncols); }
-    template <int T> static void multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) { lc_qmv8_multi<T>(be, m, n); }
-};
-template <> struct lc_qmv_pick<false> {
-    template <int T> static void one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-        struct lc_qmv_one f = {be, &p, ncols};
-        f.run<lc_q<T>>();
-    }
-    template <int T> static void multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-        struct lc_qmv_multi f = {be, &m, n};
-        f.run<lc_q<T>>();
-    }
-};
 
 /* Queue one product (at most 8 columns with 8-bit activations: 1 .. 4 or 8; else at most
  * LC_MATVEC_MAX_COLS) / a several-product launch with weights of type T (cuda-matvec-q.cu's
  * dispatch); instantiated by LC_QMV_INSTANTIATE in the type's file, declared extern elsewhere. */
 template <int T> void lc_qmv_one_t(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-    lc_qmv_pick<lc_q8dot_on<T>::value>::template one<T>(be, p, ncols);
+    lc_qmv_one<typename lc_qmv_family<T>::type>(be, p, ncols);
 }
 template <int T> void lc_qmv_multi_t(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-    lc_qmv_pick<lc_q8dot_on<T>::value>::template multi<T>(be, m, n);
+    lc_qmv_multi<typename lc_qmv_family<T>::type>(be, m, n);
 }
 
 #define LC_QMV_INSTANTIATE(T)                                                                          \

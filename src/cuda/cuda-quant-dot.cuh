@@ -85,24 +85,9 @@ template <int TYPE> struct lc_q8dot_on {
  * with MIN c * d + m. */
 template <int NB, bool MIN, bool H5, int OFF> struct lc_q8dot_legacy {
     template <bool SH, int NC> static __device__ __forceinline__ void dot(const char * blk, int, const char * const (&act)[NC], float (&acc)[NC]) {
-        constexpr int W = (NB + 3) / 4;
-        uint32_t w[W], q[4], qh = 0;
-        float d, m = 0.0f;
-        if (MIN) {
-#pragma unroll
-            for (int i = 0; i < W; i++) w[i] = lc_ld32(blk + 4 * i);
-            d = lc_h2f(w[0]);
-            m = lc_h2f(w[0] >> 16);
-            if (H5) qh = w[1];
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = w[i + (H5 ? 2 : 1)];
-        } else {
-            lc_ld_b2<NB>(blk, w);
-            d = lc_h2f(w[0]);
-            if (H5) qh = lc_mid16(w[0], w[1]);
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i + (H5 ? 1 : 0)], w[i + (H5 ? 2 : 1)]);
-        }
+        uint32_t q[4], qh;
+        float d, m;
+        lc_legacy_load<NB, MIN, H5>(blk, d, m, qh, q);
         uint32_t c[8]; /* the codes of elements 4i .. 4i + 3 in c[i] */
 #pragma unroll
         for (int i = 0; i < 4; i++) {

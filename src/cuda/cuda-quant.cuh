@@ -119,28 +119,37 @@ template <int TYPE> struct lc_q;
 
 /* The blocks of 32 elements whose 16 code bytes follow a half-precision scale d (IQ4 / Q4_0 /
  * Q5_0: 2-byte aligned) or the scale and a half-precision minimum m (Q4_1 / Q5_1: 4-byte
- * aligned); H5: a fifth bit per element in the 4 bytes qh before the codes. */
+ * aligned); H5: a fifth bit per element in the 4 bytes qh before the codes. lc_legacy_load
+ * reads one block of NB bytes: d, m (0 without MIN), qh (0 without H5) and the code bytes q. */
+template <int NB, bool MIN, bool H5> static __device__ __forceinline__ void lc_legacy_load(const char * blk, float & d, float & m, uint32_t & qh,
+                                                                                       uint32_t (&q)[4]) {
+    constexpr int W = (NB + 3) / 4;
+    uint32_t w[W];
+    m = 0.0f;
+    qh = 0;
+    if (MIN) { /* d, m [, qh], qs: whole words */
+#pragma unroll
+        for (int i = 0; i < W; i++) w[i] = lc_ld32(blk + 4 * i);
+        d = lc_h2f(w[0]);
+        m = lc_h2f(w[0] >> 16);
+        if (H5) qh = w[1];
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = w[i + (H5 ? 2 : 1)];
+    } else { /* d [, qh], qs: at a 2-byte offset */
+        lc_ld_b2<NB>(blk, w);
+        d = lc_h2f(w[0]);
+        if (H5) qh = lc_mid16(w[0], w[1]);
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i + (H5 ? 1 : 0)], w[i + (H5 ? 2 : 1)]);
+    }
+}
+
 template <int NB, bool MIN, bool H5, class V> struct lc_q_legacy {
     static const int QK = 32, BS = NB, UE = 32, NU = 1;
     template <class F> static __device__ __forceinline__ void unit(const char * blk, int, F && f) {
-        constexpr int W = (NB + 3) / 4;
-        uint32_t w[W], q[4], qh = 0;
-        float d, m = 0.0f;
-        if (MIN) { /* d, m [, qh], qs: whole words */
-#pragma unroll
-            for (int i = 0; i < W; i++) w[i] = lc_ld32(blk + 4 * i);
-            d = lc_h2f(w[0]);
-            m = lc_h2f(w[0] >> 16);
-            if (H5) qh = w[1];
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = w[i + (H5 ? 2 : 1)];
-        } else { /* d [, qh], qs: at a 2-byte offset */
-            lc_ld_b2<NB>(blk, w);
-            d = lc_h2f(w[0]);
-            if (H5) qh = lc_mid16(w[0], w[1]);
-#pragma unroll
-            for (int i = 0; i < 4; i++) q[i] = lc_mid16(w[i + (H5 ? 1 : 0)], w[i + (H5 ? 2 : 1)]);
-        }
+        uint32_t q[4], qh;
+        float d, m;
+        lc_legacy_load<NB, MIN, H5>(blk, d, m, qh, q);
         float x[32];
         lc_nibble_run(q, x, [&](uint32_t c, int e) { return V::value(H5 ? c | ((qh >> e) & 1) << 4 : c, d, m); });
         f(0, x);
