@@ -958,7 +958,7 @@ static bool get_endpoint(const char * url) {
 /* 405 for a known endpoint asked with another method than 'allow' (with the Allow header, RFC 9110 15.5.6). */
 static enum MHD_Result send_method_error(struct MHD_Connection * conn, const char * method, const char * url, const char * allow) {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s takes %s, not %s", url, allow, method);
+    snprintf(msg, sizeof msg, "%s does not take %s (only %s)", url, method, allow);
     cJSON * j = error_json(405, msg);
     char * body = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
@@ -1012,7 +1012,8 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         *upload_size = 0;
         return MHD_YES;
     }
-    const bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    /* HEAD is GET without the body (RFC 9110 9.3.2; libmicrohttpd leaves the body out) */
+    const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (!strcmp(method, "OPTIONS")) { /* a browser's preflight */
         struct MHD_Response * r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
@@ -1023,7 +1024,10 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         MHD_destroy_response(r);
         return ret;
     }
-    if (get && (!strcmp(url, "/health") || !strcmp(url, "/v1/health"))) {
+    const bool health = !strcmp(url, "/health") || !strcmp(url, "/v1/health"), page = !strcmp(url, "/") || !strcmp(url, "/index.html");
+    /* the endpoints that need no key: a wrong method is told so, not asked for a key */
+    if ((health || page) && !get) return send_method_error(conn, method, url, "GET, HEAD");
+    if (health) {
         const int rd = serve_gen_ready();
         if (rd == 1) {
             struct serve_stats st;
@@ -1035,7 +1039,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         }
         return send_error(conn, 503, "Loading model");
     }
-    if (get && (!strcmp(url, "/") || !strcmp(url, "/index.html"))) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
+    if (page) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
     if (!authorized(conn)) return send_error(conn, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')");
     if (c->too_large) return send_error(conn, 413, "the request body is larger than %u bytes", SERVE_BODY_MAX);
     if (serve_gen_ready() != 1) return send_error(conn, 503, "Loading model");
@@ -1048,7 +1052,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     else if (!strcmp(url, "/completion") || !strcmp(url, "/completions")) api = API_NATIVE;
     else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = API_NATIVE, gen = false;
     else if (!get_endpoint(url)) return send_error(conn, 404, "no endpoint %s %s", method, url);
-    else return send_method_error(conn, method, url, "GET");
+    else return send_method_error(conn, method, url, "GET, HEAD");
     if (!post) return send_method_error(conn, method, url, "POST");
     if (c->body && json_has_nul(c->body, c->len)) return send_error(conn, 400, "the body holds a NUL character (\\u0000), which is refused");
     if (c->body && !valid_utf8(c->body, c->len)) return send_error(conn, 400, "the body is not valid UTF-8");

@@ -43,6 +43,29 @@ req models 200 "${auth[@]}" "$url/v1/models"
 [ "$(json "$tmp/models" 'j.data[0].id')" = stories ] || fail "models: $(cat "$tmp/models")"
 req page 200 "$url/"
 grep -q '/v1/chat/completions' "$tmp/page" || fail "the page at / does not call the chat endpoint"
+# HEAD of the key-free endpoints: 200 without a key and without a body; another method there: 405
+# (not 401), with Allow
+for u in / /health; do
+  n=${u//\//_}
+  req "post$n" 405 -D "$tmp/post$n.h" "$url$u" -d '{}'; err_ok "post$n" 405
+  grep -qi '^Allow: GET, HEAD' "$tmp/post$n.h" || fail "POST $u: no Allow: GET, HEAD: $(cat "$tmp/post$n.h")"
+done
+# (raw bytes: the whole answer up to the server's close, to see that no body follows the head)
+node -e '
+const u = new URL(process.argv[1]);
+const one = (path) => new Promise((res) => {
+  const s = require("net").connect(+u.port, u.hostname, () => s.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\n\r\n`));
+  let out = ""; s.on("data", (d) => out += d); s.on("close", () => res(out)); s.on("error", () => res(out)); s.setTimeout(10000, () => s.destroy());
+});
+(async () => {
+  for (const p of ["/", "/health"]) {
+    const out = await one(p), i = out.indexOf("\r\n\r\n");
+    if (!out.startsWith("HTTP/1.1 200") || i < 0 || i + 4 !== out.length) console.log(`HEAD ${p}: ${JSON.stringify(out.slice(0, 400))}`);
+  }
+})();' "$url" >"$tmp/head"
+[ -s "$tmp/head" ] && fail "HEAD without a key: $(cat "$tmp/head")"
+req headmodels 401 -I "$url/v1/models"
+req headmodelsk 200 -I "${auth[@]}" "$url/v1/models"
 
 # greedy /completion and /v1/completions equal loom run --temp 0
 prompt="Once upon a time"
