@@ -175,6 +175,14 @@ static cJSON * error_json(unsigned status, const char * msg) {
     return root;
 }
 
+/* error_json(status, msg) as text (cJSON_free it), or NULL when out of memory. */
+static char * error_text(unsigned status, const char * msg) {
+    cJSON * j = error_json(status, msg);
+    char * s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    return s;
+}
+
 static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) __attribute__((format(printf, 3, 4)));
 static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) {
     char msg[512];
@@ -1124,18 +1132,16 @@ int loom_cmd_serve(int argc, char ** argv) {
                                              MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                                              (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
-    cJSON * bad_cl_json = d ? error_json(400, "the Content-Length header is not one decimal number") : NULL;
-    char * bad_cl = bad_cl_json ? cJSON_PrintUnformatted(bad_cl_json) : NULL;
-    cJSON_Delete(bad_cl_json);
-    char busy_msg[96];
-    snprintf(busy_msg, sizeof busy_msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
-    cJSON * busy_json = bad_cl ? error_json(503, busy_msg) : NULL;
-    char * busy = busy_json ? cJSON_PrintUnformatted(busy_json) : NULL;
-    cJSON_Delete(busy_json);
-    if (!d || !busy || !serve_accept_start(lfd, d, bad_cl, busy)) {
+    char * bad_cl = error_text(400, "the Content-Length header is not one decimal number");
+    char msg[96];
+    snprintf(msg, sizeof msg, "the request body is larger than %u bytes", SERVE_BODY_MAX);
+    char * huge_cl = error_text(413, msg);
+    snprintf(msg, sizeof msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
+    char * busy = error_text(503, msg);
+    if (!d || !bad_cl || !huge_cl || !busy || !serve_accept_start(lfd, d, bad_cl, huge_cl, busy)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
-        cJSON_free(bad_cl), cJSON_free(busy);
+        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
         close(lfd);
         serve_gen_free();
         return 1;
@@ -1147,7 +1153,7 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();
         MHD_stop_daemon(d);
-        cJSON_free(bad_cl), cJSON_free(busy);
+        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
         serve_gen_free();
         return 1;
     }
@@ -1158,7 +1164,7 @@ int loom_cmd_serve(int argc, char ** argv) {
     serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
     MHD_stop_daemon(d);
     serve_gen_free();
-    cJSON_free(bad_cl), cJSON_free(busy);
+    cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
     return 0;
 }
 
