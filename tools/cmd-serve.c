@@ -29,6 +29,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1101,13 +1102,21 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: --host %s: %s\n", O.host, gai_strerror(gai));
         return 1;
     }
-    /* the model and its KV cache made before anything listens: an error is the one line, no port opened */
+    /* the port taken first (a port in use is told at once, before the model loads), then the model
+     * and its KV cache made before it listens: an error is the one line, no port opened */
+    unsigned bound = 0;
+    const int lfd = serve_bind(ai, &bound);
+    freeaddrinfo(ai);
+    if (lfd < 0) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
+        return 1;
+    }
     const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
                                         .n_gpu_layers = (int32_t)O.n_gpu_layers, .fit_margin = 1024,
                                         .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
     if (!serve_gen_open(&gp)) {
         serve_gen_free();
-        freeaddrinfo(ai);
+        close(lfd);
         return 1;
     }
     /* SIGTERM and SIGINT go to the main thread's sigwait only: every thread started below inherits the mask */
@@ -1118,11 +1127,9 @@ int loom_cmd_serve(int argc, char ** argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* the socket is ours (serve-accept.c reads each request head ahead), the connections libmicrohttpd's */
-    unsigned bound = 0;
-    const int lfd = serve_listen(ai, &bound);
-    freeaddrinfo(ai);
-    if (lfd < 0) {
-        fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
+    if (listen(lfd, 64) != 0) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %u: %s\n", O.host, bound, strerror(errno));
+        close(lfd);
         serve_gen_free();
         return 1;
     }

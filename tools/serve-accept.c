@@ -33,12 +33,12 @@ static struct {
     atomic_int mhd_live;  /* connections libmicrohttpd holds (its connection notifications count them) */
 } A = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-int serve_listen(const struct addrinfo * ai, unsigned * port) {
+int serve_bind(const struct addrinfo * ai, unsigned * port) {
     const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) return -1;
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         const int e = errno;
         close(fd);
         errno = e;

@@ -13,9 +13,11 @@
  * which is never reached: past it libmicrohttpd 0.9.75 was seen to stop serving for good. */
 #define SERVE_CONN_MAX 240
 
-/* A listening TCP socket bound to 'ai' (SO_REUSEADDR), or -1 with errno set. '*port' gets the
- * port bound (for --port 0). */
-int serve_listen(const struct addrinfo * ai, unsigned * port);
+/* A TCP socket bound to 'ai' (SO_REUSEADDR), or -1 with errno set (EADDRINUSE: another program
+ * listens there). '*port' gets the port bound (for --port 0). It does not listen yet: a client
+ * is refused until listen(2) on it, so that the port can be taken before the model loads and
+ * opened once it has. */
+int serve_bind(const struct addrinfo * ai, unsigned * port);
 /* Starts the thread that accepts on 'fd' and hands good connections to 'd' (started with
  * MHD_USE_NO_LISTEN_SOCKET and serve_accept_notify as its MHD_OPTION_NOTIFY_CONNECTION);
  * 'bad_request' is the JSON body sent (400) for a malformed Content-Length, 'too_large' the one

@@ -271,6 +271,12 @@ back=
 for i in $(seq 50); do curl -s -m 2 "$url/health" | grep -q '"ok"' && { back=1; break; }; sleep 0.1; done
 [ -n "$back" ] || fail "the server did not serve again after 300 connections held at once"
 
+# a port in use: the one line, before the model is loaded
+timeout 20 "$bin" serve -m "$model" --port "${url##*:}" -t 1 2>"$tmp/inuse"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/inuse")" = 1 ] && grep -q "^loom serve: cannot listen on 127.0.0.1 port ${url##*:}: Address already in use$" "$tmp/inuse" ||
+  fail "a port in use: exit $rc: $(cat "$tmp/inuse")"
+
 # metrics count what was done
 req metrics 200 "${auth[@]}" "$url/metrics"
 grep -q '^loom:tokens_predicted_total [1-9]' "$tmp/metrics" && grep -q '^loom:prompt_tokens_total [1-9]' "$tmp/metrics" &&
