@@ -734,7 +734,9 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     }
     if (!serve_gen_submit(g.job)) {
         serve_job_unref(g.job);
-        return send_error(conn, 503, "the server is busy: %lld requests are waiting already", O.queue_max);
+        if (!O.queue_max) return send_error(conn, 503, "the server is busy: every slot is busy and queueing is off (--queue-max 0)");
+        return send_error(conn, 503, "the server is busy: every slot is busy and %lld %s waiting already", O.queue_max,
+                          O.queue_max == 1 ? "request is" : "requests are");
     }
     if (!g.stream) {
         const union MHD_ConnectionInfo * ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

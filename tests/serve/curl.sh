@@ -311,6 +311,8 @@ slot_freed() {
 }
 long_stream "$tmp/long" || fail "the long stream sent nothing"
 req busy 503 "$url/completion" -d '{"prompt":"Once","n_predict":4}'; err_ok busy 503
+[ "$(json "$tmp/busy" 'j.error.message')" = "the server is busy: every slot is busy and queueing is off (--queue-max 0)" ] ||
+  fail "the 503 with --queue-max 0: $(cat "$tmp/busy")"
 kill "$bg"; wait "$bg" 2>/dev/null; bg=
 slot_freed || fail "the slot was not freed after the client disconnected"
 req after 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
