@@ -60,7 +60,7 @@ static void usage(FILE * f) {
             "      --host ADDR         address to listen on (default 127.0.0.1)\n"
             "      --port N            port (default 8080; 0: a free one, printed on stderr)\n"
             "  -c, --ctx-size N        context size in tokens, of all slots together (default: the training\n"
-            "                          context, at most 4096); each slot holds N / np\n"
+            "                          context, at most 4096; 0 the same); each slot holds N / np\n"
             "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
             "  -ngl, --n-gpu-layers N  layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "  -t, --threads N         CPU threads (default: LOOM_N_THREADS, else all cores)\n"
