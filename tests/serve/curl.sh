@@ -28,6 +28,7 @@ err_ok() {
 auth=(-H "Authorization: Bearer $key")
 
 start_server "$tmp/log" -m "$model" -c 256 --metrics --api-key "$key" --alias stories
+grep -q "^loom serve: model loaded (.*, 1 slot of 256 tokens)$" "$tmp/log" || fail "the load line: $(cat "$tmp/log")"
 
 # health needs no key; everything else does
 req health 200 "$url/health"
@@ -343,7 +344,7 @@ wait "$bg" 2>/dev/null; bg=
 [ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 0: $(cat "$tmp/np")"
 timeout 20 "$bin" serve -m "$model" --port 0 -c 8 -np 8 2>"$tmp/npc"
 rc=$?
-[ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
+[ $rc -eq 1 ] && grep -q "leaves 1 token per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
 # a KV cache that does not fit (a sim device of 32 MiB): the one line, naming -c, before any port is opened
 timeout 20 env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" serve -m "$model" --port 0 -c 80000 -ngl 99 2>"$tmp/kvbig"
 rc=$?
