@@ -335,6 +335,11 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
             ok = false;
             break;
         }
+        if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant")) {
+            snprintf(err, en, "messages[%d].role '%.64s' is not one of system, user, assistant", i, role->valuestring);
+            ok = false;
+            break;
+        }
         m[i].role = role->valuestring;
         m[i].content = message_text(content, i, &owned[i], err, en);
         if (!m[i].content) {

@@ -177,6 +177,8 @@ req cstring 200 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role"
   fail "content parts: $(cat "$tmp/cparts") vs $(cat "$tmp/cstring")"
 req cimage 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
 err_ok cimage 400
+req erole 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"wizard","content":"Hi"}]}'; err_ok erole 400
+case "$(json "$tmp/erole" 'j.error.message')" in *"'wizard'"*) ;; *) fail "the unknown role is not named: $(cat "$tmp/erole")" ;; esac
 # a known endpoint asked with another method: 405, the error JSON and Allow
 req e405 405 "${auth[@]}" -D "$tmp/e405.h" "$url/v1/completions"; err_ok e405 405
 grep -qi '^Allow: POST' "$tmp/e405.h" || fail "405 without Allow: POST: $(cat "$tmp/e405.h")"
