@@ -183,8 +183,9 @@ LOOM_API struct loom_llama_context_params loom_llama_context_default_params(void
  * With split mode ROW each device caches its KV heads of every split layer, and the context joins
  * the devices' backends in a communicator for the all-reduces (loom_backend_comm_new).
  * Errors: LOOM_ERR_INVALID_ARG (n_ctx/n_batch out of range, a flash_attn value not in the enum),
- * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16 or BF16; -sm row over CUDA devices
- * without NCCL), LOOM_ERR_OOM. */
+ * LOOM_ERR_UNSUPPORTED (a cache type other than F32, F16, BF16, Q8_0 or Q4_0; a block type whose
+ * block does not divide the head size; a block type for V without flash attention in every layer;
+ * -sm row over CUDA devices without NCCL), LOOM_ERR_OOM. */
 LOOM_API enum loom_status loom_llama_context_new(struct loom_model * model, struct loom_llama_context_params params,
                                         struct loom_llama_context ** out);
 LOOM_API void loom_llama_context_free(struct loom_llama_context * lctx);

@@ -17,6 +17,8 @@ bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_
 bool cli_parse_float(const char * cmd, const char * opt, const char * arg, double lo, double hi, double * out);
 /* Parses a comma list of integers (e.g. "128,512") into 'out' (at most 'max'); returns the count or -1 (reported). */
 int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max);
+/* "s" for a count 'n' other than 1, else "": the plural of the noun after it ("%d token%s"). */
+static inline const char * cli_plural(long long n) { return n == 1 ? "" : "s"; }
 /* -ngl values besides a layer count. */
 #define CLI_NGL_UNSET (-2) /* no -ngl given */
 #define CLI_NGL_AUTO (-1)  /* -ngl auto: as many layers as the device's free memory holds */

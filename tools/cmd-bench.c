@@ -452,6 +452,22 @@ int loom_cmd_bench(int argc, char ** argv) {
             return bench_files_free(files, o.n_models, 1);
         }
     }
+    /* a cache type a model's heads cannot hold is refused before the table starts (no context could
+     * run with it; the library would refuse each such context) */
+    for (int mi = 0; mi < o.n_models; mi++) {
+        const struct loom_hparams * hp = loom_model_file_hparams(files[mi]);
+        const int64_t head_dim = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
+        for (int kv = 0; kv < 2; kv++) {
+            const enum loom_type * types = kv ? o.types_v : o.types_k;
+            for (int i = 0; i < (kv ? o.n_types_v : o.n_types_k); i++) {
+                const int64_t blck = loom_blck_size(types[i]);
+                if (head_dim % blck == 0) continue;
+                fprintf(stderr, "loom bench: %s: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
+                        o.models[mi], loom_type_name(types[i]), kv ? "V" : "K", (long long)blck, (long long)head_dim);
+                return bench_files_free(files, o.n_models, 1);
+            }
+        }
+    }
     print_header(&o);
     bool first = true;
     int n_skipped = 0; /* the combinations bench_model skipped (each said so) */

@@ -181,7 +181,7 @@ static char * format(const struct chat * c, bool add_ass) {
 }
 
 static void print_tokens(const char * what, const int32_t * t, int32_t n, int32_t pos) {
-    fprintf(stderr, "[%s: %d tokens at position %d:", what, n, pos);
+    fprintf(stderr, "[%s: %d token%s at position %d:", what, n, cli_plural(n), pos);
     for (int32_t i = 0; i < n; i++) fprintf(stderr, " %d", t[i]);
     fprintf(stderr, "]\n");
 }
@@ -226,7 +226,7 @@ static int context_shift(struct chat * c, int32_t need, int32_t limit) {
         else if (b >= to) c->turn_start[k++] = b - d;
     }
     c->n_turns = k;
-    fprintf(stderr, "[context shift: dropped %d tokens after the first %d, %d kept]\n", d, from, c->n_tokens);
+    fprintf(stderr, "[context shift: dropped %d token%s after the first %d, %d kept]\n", d, cli_plural(d), from, c->n_tokens);
     loom_llama_kv_clear(c->lctx);
     const int32_t n = c->n_tokens;
     c->n_tokens = 0;
@@ -240,7 +240,8 @@ static int make_room(struct chat * c, int32_t need, int32_t limit, bool in_reply
     if (loom_llama_n_past(c->lctx) + need <= c->n_ctx) return 1;
     const char * nl = in_reply ? "\n" : "";
     if (need > c->n_ctx - c->keep) {
-        fprintf(stderr, "%sloom chat: %d tokens do not fit the context of %d (%d kept); use a larger -c\n", nl, need, c->n_ctx, c->keep);
+        fprintf(stderr, "%sloom chat: %d token%s do%s not fit the context of %d (%d kept); use a larger -c\n", nl, need, cli_plural(need),
+                need == 1 ? "es" : "", c->n_ctx, c->keep);
         return 0;
     }
     if (!c->o->context_shift) {

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "loom-convert.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,7 +59,10 @@ int loom_cmd_quantize(int argc, char ** argv) {
         fprintf(stderr, "loom quantize: %s\n", cli_last_error("cannot quantize the model"));
         return 1;
     }
-    fprintf(stderr, "wrote %s (%s): %.2f MiB -> %.2f MiB of tensor data in %.1f s\n", out, type, mib(t.in), mib(t.out),
+    char name[16]; /* the preset's name as the field spells it (a known name is short and taken in any case) */
+    snprintf(name, sizeof name, "%s", type);
+    for (char * p = name; *p; p++) *p = (char)toupper((unsigned char)*p);
+    fprintf(stderr, "wrote %s (%s): %.2f MiB -> %.2f MiB of tensor data in %.1f s\n", out, name, mib(t.in), mib(t.out),
             (loom_time_us() - t0) / 1e6);
     return 0;
 }

@@ -313,12 +313,13 @@ int loom_cmd_run(int argc, char ** argv) {
     cli_warn_ctx_train(n_ctx, s.n_ctx_train);
     /* the token sampled from the last position is printed though it is never decoded */
     if (o.g.n_predict >= 0 && (int64_t)n_prompt + o.g.n_predict > (int64_t)n_ctx + 1) {
-        fprintf(stderr, "warning: the prompt (%d tokens) and -n %lld exceed the context of %d: generation stops after %d tokens "
-                        "(use -c)\n", n_prompt, o.g.n_predict, n_ctx, n_ctx - n_prompt + 1);
+        fprintf(stderr, "warning: the prompt (%d token%s) and -n %lld exceed the context of %d: generation stops after %d token%s "
+                        "(use -c)\n", n_prompt, cli_plural(n_prompt), o.g.n_predict, n_ctx, n_ctx - n_prompt + 1,
+                cli_plural(n_ctx - n_prompt + 1));
     }
     if (o.g.verbose) cli_print_memory_breakdown(s.model, s.lctx);
     if (o.g.verbose_prompt) {
-        fprintf(stderr, "prompt: %d tokens\n", n_prompt);
+        fprintf(stderr, "prompt: %d token%s\n", n_prompt, cli_plural(n_prompt));
         for (int32_t i = 0; i < n_prompt; i++) {
             char piece[256];
             const int32_t n = loom_token_to_piece(vocab, s.tokens[i], piece, sizeof piece, true);

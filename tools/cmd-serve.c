@@ -29,6 +29,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,7 @@ static void usage(FILE * f) {
             "      --host ADDR         address to listen on (default 127.0.0.1)\n"
             "      --port N            port (default 8080; 0: a free one, printed on stderr)\n"
             "  -c, --ctx-size N        context size in tokens, of all slots together (default: the training\n"
-            "                          context, at most 4096); each slot holds N / np\n"
+            "                          context, at most 4096; 0 the same); each slot holds N / np\n"
             "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
             "  -ngl, --n-gpu-layers N  layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "  -t, --threads N         CPU threads (default: LOOM_N_THREADS, else all cores)\n"
@@ -173,6 +174,14 @@ static cJSON * error_json(unsigned status, const char * msg) {
     cJSON_AddStringToObject(e, "type", error_type(status));
     cJSON_AddItemToObject(root, "error", e);
     return root;
+}
+
+/* error_json(status, msg) as text (cJSON_free it), or NULL when out of memory. */
+static char * error_text(unsigned status, const char * msg) {
+    cJSON * j = error_json(status, msg);
+    char * s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    return s;
 }
 
 static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -323,6 +332,11 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
         const cJSON * content = cJSON_GetObjectItemCaseSensitive(it, "content");
         if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !content) {
             snprintf(err, en, "messages[%d] must be an object with string 'role' and 'content'", i);
+            ok = false;
+            break;
+        }
+        if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant")) {
+            snprintf(err, en, "messages[%d].role '%.64s' is not one of system, user, assistant", i, role->valuestring);
             ok = false;
             break;
         }
@@ -725,7 +739,9 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     }
     if (!serve_gen_submit(g.job)) {
         serve_job_unref(g.job);
-        return send_error(conn, 503, "the server is busy: %lld requests are waiting already", O.queue_max);
+        if (!O.queue_max) return send_error(conn, 503, "the server is busy: every slot is busy and queueing is off (--queue-max 0)");
+        return send_error(conn, 503, "the server is busy: every slot is busy and %lld %s waiting already", O.queue_max,
+                          O.queue_max == 1 ? "request is" : "requests are");
     }
     if (!g.stream) {
         const union MHD_ConnectionInfo * ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -958,7 +974,7 @@ static bool get_endpoint(const char * url) {
 /* 405 for a known endpoint asked with another method than 'allow' (with the Allow header, RFC 9110 15.5.6). */
 static enum MHD_Result send_method_error(struct MHD_Connection * conn, const char * method, const char * url, const char * allow) {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s takes %s, not %s", url, allow, method);
+    snprintf(msg, sizeof msg, "%s does not take %s (only %s)", url, method, allow);
     cJSON * j = error_json(405, msg);
     char * body = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
@@ -1012,7 +1028,8 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         *upload_size = 0;
         return MHD_YES;
     }
-    const bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    /* HEAD is GET without the body (RFC 9110 9.3.2; libmicrohttpd leaves the body out) */
+    const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (!strcmp(method, "OPTIONS")) { /* a browser's preflight */
         struct MHD_Response * r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
@@ -1023,7 +1040,10 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         MHD_destroy_response(r);
         return ret;
     }
-    if (get && (!strcmp(url, "/health") || !strcmp(url, "/v1/health"))) {
+    const bool health = !strcmp(url, "/health") || !strcmp(url, "/v1/health"), page = !strcmp(url, "/") || !strcmp(url, "/index.html");
+    /* the endpoints that need no key: a wrong method is told so, not asked for a key */
+    if ((health || page) && !get) return send_method_error(conn, method, url, "GET, HEAD");
+    if (health) {
         const int rd = serve_gen_ready();
         if (rd == 1) {
             struct serve_stats st;
@@ -1035,7 +1055,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         }
         return send_error(conn, 503, "Loading model");
     }
-    if (get && (!strcmp(url, "/") || !strcmp(url, "/index.html"))) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
+    if (page) return send_text(conn, 200, "text/html; charset=utf-8", serve_page_html, strlen(serve_page_html));
     if (!authorized(conn)) return send_error(conn, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')");
     if (c->too_large) return send_error(conn, 413, "the request body is larger than %u bytes", SERVE_BODY_MAX);
     if (serve_gen_ready() != 1) return send_error(conn, 503, "Loading model");
@@ -1048,7 +1068,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     else if (!strcmp(url, "/completion") || !strcmp(url, "/completions")) api = API_NATIVE;
     else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = API_NATIVE, gen = false;
     else if (!get_endpoint(url)) return send_error(conn, 404, "no endpoint %s %s", method, url);
-    else return send_method_error(conn, method, url, "GET");
+    else return send_method_error(conn, method, url, "GET, HEAD");
     if (!post) return send_method_error(conn, method, url, "POST");
     if (c->body && json_has_nul(c->body, c->len)) return send_error(conn, 400, "the body holds a NUL character (\\u0000), which is refused");
     if (c->body && !valid_utf8(c->body, c->len)) return send_error(conn, 400, "the body is not valid UTF-8");
@@ -1089,13 +1109,21 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: --host %s: %s\n", O.host, gai_strerror(gai));
         return 1;
     }
-    /* the model and its KV cache made before anything listens: an error is the one line, no port opened */
+    /* the port taken first (a port in use is told at once, before the model loads), then the model
+     * and its KV cache made before it listens: an error is the one line, no port opened */
+    unsigned bound = 0;
+    const int lfd = serve_bind(ai, &bound);
+    freeaddrinfo(ai);
+    if (lfd < 0) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
+        return 1;
+    }
     const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
                                         .n_gpu_layers = (int32_t)O.n_gpu_layers, .fit_margin = 1024,
                                         .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
     if (!serve_gen_open(&gp)) {
         serve_gen_free();
-        freeaddrinfo(ai);
+        close(lfd);
         return 1;
     }
     /* SIGTERM and SIGINT go to the main thread's sigwait only: every thread started below inherits the mask */
@@ -1106,11 +1134,9 @@ int loom_cmd_serve(int argc, char ** argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* the socket is ours (serve-accept.c reads each request head ahead), the connections libmicrohttpd's */
-    unsigned bound = 0;
-    const int lfd = serve_listen(ai, &bound);
-    freeaddrinfo(ai);
-    if (lfd < 0) {
-        fprintf(stderr, "loom serve: cannot listen on %s port %lld: %s\n", O.host, O.port, strerror(errno));
+    if (listen(lfd, 64) != 0) {
+        fprintf(stderr, "loom serve: cannot listen on %s port %u: %s\n", O.host, bound, strerror(errno));
+        close(lfd);
         serve_gen_free();
         return 1;
     }
@@ -1120,18 +1146,16 @@ int loom_cmd_serve(int argc, char ** argv) {
                                              MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                                              (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
-    cJSON * bad_cl_json = d ? error_json(400, "the Content-Length header is not one decimal number") : NULL;
-    char * bad_cl = bad_cl_json ? cJSON_PrintUnformatted(bad_cl_json) : NULL;
-    cJSON_Delete(bad_cl_json);
-    char busy_msg[96];
-    snprintf(busy_msg, sizeof busy_msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
-    cJSON * busy_json = bad_cl ? error_json(503, busy_msg) : NULL;
-    char * busy = busy_json ? cJSON_PrintUnformatted(busy_json) : NULL;
-    cJSON_Delete(busy_json);
-    if (!d || !busy || !serve_accept_start(lfd, d, bad_cl, busy)) {
+    char * bad_cl = error_text(400, "the Content-Length header is not one decimal number");
+    char msg[96];
+    snprintf(msg, sizeof msg, "the request body is larger than %u bytes", SERVE_BODY_MAX);
+    char * huge_cl = error_text(413, msg);
+    snprintf(msg, sizeof msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
+    char * busy = error_text(503, msg);
+    if (!d || !bad_cl || !huge_cl || !busy || !serve_accept_start(lfd, d, bad_cl, huge_cl, busy)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
-        cJSON_free(bad_cl), cJSON_free(busy);
+        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
         close(lfd);
         serve_gen_free();
         return 1;
@@ -1143,7 +1167,7 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();
         MHD_stop_daemon(d);
-        cJSON_free(bad_cl), cJSON_free(busy);
+        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
         serve_gen_free();
         return 1;
     }
@@ -1154,7 +1178,7 @@ int loom_cmd_serve(int argc, char ** argv) {
     serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
     MHD_stop_daemon(d);
     serve_gen_free();
-    cJSON_free(bad_cl), cJSON_free(busy);
+    cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /* serve-accept.c -- `loom serve`'s listening socket: accepted connections are read ahead for a
- * malformed Content-Length (answered here with the JSON error), then handed to libmicrohttpd. */
+ * malformed or huge Content-Length (answered here with the JSON error), then handed to libmicrohttpd. */
 #ifdef LOOM_HAVE_SERVE
 #define _GNU_SOURCE /* memmem, accept4 */
 #include "serve-accept.h"
@@ -23,7 +23,7 @@
 static struct {
     int fd;
     struct MHD_Daemon * d;
-    const char * bad_request, * busy;
+    const char * bad_request, * too_large, * busy;
     pthread_t thread;
     bool started;
     atomic_bool stopping;
@@ -33,12 +33,12 @@ static struct {
     atomic_int mhd_live;  /* connections libmicrohttpd holds (its connection notifications count them) */
 } A = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-int serve_listen(const struct addrinfo * ai, unsigned * port) {
+int serve_bind(const struct addrinfo * ai, unsigned * port) {
     const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) return -1;
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         const int e = errno;
         close(fd);
         errno = e;
@@ -54,11 +54,15 @@ int serve_listen(const struct addrinfo * ai, unsigned * port) {
     return fd;
 }
 
-/* True when the head 'h' (ending at its blank line) has a Content-Length that is not one decimal
- * number (RFC 9112 6.3: a list of differing values, a sign, letters or no digits at all). */
-static bool bad_content_length(const char * h, size_t n) {
+/* What the head 'h' (ending at its blank line) says of its Content-Length: CL_BAD when it is not one
+ * decimal number (RFC 9112 6.3: a list of differing values, a sign, letters or no digits at all),
+ * CL_HUGE when it is one past what a signed 64-bit number holds (libmicrohttpd and the request
+ * handler could not read it: such a body is too large for any limit), else CL_OK. */
+enum { CL_OK, CL_BAD, CL_HUGE };
+static int check_content_length(const char * h, size_t n) {
     const char * end = h + n, * line = h;
     char first[24] = "";
+    int r = CL_OK;
     while (line < end) {
         const char * eol = memchr(line, '\n', (size_t)(end - line));
         if (!eol) eol = end;
@@ -66,18 +70,25 @@ static bool bad_content_length(const char * h, size_t n) {
             const char * v = line + 15, * ve = eol;
             while (v < ve && (*v == ' ' || *v == '\t')) v++;
             while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
-            if (ve == v || ve - v > 19) return true;
+            if (ve == v) return CL_BAD;
             for (const char * c = v; c < ve; c++) {
-                if (!isdigit((unsigned char)*c)) return true;
+                if (!isdigit((unsigned char)*c)) return CL_BAD;
             }
+            while (ve - v > 1 && *v == '0') v++; /* leading zeros do not count */
             char val[24];
-            snprintf(val, sizeof val, "%.*s", (int)(ve - v), v);
-            if (first[0] && strcmp(first, val)) return true; /* two that differ */
+            if (ve - v > 19) {
+                snprintf(val, sizeof val, "huge"); /* more digits than 64 bits hold */
+                r = CL_HUGE;
+            } else {
+                snprintf(val, sizeof val, "%.*s", (int)(ve - v), v);
+                if (ve - v == 19 && strcmp(val, "9223372036854775807") > 0) r = CL_HUGE;
+            }
+            if (first[0] && strcmp(first, val)) return CL_BAD; /* two that differ */
             snprintf(first, sizeof first, "%s", val);
         }
         line = eol + 1;
     }
-    return false;
+    return r;
 }
 
 static int64_t now_ms(void) {
@@ -115,7 +126,7 @@ static void answer_and_close(int fd, const char * status, const char * body, boo
 static void * screen(void * arg) {
     struct conn * c = arg;
     char * buf = malloc(HEAD_MAX);
-    bool bad = false;
+    int cl = CL_OK;
     size_t seen = 0;
     const int64_t t0 = now_ms();
     while (buf && !atomic_load(&A.stopping)) {
@@ -126,7 +137,7 @@ static void * screen(void * arg) {
         if (n > 0) {
             const char * e = memmem(buf, (size_t)n, "\r\n\r\n", 4);
             if (e) {
-                bad = bad_content_length(buf, (size_t)(e - buf) + 2);
+                cl = check_content_length(buf, (size_t)(e - buf) + 2);
                 break;
             }
             if ((size_t)n == HEAD_MAX) break;
@@ -139,8 +150,9 @@ static void * screen(void * arg) {
         if (now_ms() - t0 > HEAD_WAIT_MS) break;
     }
     free(buf);
-    if (bad || atomic_load(&A.stopping)) {
-        if (bad) answer_and_close(c->fd, "400 Bad Request", A.bad_request, true);
+    if (cl != CL_OK || atomic_load(&A.stopping)) {
+        if (cl == CL_BAD) answer_and_close(c->fd, "400 Bad Request", A.bad_request, true);
+        else if (cl == CL_HUGE) answer_and_close(c->fd, "413 Content Too Large", A.too_large, true);
         else close(c->fd);
     } else {
         /* on failure libmicrohttpd closes the socket itself (closing it here too could close
@@ -199,10 +211,11 @@ void serve_accept_notify(void * cls, struct MHD_Connection * conn, void ** socke
     else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&A.mhd_live, 1);
 }
 
-bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * busy) {
+bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * too_large, const char * busy) {
     A.fd = fd;
     A.d = d;
     A.bad_request = bad_request;
+    A.too_large = too_large;
     A.busy = busy;
     A.started = pthread_create(&A.thread, NULL, acceptor, NULL) == 0;
     return A.started;

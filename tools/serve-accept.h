@@ -13,14 +13,17 @@
  * which is never reached: past it libmicrohttpd 0.9.75 was seen to stop serving for good. */
 #define SERVE_CONN_MAX 240
 
-/* A listening TCP socket bound to 'ai' (SO_REUSEADDR), or -1 with errno set. '*port' gets the
- * port bound (for --port 0). */
-int serve_listen(const struct addrinfo * ai, unsigned * port);
+/* A TCP socket bound to 'ai' (SO_REUSEADDR), or -1 with errno set (EADDRINUSE: another program
+ * listens there). '*port' gets the port bound (for --port 0). It does not listen yet: a client
+ * is refused until listen(2) on it, so that the port can be taken before the model loads and
+ * opened once it has. */
+int serve_bind(const struct addrinfo * ai, unsigned * port);
 /* Starts the thread that accepts on 'fd' and hands good connections to 'd' (started with
  * MHD_USE_NO_LISTEN_SOCKET and serve_accept_notify as its MHD_OPTION_NOTIFY_CONNECTION);
- * 'bad_request' is the JSON body sent for a malformed Content-Length, 'busy' the one sent past
- * SERVE_CONN_MAX connections. False when the thread cannot be started. */
-bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * busy);
+ * 'bad_request' is the JSON body sent (400) for a malformed Content-Length, 'too_large' the one
+ * sent (413) for a Content-Length past 2^63 - 1, 'busy' the one sent (503) past SERVE_CONN_MAX
+ * connections. False when the thread cannot be started. */
+bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * too_large, const char * busy);
 /* libmicrohttpd's connection notification: counts the connections it holds. */
 void serve_accept_notify(void * cls, struct MHD_Connection * conn, void ** socket_context, enum MHD_ConnectionNotificationCode toe);
 /* Stops accepting, waits for the connections being read ahead, and closes the socket. */

@@ -380,7 +380,8 @@ bool serve_gen_open(const struct serve_gen_params * p) {
     G.n_slots = p->n_parallel > 0 ? p->n_parallel : 1;
     G.n_ctx = n_total / G.n_slots; /* the field's split: each slot gets its share */
     if (G.n_ctx < 2) {
-        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d tokens per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx);
+        fprintf(stderr, "loom serve: -c %d over -np %d slots leaves %d token%s per slot (2 at least)\n", n_total, G.n_slots, G.n_ctx,
+                cli_plural(G.n_ctx));
         loom_model_file_free(G.file);
         G.file = NULL;
         return false;
@@ -390,7 +391,8 @@ bool serve_gen_open(const struct serve_gen_params * p) {
         fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
         return false;
     }
-    fprintf(stderr, "loom serve: model loaded (%s, %d slots of %d tokens)\n", loom_model_desc(G.model), G.n_slots, G.n_ctx);
+    fprintf(stderr, "loom serve: model loaded (%s, %d slot%s of %d token%s)\n", loom_model_desc(G.model), G.n_slots,
+            cli_plural(G.n_slots), G.n_ctx, cli_plural(G.n_ctx));
     return true;
 }
 

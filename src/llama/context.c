@@ -480,8 +480,8 @@ enum loom_status loom_llama_decode_batch(struct loom_llama_context * lctx, const
     }
     const int32_t n_free = lctx->cells.size - lctx->cells.used;
     if (n_tokens > n_free) {
-        loom_log(LOOM_LOG_ERROR, "the KV cache is full: %d tokens need cells, %d of its %d cells are free", n_tokens, n_free,
-                 lctx->cells.size);
+        loom_log(LOOM_LOG_ERROR, "the KV cache is full: %d token%s cells, %d of its %d cells are free", n_tokens,
+                 n_tokens == 1 ? " needs" : "s need", n_free, lctx->cells.size);
         return LOOM_ERR_TOO_LARGE;
     }
     enum loom_status st = reserve_outputs(lctx, n_tokens, n_out);
@@ -521,7 +521,8 @@ enum loom_status loom_llama_decode(struct loom_llama_context * lctx, const int32
     if (n_tokens <= 0) return LOOM_ERR_INVALID_ARG;
     const int32_t n_past = loom_llama_n_past(lctx);
     if (n_tokens > lctx->params.n_ctx - n_past) {
-        loom_log(LOOM_LOG_ERROR, "%d tokens do not fit in the context: %d of %d positions used", n_tokens, n_past, lctx->params.n_ctx);
+        loom_log(LOOM_LOG_ERROR, "%d token%s not fit in the context: %d of %d positions used", n_tokens, n_tokens == 1 ? " does" : "s do",
+                 n_past, lctx->params.n_ctx);
         return LOOM_ERR_TOO_LARGE;
     }
     int32_t * pos = malloc((size_t)n_tokens * 2 * sizeof *pos);

@@ -217,6 +217,9 @@ printf 'a\x00b\nhi\n' | "$bin" chat -m "$model" -n 1 --verbose-prompt >"$tmp/out
 "$bin" run -m "$model" -p "</s>" -n 1 --verbose-prompt >/dev/null 2>"$tmp/err2"
 grep -q "^prompt: 2 tokens" "$tmp/err" && grep -q "^ *2 -> '</s>'" "$tmp/err" && ! grep -q "^prompt: 2 tokens" "$tmp/err2" &&
   echo "ok: run --parse-special" || fail "run --parse-special: $(grep -A3 '^prompt' "$tmp/err") / $(grep '^prompt' "$tmp/err2")"
+# one token is "1 token" (an empty prompt is BOS alone)
+"$bin" run -m "$model" -p "" -n 1 --verbose-prompt >/dev/null 2>"$tmp/err"
+grep -qx "prompt: 1 token" "$tmp/err" && echo "ok: prompt: 1 token" || fail "an empty prompt: $(grep '^prompt' "$tmp/err")"
 # LOOM_N_THREADS is the default -t for every command, capped to the CPUs as -t is (the same warning)
 ncpu=$(nproc)
 n=$(LOOM_N_THREADS=1 "$bin" bench -m "$model" -p 8 -n 0 -r 1 -o json 2>/dev/null | grep -o '"n_threads": [0-9]*' | grep -o '[0-9]*$')

@@ -28,6 +28,7 @@ err_ok() {
 auth=(-H "Authorization: Bearer $key")
 
 start_server "$tmp/log" -m "$model" -c 256 --metrics --api-key "$key" --alias stories
+grep -q "^loom serve: model loaded (.*, 1 slot of 256 tokens)$" "$tmp/log" || fail "the load line: $(cat "$tmp/log")"
 
 # health needs no key; everything else does
 req health 200 "$url/health"
@@ -43,6 +44,29 @@ req models 200 "${auth[@]}" "$url/v1/models"
 [ "$(json "$tmp/models" 'j.data[0].id')" = stories ] || fail "models: $(cat "$tmp/models")"
 req page 200 "$url/"
 grep -q '/v1/chat/completions' "$tmp/page" || fail "the page at / does not call the chat endpoint"
+# HEAD of the key-free endpoints: 200 without a key and without a body; another method there: 405
+# (not 401), with Allow
+for u in / /health; do
+  n=${u//\//_}
+  req "post$n" 405 -D "$tmp/post$n.h" "$url$u" -d '{}'; err_ok "post$n" 405
+  grep -qi '^Allow: GET, HEAD' "$tmp/post$n.h" || fail "POST $u: no Allow: GET, HEAD: $(cat "$tmp/post$n.h")"
+done
+# (raw bytes: the whole answer up to the server's close, to see that no body follows the head)
+node -e '
+const u = new URL(process.argv[1]);
+const one = (path) => new Promise((res) => {
+  const s = require("net").connect(+u.port, u.hostname, () => s.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\n\r\n`));
+  let out = ""; s.on("data", (d) => out += d); s.on("close", () => res(out)); s.on("error", () => res(out)); s.setTimeout(10000, () => s.destroy());
+});
+(async () => {
+  for (const p of ["/", "/health"]) {
+    const out = await one(p), i = out.indexOf("\r\n\r\n");
+    if (!out.startsWith("HTTP/1.1 200") || i < 0 || i + 4 !== out.length) console.log(`HEAD ${p}: ${JSON.stringify(out.slice(0, 400))}`);
+  }
+})();' "$url" >"$tmp/head"
+[ -s "$tmp/head" ] && fail "HEAD without a key: $(cat "$tmp/head")"
+req headmodels 401 -I "$url/v1/models"
+req headmodelsk 200 -I "${auth[@]}" "$url/v1/models"
 
 # greedy /completion and /v1/completions equal loom run --temp 0
 prompt="Once upon a time"
@@ -153,6 +177,8 @@ req cstring 200 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role"
   fail "content parts: $(cat "$tmp/cparts") vs $(cat "$tmp/cstring")"
 req cimage 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
 err_ok cimage 400
+req erole 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"wizard","content":"Hi"}]}'; err_ok erole 400
+case "$(json "$tmp/erole" 'j.error.message')" in *"'wizard'"*) ;; *) fail "the unknown role is not named: $(cat "$tmp/erole")" ;; esac
 # a known endpoint asked with another method: 405, the error JSON and Allow
 req e405 405 "${auth[@]}" -D "$tmp/e405.h" "$url/v1/completions"; err_ok e405 405
 grep -qi '^Allow: POST' "$tmp/e405.h" || fail "405 without Allow: POST: $(cat "$tmp/e405.h")"
@@ -172,7 +198,8 @@ req e413 413 "${auth[@]}" "$url/completion" --data-binary @"$tmp/big"; err_ok e4
 # waiting for it would leave curl to its -m limit, status 000)
 req e413early 413 -m 10 -H "Expect:" -H "Content-Length: 5000000" "${auth[@]}" "$url/completion" --data-binary ''; err_ok e413early 413
 # a malformed Content-Length gets one answer, the JSON error (libmicrohttpd alone repeats its header
-# block and sends HTML); raw bytes over a socket (curl would mend the header), one node for all cases
+# block and sends HTML); one past 64 bits is too large (413) like any other past the limit; raw
+# bytes over a socket (curl would mend the header), one node for all cases
 node -e '
 const u = new URL(process.argv[1]);
 const one = (cl) => new Promise((res) => {
@@ -180,10 +207,12 @@ const one = (cl) => new Promise((res) => {
   let out = ""; s.on("data", (d) => out += d); s.on("close", () => res(out)); s.on("error", () => res(out)); s.setTimeout(10000, () => s.destroy());
 });
 (async () => {
-  for (const cl of ["abc", "-5", "12, 13", "1 2"]) {
+  const huge = /^the request body is larger than 1048576 bytes$/;
+  for (const [cl, want, msg] of [["abc", 400, /./], ["-5", 400, /./], ["12, 13", 400, /./], ["1 2", 400, /./],
+                                 ["99999999999999999999999", 413, huge], ["9223372036854775808", 413, huge], ["18446744073709551616", 413, huge]]) {
     const out = await one(cl), i = out.indexOf("\r\n\r\n");
-    let ok = (out.match(/HTTP\/1\.1 /g) || []).length === 1 && out.startsWith("HTTP/1.1 400") && i > 0;
-    try { const e = JSON.parse(out.slice(i + 4)).error; ok = ok && e.code === 400 && e.message && e.type; } catch (x) { ok = false; }
+    let ok = (out.match(/HTTP\/1\.1 /g) || []).length === 1 && out.startsWith(`HTTP/1.1 ${want}`) && i > 0;
+    try { const e = JSON.parse(out.slice(i + 4)).error; ok = ok && e.code === want && msg.test(e.message) && e.type; } catch (x) { ok = false; }
     if (!ok) console.log(`Content-Length "${cl}": ${JSON.stringify(out.slice(0, 400))}`);
   }
 })();' "$url" >"$tmp/badcl"
@@ -245,6 +274,12 @@ back=
 for i in $(seq 50); do curl -s -m 2 "$url/health" | grep -q '"ok"' && { back=1; break; }; sleep 0.1; done
 [ -n "$back" ] || fail "the server did not serve again after 300 connections held at once"
 
+# a port in use: the one line, before the model is loaded
+timeout 20 "$bin" serve -m "$model" --port "${url##*:}" -t 1 2>"$tmp/inuse"
+rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/inuse")" = 1 ] && grep -q "^loom serve: cannot listen on 127.0.0.1 port ${url##*:}: Address already in use$" "$tmp/inuse" ||
+  fail "a port in use: exit $rc: $(cat "$tmp/inuse")"
+
 # metrics count what was done
 req metrics 200 "${auth[@]}" "$url/metrics"
 grep -q '^loom:tokens_predicted_total [1-9]' "$tmp/metrics" && grep -q '^loom:prompt_tokens_total [1-9]' "$tmp/metrics" &&
@@ -279,6 +314,8 @@ slot_freed() {
 }
 long_stream "$tmp/long" || fail "the long stream sent nothing"
 req busy 503 "$url/completion" -d '{"prompt":"Once","n_predict":4}'; err_ok busy 503
+[ "$(json "$tmp/busy" 'j.error.message')" = "the server is busy: every slot is busy and queueing is off (--queue-max 0)" ] ||
+  fail "the 503 with --queue-max 0: $(cat "$tmp/busy")"
 kill "$bg"; wait "$bg" 2>/dev/null; bg=
 slot_freed || fail "the slot was not freed after the client disconnected"
 req after 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
@@ -309,7 +346,7 @@ wait "$bg" 2>/dev/null; bg=
 [ "$(wc -l <"$tmp/np")" = 1 ] || fail "-np 0: $(cat "$tmp/np")"
 timeout 20 "$bin" serve -m "$model" --port 0 -c 8 -np 8 2>"$tmp/npc"
 rc=$?
-[ $rc -eq 1 ] && grep -q "tokens per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
+[ $rc -eq 1 ] && grep -q "leaves 1 token per slot" "$tmp/npc" && [ "$(wc -l <"$tmp/npc")" = 1 ] || fail "-c 8 -np 8: exit $rc, not one line: $(cat "$tmp/npc")"
 # a KV cache that does not fit (a sim device of 32 MiB): the one line, naming -c, before any port is opened
 timeout 20 env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" serve -m "$model" --port 0 -c 80000 -ngl 99 2>"$tmp/kvbig"
 rc=$?
