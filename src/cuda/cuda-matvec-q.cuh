@@ -346,8 +346,7 @@ template <int T> static void lc_qmv8_one(const struct lc_backend * be, const str
     else if (ncols == 1) f = (const void *)lc_matvec_q8_kernel<T, 1, LC_MV_PLAIN>;
     else if (ncols == 2) f = (const void *)lc_matvec_q8_kernel<T, 2, LC_MV_PLAIN>;
     else if (ncols == 3) f = (const void *)lc_matvec_q8_kernel<T, 3, LC_MV_PLAIN>;
-    else if (ncols == 4) f = (const void *)lc_matvec_q8_kernel<T, 4, LC_MV_PLAIN>;
-    else f = (const void *)lc_matvec_q8_kernel<T, 8, LC_MV_PLAIN>, nc = 8;
+    else f = (const void *)lc_matvec_q8_kernel<T, 4, LC_MV_PLAIN>;
     dim3 grid(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1);
     unsigned smem = lc_qmv8_smem<lc_q<T>>(p.K, nc);
     void * args[] = {(void *)&p, &smem};
@@ -382,8 +381,7 @@ template <> struct lc_qmv_pick<false> {
     }
 };
 
-/* Queue one product (at most 8 columns with 8-bit activations: 1 .. 4 or 8; else at most
- * LC_MATVEC_MAX_COLS) / a several-product launch with weights of type T (cuda-matvec-q.cu's
+/* Queue one product (at most LC_MATVEC_MAX_COLS columns) / a several-product launch with weights of type T (cuda-matvec-q.cu's
  * dispatch); instantiated by LC_QMV_INSTANTIATE in the type's file, declared extern elsewhere. */
 template <int T> void lc_qmv_one_t(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     lc_qmv_pick<lc_q8dot_on<T>::value>::template one<T>(be, p, ncols);
