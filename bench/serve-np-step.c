@@ -5,7 +5,9 @@
  * the CPU time of one thread varies far less than the wall time). A benchmark, not a test.
  *
  * build: gcc -O2 -Iinclude bench/serve-np-step.c BUILD/libloom.a -lpcre2-32 -lm -lpthread -ldl -o /tmp/np-step
- * usage: /tmp/np-step MODEL N_SEQ STEPS [THREADS]      e.g. CPUT=1 /tmp/np-step /tmp/np-110m.gguf 4 30 1
+ *   (a CUDA build: add -fopenmp -Wl,--export-dynamic and put the program beside BUILD/libloom-cuda.so)
+ * usage: /tmp/np-step MODEL N_SEQ STEPS [THREADS [N_GPU_LAYERS]]   e.g. CPUT=1 /tmp/np-step /tmp/np-110m.gguf 4 30 1
+ *   (on a GPU: /tmp/np-step 7b.gguf 8 64 4 99; the first steps include warm-up: see 'best')
  * (token ids below 32000: a model with a vocabulary of at least that size) */
 #include "loom-llama.h"
 
@@ -21,7 +23,7 @@ static double now(void) {
 
 int main(int argc, char ** argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s MODEL N_SEQ STEPS [THREADS]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL N_SEQ STEPS [THREADS [N_GPU_LAYERS]]\n", argv[0]);
         return 2;
     }
     const int ns = atoi(argv[2]), steps = atoi(argv[3]), nt = argc > 4 ? atoi(argv[4]) : 2;
@@ -29,8 +31,10 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "N_SEQ must be 1..16 and STEPS >= 1\n");
         return 2;
     }
+    struct loom_model_params mp = loom_model_default_params();
+    if (argc > 5) mp.n_gpu_layers = atoi(argv[5]);
     struct loom_model * m = NULL;
-    if (loom_model_load(argv[1], loom_model_default_params(), &m) != LOOM_OK) return 1;
+    if (loom_model_load(argv[1], mp, &m) != LOOM_OK) return 1;
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = 2048;
     cp.n_threads = nt;

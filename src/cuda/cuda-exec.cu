@@ -389,44 +389,26 @@ static enum loom_status run_graphs(struct lc_backend * be, struct loom_cgraph * 
 
 /* ---------------------------------------------------------------- graph_compute */
 
-/* Grows the scratch memory to 'need' bytes, waiting for queued work that may still use it. */
-static enum loom_status reserve_scratch(struct lc_backend * be, size_t need) {
-    if (need <= be->scratch_size) return LOOM_OK;
+/* Grows the device buffer '*buf' ('*size' bytes; 'what' names it in the error) to at least 'need'
+ * bytes, a quarter more with 'slack', waiting for queued work that may still use the old one. */
+static enum loom_status reserve_buffer(struct lc_backend * be, char ** buf, size_t * size, size_t need, bool slack, const char * what) {
+    if (need <= *size) return LOOM_OK;
     LC_TRY(cudaStreamSynchronize(be->stream));
-    if (be->scratch) cudaFree(be->scratch);
-    be->scratch = NULL;
-    be->scratch_size = 0;
-    size_t size = need + need / 4;
+    if (*buf) cudaFree(*buf);
+    *buf = NULL;
+    *size = 0;
+    const size_t want = slack ? need + need / 4 : need;
     void * p = NULL;
-    if (cudaMalloc(&p, size) != cudaSuccess) {
+    if (cudaMalloc(&p, want) != cudaSuccess) {
         (void)cudaGetLastError();
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB of scratch memory for mul_mat (%.2f MiB free)", be->dev->name,
-                 be->dev->description, size / 1048576.0, fr / 1048576.0);
+        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB %s (%.2f MiB free)", be->dev->name, be->dev->description,
+                 want / 1048576.0, what, fr / 1048576.0);
         return LOOM_ERR_OOM;
     }
-    be->scratch = (char *)p;
-    be->scratch_size = size;
-    return LOOM_OK;
-}
-
-/* Grows the 8-bit activation buffer (be->act8) to 'need' bytes, as reserve_scratch. */
-static enum loom_status reserve_act8(struct lc_backend * be, size_t need) {
-    if (need <= be->act8_size) return LOOM_OK;
-    LC_TRY(cudaStreamSynchronize(be->stream));
-    if (be->act8) cudaFree(be->act8);
-    be->act8 = NULL;
-    be->act8_size = 0;
-    void * p = NULL;
-    if (cudaMalloc(&p, need) != cudaSuccess) {
-        (void)cudaGetLastError();
-        loom_log(LOOM_LOG_ERROR, "%s (%s): cannot allocate %.2f MiB for quantized activations", be->dev->name, be->dev->description,
-                 need / 1048576.0);
-        return LOOM_ERR_OOM;
-    }
-    be->act8 = (char *)p;
-    be->act8_size = need;
+    *buf = (char *)p;
+    *size = want;
     return LOOM_OK;
 }
 
@@ -458,8 +440,8 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
         }
         *gathers = *gathers || node->op == LOOM_OP_GET_ROWS || node->op == LOOM_OP_SET_ROWS;
     }
-    const enum loom_status st = reserve_scratch(be, scratch);
-    return st != LOOM_OK ? st : reserve_act8(be, act8);
+    const enum loom_status st = reserve_buffer(be, &be->scratch, &be->scratch_size, scratch, true, "of scratch memory for mul_mat");
+    return st != LOOM_OK ? st : reserve_buffer(be, &be->act8, &be->act8_size, act8, false, "for quantized activations");
 }
 
 /* The error flag's copy to the host, after work that may raise it. */

@@ -85,8 +85,11 @@ static enum loom_status lc_a8_queue(const struct lc_backend * be, struct lc_mv_a
     return LC_CHECK_LAUNCH("lc_a8_quant_kernel");
 }
 
-/* More columns than one launch takes: launches of at most 8 (8-bit activations; 1 .. 4 or 8) or
- * LC_MATVEC_MAX_COLS columns each (p.j0 the first). */
+/* More columns than one launch takes: launches of at most LC_MATVEC_MAX_COLS columns each (p.j0
+ * the first; the activations are quantized once for all of them). Two launches of 4 columns
+ * took less time than one of 8 on an H200 (7B Q4_K_M, 8-token step 15.8 against 17.2 ms:
+ * bench/serve-np-notes.md): the 8-column kernel needs 255 registers a thread, two blocks a
+ * multiprocessor, and its integer dot products, not the weights' bytes, bound it. */
 enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     struct lc_mv_args g = p;
     const bool q8 = lc_q8dot_type(p.type);
@@ -96,7 +99,7 @@ enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc
     }
     for (int j0 = 0; j0 < ncols; ) {
         const int left = ncols - j0;
-        const int nc = q8 && left >= 8 ? 8 : left < LC_MATVEC_MAX_COLS ? left : LC_MATVEC_MAX_COLS;
+        const int nc = left < LC_MATVEC_MAX_COLS ? left : LC_MATVEC_MAX_COLS;
         g.j0 = j0;
 #define LC_CASE(T) case T: lc_qmv_one_t<T>(be, g, nc); break;
         switch (p.type) {

@@ -281,14 +281,12 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
 
 /* The two kernel families: F32 activations for weights of type Q (lc_qmv_f32<lc_q<T>>), 8-bit
  * activations and integer dot products for type T (lc_qmv_i8<T>, the lc_q8dot types); 'body'
- * computes NC columns (at most MAX_NC), 'smem' sizes a launch's staged activations. */
+ * computes NC columns (at most LC_MATVEC_MAX_COLS), 'smem' sizes a launch's staged activations. */
 template <class Q> struct lc_qmv_f32 {
-    static const int MAX_NC = 4;
     template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
-    static const int MAX_NC = 8;
     template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) { return lc_qmv8_smem(lc_q<T>::UE, K, nc); }
 };
@@ -320,9 +318,9 @@ template <class B> static void lc_qmv_go(const struct lc_backend * be, const voi
     lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
 }
 
-/* One product of 'ncols' columns (1 .. 4, or 8 with B::MAX_NC 8; a tail or pre-norm: 1). */
+/* One product of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS; a tail or pre-norm: 1). */
 template <class B> static void lc_qmv_one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-    static unsigned set[7][16]; /* per kernel below */
+    static unsigned set[6][16]; /* per kernel below */
     const void * f;
     int k, nc = ncols;
     if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
@@ -330,8 +328,7 @@ template <class B> static void lc_qmv_one(const struct lc_backend * be, const st
     else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN>, k = 2;
     else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
     else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
-    else if (ncols == 4 || B::MAX_NC == 4) f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
-    else f = (const void *)lc_qmv_kernel<B, B::MAX_NC, LC_MV_PLAIN>, k = 6, nc = B::MAX_NC;
+    else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
     lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), p.K, nc, set[k], &p);
 }
 
@@ -348,9 +345,8 @@ template <class B> static void lc_qmv_multi(const struct lc_backend * be, const 
     lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), m.s[0].K, 1, set[pre], &m);
 }
 
-/* Queue one product (at most 8 columns with 8-bit activations: 1 .. 4 or 8; else at most
- * LC_MATVEC_MAX_COLS) / a several-product launch with weights of type T (cuda-matvec-q.cu's
- * dispatch); instantiated by LC_QMV_INSTANTIATE in the type's file, declared extern elsewhere. */
+/* Queue one product (at most LC_MATVEC_MAX_COLS columns) / a several-product launch with
+ * weights of type T (cuda-matvec-q.cu's dispatch); instantiated by LC_QMV_INSTANTIATE in the type's file, declared extern elsewhere. */
 template <int T> void lc_qmv_one_t(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     lc_qmv_one<typename lc_qmv_family<T>::type>(be, p, ncols);
 }
