@@ -19,24 +19,8 @@
 /* The logits [n_vocab] of the last of a few prompt tokens, with a KV cache of 2048 cells (4 MiB
  * here, so it is advised too); NULL on failure. */
 static float * logits_of(const char * path, bool use_mmap, int32_t * n_vocab) {
-    struct loom_model_params mp = loom_model_default_params();
-    mp.use_mmap = use_mmap;
-    struct loom_model * model = NULL;
-    struct loom_llama_context * lctx = NULL;
-    float * out = NULL;
-    if (loom_model_load(path, mp, &model) != LOOM_OK) return NULL;
-    struct loom_llama_context_params cp = loom_llama_context_default_params();
-    cp.n_ctx = 2048;
-    cp.n_threads = 2;
-    const int32_t tokens[] = {1, 403, 407, 261, 378, 64, 200, 3000, 17};
-    if (loom_llama_context_new(model, cp, &lctx) == LOOM_OK && loom_llama_decode(lctx, tokens, 9) == LOOM_OK) {
-        *n_vocab = loom_model_hparams(model)->n_vocab;
-        out = malloc((size_t)*n_vocab * sizeof *out);
-        if (out) memcpy(out, loom_llama_get_logits(lctx), (size_t)*n_vocab * sizeof *out);
-    }
-    loom_llama_context_free(lctx);
-    loom_model_free(model);
-    return out;
+    static const int32_t tokens[] = {1, 403, 407, 261, 378, 64, 200, 3000, 17};
+    return test_model_logits(path, use_mmap, 2048, 2, tokens, (int32_t)(sizeof tokens / sizeof tokens[0]), n_vocab);
 }
 
 int main(void) {

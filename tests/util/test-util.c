@@ -1,5 +1,6 @@
 /* test-util.c -- small helpers shared by the test programs. */
 #include "test-util.h"
+#include "loom-llama.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -127,4 +128,25 @@ uint8_t * test_read_file(const char * path, size_t * size) {
         *size = (size_t)n;
     }
     return buf;
+}
+
+float * test_model_logits(const char * path, bool use_mmap, int32_t n_ctx, int32_t n_threads, const int32_t * tokens,
+                          int32_t n_tokens, int32_t * n_vocab) {
+    struct loom_model_params mp = loom_model_default_params();
+    mp.use_mmap = use_mmap;
+    struct loom_model * model = NULL;
+    struct loom_llama_context * lctx = NULL;
+    float * out = NULL;
+    if (loom_model_load(path, mp, &model) != LOOM_OK) return NULL;
+    struct loom_llama_context_params cp = loom_llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = n_threads;
+    if (loom_llama_context_new(model, cp, &lctx) == LOOM_OK && loom_llama_decode(lctx, tokens, n_tokens) == LOOM_OK) {
+        *n_vocab = loom_model_hparams(model)->n_vocab;
+        out = malloc((size_t)*n_vocab * sizeof *out);
+        if (out) memcpy(out, loom_llama_get_logits(lctx), (size_t)*n_vocab * sizeof *out);
+    }
+    loom_llama_context_free(lctx);
+    loom_model_free(model);
+    return out;
 }

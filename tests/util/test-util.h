@@ -6,6 +6,8 @@
 #include "loom-sim.h"
 #include "core/loom-internal.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -65,5 +67,11 @@ uint64_t test_rand_u64(uint64_t * state);
 double test_rand_uniform(uint64_t * state);            /* [0, 1) */
 int64_t test_rand_range(uint64_t * state, int64_t lo, int64_t hi); /* [lo, hi] */
 double test_rand_normal(uint64_t * state);
+
+/* Loads the model at 'path' (mapped when use_mmap), decodes 'tokens' (n_tokens of them) in a context of
+ * n_ctx cells on n_threads threads and returns a malloc'd copy of the last token's logits (ne0 =
+ * *n_vocab floats); NULL when loading, the context or the decode fails (the library's error is logged). */
+float * test_model_logits(const char * path, bool use_mmap, int32_t n_ctx, int32_t n_threads, const int32_t * tokens,
+                          int32_t n_tokens, int32_t * n_vocab);
 
 #endif
