@@ -352,8 +352,10 @@ long long cli_cap_threads(const char * cmd, long long n) {
     return avail;
 }
 
-void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train) {
+void cli_warn_ctx_train_as(const char * cmd, int32_t n_ctx, int32_t n_ctx_train) {
     if (n_ctx_train <= 0 || n_ctx <= n_ctx_train) return;
-    fprintf(stderr, "warning: the context of %d tokens is larger than the model's training context of %d: text past %d "
-                    "positions may lose coherence\n", n_ctx, n_ctx_train, n_ctx_train);
+    fprintf(stderr, "%s%s%swarning: the context of %d tokens is larger than the model's training context of %d: text past %d "
+                    "positions may lose coherence\n", cmd ? "loom " : "", cmd ? cmd : "", cmd ? ": " : "", n_ctx, n_ctx_train, n_ctx_train);
 }
+
+void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train) { cli_warn_ctx_train_as(NULL, n_ctx, n_ctx_train); }

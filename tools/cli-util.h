@@ -70,6 +70,8 @@ char * cli_read_prompt_file(const char * cmd, const char * path, size_t * len);
 /* The warning, on stderr, when a context of 'n_ctx' tokens (per sequence) exceeds the model's
  * training context 'n_ctx_train' (nothing otherwise): positions past it may lose coherence. */
 void cli_warn_ctx_train(int32_t n_ctx, int32_t n_ctx_train);
+/* The same, the line prefixed "loom CMD: " (for the commands that prefix every line, as serve does). */
+void cli_warn_ctx_train_as(const char * cmd, int32_t n_ctx, int32_t n_ctx_train);
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);

@@ -38,6 +38,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #include <unistd.h>
 
 #define SERVE_BODY_MAX (1u << 20) /* bytes of a request body; more is refused with 413 */
+#define SERVE_STOP_WAIT_MS 5000   /* how long a stop waits for the open connections to get their answers */
 
 extern const char serve_page_html[]; /* serve-page.c */
 
@@ -519,8 +520,15 @@ static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, si
     return 0;
 }
 
+/* llama-server's finish_reason: "stop" for an end of generation or a stop string, else "length"
+ * (the token limit, the slot's context full, or the server stopping). */
 static const char * finish_reason(enum serve_finish f) {
-    return f == SERVE_LENGTH ? "length" : "stop";
+    return f == SERVE_EOS || f == SERVE_WORD ? "stop" : "length";
+}
+
+/* The native API's stop_type: "eos", "word", "limit", or "none" (the server stopped it). */
+static const char * stop_type(enum serve_finish f) {
+    return f == SERVE_EOS ? "eos" : f == SERVE_WORD ? "word" : f == SERVE_LENGTH ? "limit" : "none";
 }
 
 static cJSON * timings_json(const struct serve_job * j) {
@@ -569,7 +577,7 @@ static cJSON * final_json(const struct gen_req * g) {
         cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
         cJSON_AddNumberToObject(r, "id_slot", j->slot);
         cJSON_AddBoolToObject(r, "stop", true);
-        cJSON_AddStringToObject(r, "stop_type", j->finish == SERVE_EOS ? "eos" : j->finish == SERVE_WORD ? "word" : "limit");
+        cJSON_AddStringToObject(r, "stop_type", stop_type(j->finish));
         cJSON_AddItemToObject(r, "timings", timings_json(j));
         return r;
     }
@@ -598,6 +606,7 @@ static cJSON * chunk_json(const struct gen_req * g, const char * text, bool firs
         cJSON_AddStringToObject(r, "content", text ? text : "");
         cJSON_AddBoolToObject(r, "stop", last);
         if (last) {
+            cJSON_AddStringToObject(r, "stop_type", stop_type(j->finish));
             cJSON_AddNumberToObject(r, "tokens_predicted", j->n_gen);
             cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
             cJSON_AddItemToObject(r, "timings", timings_json(j));
@@ -696,8 +705,10 @@ static ssize_t stream_read(void * cls, uint64_t pos, char * buf, size_t max) {
             ok = stream_add_event(s, chunk_json(&s->g, piece ? piece : "", s->first, false));
             s->first = false;
         } else {
-            if (j->finish == SERVE_FAILED || j->finish == SERVE_CANCELLED) {
-                ok = stream_add_event(s, error_json(j->finish == SERVE_FAILED ? 500 : 503, j->finish == SERVE_FAILED ? "generation failed" : "the server is stopping"));
+            /* a stream the server stops (SIGTERM) ends as one cut short by the token limit would:
+             * its closing chunk (finish_reason "length", stop_type "none"), then [DONE] */
+            if (j->finish == SERVE_FAILED) {
+                ok = stream_add_event(s, error_json(500, "generation failed"));
             } else {
                 ok = stream_add_event(s, chunk_json(&s->g, NULL, s->first, true));
             }
@@ -739,6 +750,7 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
     }
     if (!serve_gen_submit(g.job)) {
         serve_job_unref(g.job);
+        if (serve_gen_stopping()) return send_error(conn, 503, "the server is stopping");
         if (!O.queue_max) return send_error(conn, 503, "the server is busy: every slot is busy and queueing is off (--queue-max 0)");
         return send_error(conn, 503, "the server is busy: every slot is busy and %lld %s waiting already", O.queue_max,
                           O.queue_max == 1 ? "request is" : "requests are");
@@ -1174,8 +1186,11 @@ int loom_cmd_serve(int argc, char ** argv) {
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "loom serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    serve_accept_stop();   /* no new connections */
-    serve_gen_stop();      /* running and waiting requests end (streams get an error event) */
+    serve_accept_stop(); /* no new connections; those already accepted go on */
+    serve_gen_stop();    /* running and waiting requests end: a stream with its closing chunk, a whole answer 503 */
+    /* every connection gets its answer before the daemon closes them (a client that does not read
+     * its stream, or sends no request, is not waited for past the limit) */
+    serve_accept_drain(SERVE_STOP_WAIT_MS);
     MHD_stop_daemon(d);
     serve_gen_free();
     cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);

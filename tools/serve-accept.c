@@ -129,7 +129,7 @@ static void * screen(void * arg) {
     int cl = CL_OK;
     size_t seen = 0;
     const int64_t t0 = now_ms();
-    while (buf && !atomic_load(&A.stopping)) {
+    while (buf) { /* also while stopping: a request that came is answered (503 where it asks for generation) */
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
         if (poll(&p, 1, 50) < 0 && errno != EINTR) break;
         const ssize_t n = recv(c->fd, buf, HEAD_MAX, MSG_PEEK | MSG_DONTWAIT);
@@ -150,10 +150,10 @@ static void * screen(void * arg) {
         if (now_ms() - t0 > HEAD_WAIT_MS) break;
     }
     free(buf);
-    if (cl != CL_OK || atomic_load(&A.stopping)) {
-        if (cl == CL_BAD) answer_and_close(c->fd, "400 Bad Request", A.bad_request, true);
-        else if (cl == CL_HUGE) answer_and_close(c->fd, "413 Content Too Large", A.too_large, true);
-        else close(c->fd);
+    if (cl == CL_BAD) {
+        answer_and_close(c->fd, "400 Bad Request", A.bad_request, true);
+    } else if (cl == CL_HUGE) {
+        answer_and_close(c->fd, "413 Content Too Large", A.too_large, true);
     } else {
         /* on failure libmicrohttpd closes the socket itself (closing it here too could close
          * another connection's descriptor, reused meanwhile) */
@@ -167,41 +167,48 @@ static void * screen(void * arg) {
     return NULL;
 }
 
+/* Takes one connection from the listening socket (which poll(2) found ready) and starts reading its head. */
+static void accept_one(void) {
+    struct conn * c = calloc(1, sizeof *c);
+    if (!c) return;
+    c->addr_len = sizeof c->addr;
+    c->fd = accept4(A.fd, (struct sockaddr *)&c->addr, &c->addr_len, SOCK_CLOEXEC);
+    if (c->fd < 0) {
+        free(c);
+        return;
+    }
+    pthread_mutex_lock(&A.mu);
+    const bool full = A.in_flight + atomic_load(&A.mhd_live) >= SERVE_CONN_MAX;
+    if (!full) A.in_flight++;
+    pthread_mutex_unlock(&A.mu);
+    if (full) { /* answered here, never handed on: libmicrohttpd stays below its own limit */
+        answer_and_close(c->fd, "503 Service Unavailable", A.busy, false);
+        free(c);
+        return;
+    }
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, screen, c) != 0) {
+        close(c->fd);
+        free(c);
+        pthread_mutex_lock(&A.mu);
+        A.in_flight--;
+        pthread_mutex_unlock(&A.mu);
+    }
+    pthread_attr_destroy(&at);
+}
+
 static void * acceptor(void * arg) {
     (void)arg;
+    struct pollfd p = {.fd = A.fd, .events = POLLIN};
     while (!atomic_load(&A.stopping)) {
-        struct pollfd p = {.fd = A.fd, .events = POLLIN};
-        if (poll(&p, 1, 100) <= 0) continue;
-        struct conn * c = calloc(1, sizeof *c);
-        if (!c) continue;
-        c->addr_len = sizeof c->addr;
-        c->fd = accept4(A.fd, (struct sockaddr *)&c->addr, &c->addr_len, SOCK_CLOEXEC);
-        if (c->fd < 0) {
-            free(c);
-            continue;
-        }
-        pthread_mutex_lock(&A.mu);
-        const bool full = A.in_flight + atomic_load(&A.mhd_live) >= SERVE_CONN_MAX;
-        if (!full) A.in_flight++;
-        pthread_mutex_unlock(&A.mu);
-        if (full) { /* answered here, never handed on: libmicrohttpd stays below its own limit */
-            answer_and_close(c->fd, "503 Service Unavailable", A.busy, false);
-            free(c);
-            continue;
-        }
-        pthread_t t;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &at, screen, c) != 0) {
-            close(c->fd);
-            free(c);
-            pthread_mutex_lock(&A.mu);
-            A.in_flight--;
-            pthread_mutex_unlock(&A.mu);
-        }
-        pthread_attr_destroy(&at);
+        if (poll(&p, 1, 100) > 0) accept_one();
     }
+    /* the connections the kernel completed before the stop are taken too (closing the socket
+     * with them in its backlog would reset them): they get their answer */
+    while (poll(&p, 1, 0) > 0) accept_one();
     return NULL;
 }
 
@@ -221,14 +228,24 @@ bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request,
     return A.started;
 }
 
+bool serve_accept_drain(int timeout_ms) {
+    const int64_t t0 = now_ms();
+    while (atomic_load(&A.mhd_live) > 0) {
+        if (now_ms() - t0 >= timeout_ms) return false;
+        const struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
 void serve_accept_stop(void) {
     atomic_store(&A.stopping, true);
     if (A.started) pthread_join(A.thread, NULL);
     A.started = false;
+    if (A.fd >= 0) close(A.fd); /* at once after the last look at the backlog */
+    A.fd = -1;
     pthread_mutex_lock(&A.mu);
     while (A.in_flight > 0) pthread_cond_wait(&A.cv, &A.mu);
     pthread_mutex_unlock(&A.mu);
-    if (A.fd >= 0) close(A.fd);
-    A.fd = -1;
 }
 #endif

@@ -26,7 +26,11 @@ int serve_bind(const struct addrinfo * ai, unsigned * port);
 bool serve_accept_start(int fd, struct MHD_Daemon * d, const char * bad_request, const char * too_large, const char * busy);
 /* libmicrohttpd's connection notification: counts the connections it holds. */
 void serve_accept_notify(void * cls, struct MHD_Connection * conn, void ** socket_context, enum MHD_ConnectionNotificationCode toe);
-/* Stops accepting, waits for the connections being read ahead, and closes the socket. */
+/* Stops accepting (the connections already waiting in the socket's backlog are still taken and
+ * handed on), waits for the connections being read ahead, and closes the socket. */
 void serve_accept_stop(void);
+/* Waits until libmicrohttpd holds no connection (each has had its answer and been closed), at most
+ * 'timeout_ms'; false when some are still open then. */
+bool serve_accept_drain(int timeout_ms);
 
 #endif

@@ -386,7 +386,7 @@ bool serve_gen_open(const struct serve_gen_params * p) {
         G.file = NULL;
         return false;
     }
-    cli_warn_ctx_train(G.n_ctx, n_train);
+    cli_warn_ctx_train_as("serve", G.n_ctx, n_train);
     if (!load()) {
         fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot load the model"));
         return false;
@@ -494,6 +494,8 @@ void serve_gen_stop(void) {
     if (G.started) pthread_join(G.thread, NULL);
     G.started = false;
 }
+
+bool serve_gen_stopping(void) { return atomic_load(&G.stopping); }
 
 void serve_gen_free(void) {
     for (int i = 0; G.slots && i < G.n_slots; i++) {

@@ -13,7 +13,8 @@
 
 #define SERVE_STOP_MAX 4 /* stop strings per request (OpenAI's limit) */
 
-/* Why a job ended (the field's finish_reason: "stop" for eos/word, "length"). */
+/* Why a job ended (the field's finish_reason: "stop" for eos/word, "length" for the others, as
+ * llama-server gives it: a job cut short by the server stopping ends "length" too). */
 enum serve_finish { SERVE_RUNNING, SERVE_EOS, SERVE_WORD, SERVE_LENGTH, SERVE_CANCELLED, SERVE_FAILED };
 
 /* One request's generation. The submitter fills the inputs; the worker writes the outputs under
@@ -99,8 +100,11 @@ bool serve_gen_submit(struct serve_job * j);
 #define SERVE_CLIENT_POLL_MS 100
 bool serve_gen_wait_client(struct serve_job * j, int fd);
 void serve_gen_stats(struct serve_stats * out);
-/* Cancels the running and queued jobs and stops the worker (a load in progress is abandoned). */
+/* Cancels the running and queued jobs (each ends SERVE_CANCELLED, with the text generated so far)
+ * and stops the worker (a load in progress is abandoned). */
 void serve_gen_stop(void);
+/* True once serve_gen_stop has begun: a job submitted now is refused. */
+bool serve_gen_stopping(void);
 /* Frees the model and the context (after serve_gen_stop, once no request uses them). */
 void serve_gen_free(void);
 

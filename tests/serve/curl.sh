@@ -290,7 +290,7 @@ stop_server
 # away frees it; SIGTERM during a stream still exits 0
 start_server "$tmp/log2" -m "$model" -c 32768 --queue-max 0 --metrics -ngl auto
 # (a slot's context past the training context of 128 is warned about, as run does; -ngl auto without a device says nothing)
-grep -q "^warning: the context of 32768 tokens is larger than the model's training context of 128" "$tmp/log2" ||
+grep -q "^loom serve: warning: the context of 32768 tokens is larger than the model's training context of 128" "$tmp/log2" ||
   fail "no warning for -c 32768: $(cat "$tmp/log2")"
 grep -q -- "-ngl" "$tmp/log2" && fail "-ngl auto without a device: $(cat "$tmp/log2")"
 long_req='{"prompt":"Once","n_predict":30000,"ignore_eos":true,"stream":true}'
@@ -323,9 +323,44 @@ req after 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
 curl -s -m 1 "$url/completion" -d "${long_req/true,\"stream\":true/true}" >/dev/null
 slot_freed || fail "the slot was not freed after a non-streaming client disconnected"
 req after2 200 "$url/completion" -d '{"prompt":"Once","n_predict":4}'
-long_stream "$tmp/long2"
 stop_server
-wait "$bg" 2>/dev/null; bg=
+
+# SIGTERM while streams are open (-np 1): the one generating and those waiting for the slot (as in
+# the prompt phase: no token yet) each end with their closing event -- finish_reason "length" (cut
+# short, as llama-server says), stop_type "none" on /completion -- then [DONE] on the OpenAI ones,
+# in a whole chunked body (curl exit 0); the server exits 0
+start_server "$tmp/log3" -m "$model" -c 32768 --metrics
+# stream_end FILE: every event parses; prints the closing event's finish_reason (the native
+# stop_type), its completion tokens, whether a delta with the role came, and the [DONE]
+stream_end() {
+  node -e 'const evs = require("fs").readFileSync(process.argv[1], "utf8").split("\n\n").filter(e => e);
+    let done = false, role = false, last = null;
+    for (const e of evs) {
+      if (done || !e.startsWith("data: ")) { console.log("bad event " + JSON.stringify(e.slice(0, 80))); process.exit(); }
+      if (e === "data: [DONE]") { done = true; continue; }
+      last = JSON.parse(e.slice(6));
+      if (last.choices && last.choices[0].delta && last.choices[0].delta.role === "assistant") role = true;
+    }
+    if (!last) { console.log("no event"); process.exit(); }
+    const c = last.choices ? last.choices[0] : null;
+    console.log([c ? c.finish_reason : last.stop_type, c ? last.usage.completion_tokens : last.tokens_predicted, role, done].join(" "));' "$1" 2>&1
+}
+chat_long='{"messages":[{"role":"user","content":"Hi"}],"max_tokens":30000,"ignore_eos":true,"stream":true}'
+curl -s -N "$url/v1/chat/completions" -d "$chat_long" >"$tmp/sig1" & sig1=$!
+for i in $(seq 100); do [ -s "$tmp/sig1" ] && break; sleep 0.1; done
+curl -s -N "$url/v1/chat/completions" -d "$chat_long" >"$tmp/sig2" & sig2=$!
+curl -s -N "$url/completion" -d "$long_req" >"$tmp/sig3" & sig3=$!
+for i in $(seq 100); do curl -s "$url/metrics" | grep -q '^loom:requests_deferred 2' && break; sleep 0.1; done
+sleep 0.05
+stop_server
+for k in 1 2 3; do
+  eval "wait \$sig$k"; rc=$?
+  [ $rc -eq 0 ] || fail "stream $k after SIGTERM: curl exit $rc: $(tail -c 300 "$tmp/sig$k")"
+done
+read -r why ntok role done < <(stream_end "$tmp/sig1")
+[ "$why" = length ] && [ "$ntok" -gt 0 ] && [ "$role" = true ] && [ "$done" = true ] || fail "the generating chat stream after SIGTERM: $why $ntok $role $done: $(tail -c 300 "$tmp/sig1")"
+[ "$(stream_end "$tmp/sig2")" = "length 0 true true" ] || fail "the waiting chat stream after SIGTERM: $(stream_end "$tmp/sig2"): $(tail -c 300 "$tmp/sig2")"
+[ "$(stream_end "$tmp/sig3")" = "none 0 false false" ] || fail "the waiting /completion stream after SIGTERM: $(stream_end "$tmp/sig3"): $(tail -c 300 "$tmp/sig3")"
 
 # an IPv6 literal in the URL printed is in brackets
 {
@@ -350,7 +385,7 @@ rc=$?
 # a KV cache that does not fit (a sim device of 32 MiB): the one line, naming -c, before any port is opened
 timeout 20 env LOOM_SIM_DEVICES=1 LOOM_SIM_MEMORY_MB=32 "$bin" serve -m "$model" --port 0 -c 80000 -ngl 99 2>"$tmp/kvbig"
 rc=$?
-[ $rc -eq 1 ] && [ "$(grep -c '^loom serve' "$tmp/kvbig")" = 1 ] && grep -q "^loom serve: cannot allocate the KV cache .*(use a smaller -c)$" "$tmp/kvbig" &&
+[ $rc -eq 1 ] && [ "$(grep -v '^loom serve: warning: ' "$tmp/kvbig" | grep -c '^loom serve')" = 1 ] && grep -q "^loom serve: cannot allocate the KV cache .*(use a smaller -c)$" "$tmp/kvbig" &&
   ! grep -q listening "$tmp/kvbig" || fail "a KV cache too large: exit $rc: $(cat "$tmp/kvbig")"
 "$bin" serve -m "$tmp/none.gguf" 2>"$tmp/nomodel" && fail "a missing model accepted"
 grep -q "cannot open model" "$tmp/nomodel" || fail "missing model: $(cat "$tmp/nomodel")"
