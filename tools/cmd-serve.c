@@ -311,6 +311,19 @@ static const char * message_text(const cJSON * content, int i, char ** owned, ch
     return s;
 }
 
+/* The role a message of OpenAI's role 'role' is written with in template 't' ('tmpl': the file's
+ * Jinja text), or NULL for a role the server refuses: "developer" (OpenAI's newer name for the
+ * system role) is "system"; "tool" (a tool's result) is "ipython" in a Llama 3 template that names
+ * that role (Llama 3.1's), else "tool", which loom_chat_apply writes as it writes any role name
+ * (ChatML's "<|im_start|>tool"; an assistant turn where the family's markers are fixed, as the
+ * field's built-in formatter does). */
+static const char * chat_role(const char * role, enum loom_chat_template t, const char * tmpl) {
+    if (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant")) return role;
+    if (!strcmp(role, "developer")) return "system";
+    if (!strcmp(role, "tool")) return t == LOOM_CHAT_TEMPLATE_LLAMA3 && tmpl && strstr(tmpl, "ipython") ? "ipython" : "tool";
+    return NULL;
+}
+
 /* The chat messages formatted in the model's template (heap), or NULL with 'err' set. */
 static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size_t en) {
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
@@ -325,6 +338,9 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
         snprintf(err, en, "out of memory");
         return NULL;
     }
+    enum loom_chat_template t = LOOM_CHAT_TEMPLATE_CHATML;
+    const char * tmpl = loom_model_chat_template(serve_gen_model());
+    loom_chat_template_detect(tmpl, &t);
     int i = 0;
     const cJSON * it;
     bool ok = true;
@@ -336,12 +352,12 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
             ok = false;
             break;
         }
-        if (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") && strcmp(role->valuestring, "assistant")) {
-            snprintf(err, en, "messages[%d].role '%.64s' is not one of system, user, assistant", i, role->valuestring);
+        m[i].role = chat_role(role->valuestring, t, tmpl);
+        if (!m[i].role) {
+            snprintf(err, en, "messages[%d].role '%.64s' is not one of system, developer, user, assistant, tool", i, role->valuestring);
             ok = false;
             break;
         }
-        m[i].role = role->valuestring;
         m[i].content = message_text(content, i, &owned[i], err, en);
         if (!m[i].content) {
             ok = false;
@@ -354,8 +370,6 @@ static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size
         free(owned), free(m);
         return NULL;
     }
-    enum loom_chat_template t = LOOM_CHAT_TEMPLATE_CHATML;
-    loom_chat_template_detect(loom_model_chat_template(serve_gen_model()), &t);
     const char * eot = loom_chat_template_eot_text(t);
     *eot_id = eot ? loom_vocab_find(loom_model_vocab(serve_gen_model()), eot, strlen(eot)) : -1;
     int32_t k = loom_chat_apply(t, m, (size_t)n, true, NULL, 0);

@@ -179,6 +179,27 @@ req cimage 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":
 err_ok cimage 400
 req erole 400 "${auth[@]}" "$url/v1/chat/completions" -d '{"messages":[{"role":"wizard","content":"Hi"}]}'; err_ok erole 400
 case "$(json "$tmp/erole" 'j.error.message')" in *"'wizard'"*) ;; *) fail "the unknown role is not named: $(cat "$tmp/erole")" ;; esac
+# OpenAI's developer role is the system role; a tool's result is written as the template writes a
+# role name (this model has no template: ChatML); the prompt is the text formatted by hand
+# chat_count NAME MESSAGES TEXT: the chat request's prompt tokens equal TEXT's (BOS, markers parsed)
+chat_count() {
+  req "$1" 200 "${auth[@]}" "$url/v1/chat/completions" -d "{\"messages\":$2,\"max_tokens\":6,\"temperature\":0}"
+  req "$1.tok" 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":$(node -e 'console.log(JSON.stringify(process.argv[1]))' "$3"),\"add_special\":true,\"parse_special\":true}"
+  [ "$(json "$tmp/$1" 'j.usage.prompt_tokens')" = "$(json "$tmp/$1.tok" 'j.tokens.length')" ] ||
+    fail "$1: $(json "$tmp/$1" 'j.usage.prompt_tokens') prompt tokens, want $(json "$tmp/$1.tok" 'j.tokens.length'): those of $3"
+}
+# chatml ROLE CONTENT ...: 'ct' gets the turns in ChatML, then the assistant's opening
+chatml() {
+  ct=
+  while [ $# -gt 0 ]; do ct+="<|im_start|>$1"$'\n'"$2<|im_end|>"$'\n'; shift 2; done
+  ct+="<|im_start|>assistant"$'\n'
+}
+chatml system 'Be brief.' user Hi
+chat_count rdev '[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]' "$ct"
+chat_count rsys '[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]' "$ct"
+[ "$(json "$tmp/rdev" 'j.choices[0].message.content')" = "$(json "$tmp/rsys" 'j.choices[0].message.content')" ] || fail "developer and system replies differ"
+chatml user '2+2?' assistant '' tool 4
+chat_count rtool '[{"role":"user","content":"2+2?"},{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","tool_call_id":"c1","content":"4"}]' "$ct"
 # a known endpoint asked with another method: 405, the error JSON and Allow
 req e405 405 "${auth[@]}" -D "$tmp/e405.h" "$url/v1/completions"; err_ok e405 405
 grep -qi '^Allow: POST' "$tmp/e405.h" || fail "405 without Allow: POST: $(cat "$tmp/e405.h")"
@@ -361,6 +382,20 @@ read -r why ntok role done < <(stream_end "$tmp/sig1")
 [ "$why" = length ] && [ "$ntok" -gt 0 ] && [ "$role" = true ] && [ "$done" = true ] || fail "the generating chat stream after SIGTERM: $why $ntok $role $done: $(tail -c 300 "$tmp/sig1")"
 [ "$(stream_end "$tmp/sig2")" = "length 0 true true" ] || fail "the waiting chat stream after SIGTERM: $(stream_end "$tmp/sig2"): $(tail -c 300 "$tmp/sig2")"
 [ "$(stream_end "$tmp/sig3")" = "none 0 false false" ] || fail "the waiting /completion stream after SIGTERM: $(stream_end "$tmp/sig3"): $(tail -c 300 "$tmp/sig3")"
+
+# a Llama 3 template that names the ipython role (Llama 3.1's) writes a tool's result in it
+"$bin" gen-model --preset 260k -o "$tmp/l3.gguf" --chat-template \
+  '{{ "<|start_header_id|>" + message["role"] + "<|end_header_id|>" }}{% if message["role"] == "ipython" %}{% endif %}' >/dev/null 2>&1 || fail "gen-model"
+start_server "$tmp/log4" -m "$tmp/l3.gguf" -c 512 --api-key "$key"
+chat_count rl3 '[{"role":"user","content":"2+2?"},{"role":"tool","content":"4"}]' \
+  "<|start_header_id|>user<|end_header_id|>
+
+2+2?<|eot_id|><|start_header_id|>ipython<|end_header_id|>
+
+4<|eot_id|><|start_header_id|>assistant<|end_header_id|>
+
+"
+stop_server
 
 # an IPv6 literal in the URL printed is in brackets
 {
