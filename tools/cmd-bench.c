@@ -22,11 +22,11 @@ struct bench_opts {
     int n_prompts, n_gens, n_threads, n_ngls, n_batches;
     long long pgs[MAX_LIST][2];    /* -pg: prompt, then generated tokens */
     int n_pgs;
-    long long depths[MAX_LIST], fas[MAX_LIST];
-    int n_depths, n_fas;
+    long long depths[MAX_LIST], fas[MAX_LIST], mmaps[MAX_LIST];
+    int n_depths, n_fas, n_mmaps;
     enum loom_type types_k[MAX_LIST], types_v[MAX_LIST];
     int n_types_k, n_types_v;
-    long long reps, n_ubatch, mmap;
+    long long reps, n_ubatch;
     const char * device;
     struct cli_split split;
     enum { OUT_MD, OUT_JSON, OUT_CSV } output;
@@ -39,7 +39,7 @@ struct bench_result {
     uint64_t size, n_params;
     char backend[LOOM_MAX_DEVICES * 24 + 16];
     long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen, n_depth;
-    bool flash_attn;
+    bool flash_attn, use_mmap;
     enum loom_type type_k, type_v;
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
     double * samples_ns;        /* each timed run, ns ('reps' of them; the caller frees) */
@@ -60,7 +60,7 @@ static void usage(FILE * f) {
             "  -fa, --flash-attn 0|1[,...]  fused attention (default 0)\n"
             "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
             "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa 1)\n"
-            "  -mmp, --mmap 0|1          map the model file (1, default) or read it into buffers (0)\n"
+            "  -mmp, --mmap 0|1[,...]    map the model file (1, default) or read it into buffers (0)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (default: every GPU or sim device)\n"
             CLI_SPLIT_HELP
             "  -ub, --ubatch-size N      tokens per micro-batch of a pipelined prompt (-sm layer; default auto)\n"
@@ -87,7 +87,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {0},
-                             .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5, .mmap = 1,
+                             .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5, .mmaps = {1}, .n_mmaps = 1,
                              .output = OUT_MD, .progress = isatty(STDERR_FILENO), .depths = {0}, .n_depths = 1,
                              .fas = {0}, .n_fas = 1, .types_k = {LOOM_TYPE_F16}, .n_types_k = 1,
                              .types_v = {LOOM_TYPE_F16}, .n_types_v = 1};
@@ -107,7 +107,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case 'g': if ((o->n_ngls = cli_parse_ngl_list("bench", optarg, o->ngls, MAX_LIST)) < 0) return false; break;
         case 'b': if ((o->n_batches = cli_parse_int_list("bench", "-b", optarg, 1, 1 << 20, o->batches, MAX_LIST)) < 0) return false; break;
         case 'r': if (!cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps)) return false; break;
-        case 'M': if (!cli_parse_int("bench", "-mmp", optarg, 0, 1, &o->mmap)) return false; break;
+        case 'M': if ((o->n_mmaps = cli_parse_int_list("bench", "-mmp", optarg, 0, 1, o->mmaps, MAX_LIST)) < 0) return false; break;
         case 'd': if ((o->n_depths = cli_parse_int_list("bench", "-d", optarg, 0, 1 << 20, o->depths, MAX_LIST)) < 0) return false; break;
         case 'F': if ((o->n_fas = cli_parse_int_list("bench", "-fa", optarg, 0, 1, o->fas, MAX_LIST)) < 0) return false; break;
         case 'G': {
@@ -206,13 +206,16 @@ static void test_name(const struct bench_result * r, char * buf, size_t size) {
     if (r->n_depth > 0 && n >= 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, " @ d%lld", r->n_depth);
 }
 
+/* The table shows an mmap column where -mmp is not the default (1 alone), as the field's bench does. */
+static bool md_mmap(const struct bench_opts * o) { return o->n_mmaps > 1 || !o->mmaps[0]; }
+
 static void print_header(const struct bench_opts * o) {
     if (o->output == OUT_MD) {
-        printf("| model | size | params | backend | threads | ngl | fa | type_k | type_v | test | t/s |\n");
-        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | ---: |\n");
+        printf("| model | size | params | backend | threads | ngl | fa | type_k | type_v |%s test | t/s |\n", md_mmap(o) ? " mmap |" : "");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |%s ---: | ---: |\n", md_mmap(o) ? " ---: |" : "");
     } else if (o->output == OUT_CSV) {
         printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,type_k,type_v,"
-               "flash_attn,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts\n");
+               "flash_attn,use_mmap,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts\n");
     } else {
         printf("[\n");
     }
@@ -222,13 +225,15 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
     if (o->output == OUT_MD) {
         char test[64];
         test_name(r, test, sizeof test);
-        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %lld | %d | %s | %s | %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
+        char mmap[16] = "";
+        if (md_mmap(o)) snprintf(mmap, sizeof mmap, " %d |", r->use_mmap);
+        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %lld | %d | %s | %s |%s %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
                r->n_params / 1e6, r->backend, r->n_threads, r->n_gpu_layers, r->flash_attn, loom_type_name(r->type_k),
-               loom_type_name(r->type_v), test, r->avg_ts, r->stddev_ts);
+               loom_type_name(r->type_v), mmap, test, r->avg_ts, r->stddev_ts);
     } else if (o->output == OUT_CSV) {
-        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,\"%s\",\"%s\",%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
+        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
-               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v), r->flash_attn,
+               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v), r->flash_attn, r->use_mmap,
                r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     } else {
         printf("%s  {\"model_filename\": \"", first ? "" : ",\n");
@@ -239,11 +244,11 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
         }
         printf("\", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backends\": \"%s\", "
                "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"type_k\": \"%s\", \"type_v\": \"%s\", "
-               "\"flash_attn\": %s, \"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, "
+               "\"flash_attn\": %s, \"use_mmap\": %s, \"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ns\": [",
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
                r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v),
-               r->flash_attn ? "true" : "false", r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts,
+               r->flash_attn ? "true" : "false", r->use_mmap ? "true" : "false", r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts,
                r->stddev_ts);
         const double n_tok = (double)(r->n_prompt + r->n_gen);
         for (long long i = 0; i < r->n_samples; i++) printf("%s%.0f", i ? ", " : "", r->samples_ns[i]);
@@ -322,7 +327,7 @@ static void bench_extents(const struct bench_opts * o, long long * max_depth, lo
 
 /* Every test at every depth for one configuration of the context (one context: its cache is
  * sized for the largest depth plus the longest test). Prints the rows; false after a reported failure. */
-static bool bench_context(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl,
+static bool bench_context(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool use_mmap,
                           struct loom_llama_context_params cp, bool * first) {
     long long max_depth, max_test, max_tok;
     bench_extents(o, &max_depth, &max_test, &max_tok);
@@ -346,7 +351,7 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
             struct bench_result r = {.model_path = path, .size = loom_model_size(model), .n_params = loom_model_n_params(model),
                                      .n_threads = cp.n_threads, .n_gpu_layers = ngl, .n_batch = cp.n_batch,
                                      .n_depth = o->depths[di], .flash_attn = cp.flash_attn == LOOM_LLAMA_FLASH_ATTN_ON,
-                                     .type_k = cp.type_k, .type_v = cp.type_v};
+                                     .type_k = cp.type_k, .type_v = cp.type_v, .use_mmap = use_mmap};
             snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
             /* several devices: the split mode after the names ("CUDA0+CUDA1+CPU/row") */
             snprintf(r.backend, sizeof r.backend, "%s%s%s", loom_model_backend_name(model), loom_model_n_devices(model) > 1 ? "/" : "",
@@ -371,8 +376,8 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
 /* Every combination of threads, batch size, flash attention and cache types for one loaded model;
  * a combination no context can have (a V cache of a block type without flash attention) is
  * skipped with one line on stderr, and counted in *n_skipped. */
-static bool bench_model(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool * first,
-                        int * n_skipped) {
+static bool bench_model(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool use_mmap,
+                        bool * first, int * n_skipped) {
     for (int ti = 0; ti < o->n_threads; ti++)
         for (int bi = 0; bi < o->n_batches; bi++)
             for (int fi = 0; fi < o->n_fas; fi++)
@@ -391,7 +396,7 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
                             (*n_skipped)++;
                             continue;
                         }
-                        if (!bench_context(o, model, path, ngl, cp, first)) return false;
+                        if (!bench_context(o, model, path, ngl, use_mmap, cp, first)) return false;
                     }
     return true;
 }
@@ -472,14 +477,14 @@ int loom_cmd_bench(int argc, char ** argv) {
     bool first = true;
     int n_skipped = 0; /* the combinations bench_model skipped (each said so) */
     for (int mi = 0; mi < o.n_models; mi++) {
-        for (int gi = 0; gi < o.n_ngls; gi++) {
+        for (int gi = 0; gi < o.n_ngls * o.n_mmaps; gi++) { /* every -ngl value with every -mmp value: one load each */
             struct loom_model_params mp = loom_model_default_params();
-            mp.n_gpu_layers = (int)o.ngls[gi];
+            mp.n_gpu_layers = (int)o.ngls[gi / o.n_mmaps];
             mp.device = o.device;
-            mp.use_mmap = o.mmap != 0;
+            mp.use_mmap = o.mmaps[gi % o.n_mmaps] != 0;
             cli_split_apply(&o.split, &mp);
             struct loom_model * model = NULL;
-            if (o.ngls[gi] == CLI_NGL_AUTO && !fit_auto(&o, files[mi], &mp)) {
+            if (mp.n_gpu_layers == CLI_NGL_AUTO && !fit_auto(&o, files[mi], &mp)) {
                 fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot measure what fits on the device"));
                 return bench_files_free(files, o.n_models, 1);
             }
@@ -488,7 +493,7 @@ int loom_cmd_bench(int argc, char ** argv) {
                 return bench_files_free(files, o.n_models, 1);
             }
             const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? mp.n_gpu_layers : 0; /* nothing offloaded: label 0 */
-            const bool ok = bench_model(&o, model, o.models[mi], ngl, &first, &n_skipped);
+            const bool ok = bench_model(&o, model, o.models[mi], ngl, mp.use_mmap, &first, &n_skipped);
             loom_model_free(model);
             if (!ok) return bench_files_free(files, o.n_models, 1);
         }

@@ -67,7 +67,7 @@ expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
 expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
 # the JSON rows carry the fields llama-bench's readers use, one sample per timed run
 "$bin" bench -m "$model" -p 8 -n 0 -r 3 -t 1 -o json >"$tmp/bench.json" 2>/dev/null
-missing=$(for k in model_filename model_type model_size model_n_params n_threads n_gpu_layers n_batch type_k type_v flash_attn n_prompt n_gen n_depth avg_ns stddev_ns avg_ts stddev_ts samples_ns samples_ts; do
+missing=$(for k in model_filename model_type model_size model_n_params n_threads n_gpu_layers n_batch type_k type_v flash_attn use_mmap n_prompt n_gen n_depth avg_ns stddev_ns avg_ts stddev_ts samples_ns samples_ts; do
   grep -q "\"$k\": " "$tmp/bench.json" || printf '%s ' "$k"; done)
 samples=$(grep -o '"samples_ns": \[[^]]*\]' "$tmp/bench.json" | tr -cd ',' | wc -c)
 [ -z "$missing" ] && [ "$samples" = 2 ] && echo "ok: bench -o json fields and 3 samples" ||
@@ -77,6 +77,17 @@ rows=$("$bin" bench -m "$model" -p 8 -n 0 -pg 4,2 -d 0,16 -fa 0,1 -ctk f16 -ctv 
 n=$(grep -c "^| llama" <<<"$rows") pg=$(grep -c "| pp4+tg2 @ d16 |" <<<"$rows") fa=$(grep -c "| 1 | f16 | bf16 | pp8 |" <<<"$rows")
 [ "$n" = 16 ] && [ "$pg" = 4 ] && [ "$fa" = 1 ] && echo "ok: bench -pg -d -fa -ctk -ctv rows" ||
   { echo "FAIL: bench -pg -d -fa -ctk -ctv: $n rows, $pg pp4+tg2 @ d16, $fa fa-1 bf16 pp8:"; echo "$rows"; fails=$((fails + 1)); }
+# -mmp is a list like the others: a row per value, an mmap column (as llama-bench spells it) where
+# it is not the default 1 alone, use_mmap in the JSON and CSV rows
+rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -mmp 0,1 2>/dev/null)
+[ "$(grep -c '^| model .* | type_v | mmap | test |' <<<"$rows")" = 1 ] && [ "$(grep -c '| f16 | 0 | pp8 |' <<<"$rows")" = 1 ] &&
+  [ "$(grep -c '| f16 | 1 | pp8 |' <<<"$rows")" = 1 ] && echo "ok: bench -mmp 0,1 rows" || { echo "FAIL: bench -mmp 0,1:"; echo "$rows"; fails=$((fails + 1)); }
+"$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 2>/dev/null | grep -q mmap && { echo "FAIL: an mmap column without -mmp"; fails=$((fails + 1)); }
+m=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -mmp 1,0 -o json 2>/dev/null | grep -o '"use_mmap": [a-z]*' | tr '\n' ' ')
+c=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -mmp 0 -o csv 2>/dev/null | awk -F, 'NR == 1 { for (k = 1; k <= NF; k++) if ($k == "use_mmap") i = k } NR > 1 { print i ? $i : "none" }')
+[ "$m" = '"use_mmap": true "use_mmap": false ' ] && [ "$c" = 0 ] && echo "ok: bench use_mmap in json and csv" ||
+  { echo "FAIL: bench use_mmap: json '$m', csv '$c'"; fails=$((fails + 1)); }
+expect_fail "bench -mmp 2" "$bin" bench -m "$model" -p 8 -n 0 -mmp 0,2
 # a thread count given twice (or twice after lowering to the CPUs) is measured once
 rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1,1 2>/dev/null | grep -c "pp8")
 [ "$rows" = 1 ] && echo "ok: bench -t 1,1 measures once" || { echo "FAIL: bench -t 1,1 gave $rows rows"; fails=$((fails + 1)); }
