@@ -44,7 +44,7 @@ extern const char serve_page_html[]; /* serve-page.c */
 
 struct serve_opts {
     const char * model, * host, * api_key, * alias;
-    long long port, n_ctx, n_gpu_layers, n_parallel, n_threads, queue_max;
+    long long port, n_ctx, n_gpu_layers, n_parallel, n_threads, queue_max, timeout;
     bool metrics;
 };
 
@@ -69,11 +69,13 @@ static void usage(FILE * f) {
             "      --metrics           serve /metrics (Prometheus text)\n"
             "      --alias NAME        the model's name in the API (default: the file name)\n"
             "      --queue-max N       requests that may wait while every slot is busy; more get 503 (default 64)\n"
+            "  -to, --timeout N        seconds a connection may stay silent (its request not whole, its answer\n"
+            "                          not read) before it is closed; a body short of its Content-Length gets 408 (default 30)\n"
             "  -h, --help              this help\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { O_HOST = 256, O_PORT, O_NP, O_NGL, O_KEY, O_METRICS, O_ALIAS, O_QUEUE };
+enum { O_HOST = 256, O_PORT, O_NP, O_NGL, O_KEY, O_METRICS, O_ALIAS, O_QUEUE, O_TIMEOUT };
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"host", required_argument, 0, O_HOST},
     {"port", required_argument, 0, O_PORT},    {"ctx-size", required_argument, 0, 'c'},
@@ -81,12 +83,13 @@ static const struct option long_opts[] = {
     {"ngl", required_argument, 0, O_NGL},      {"n-gpu-layers", required_argument, 0, O_NGL},
     {"threads", required_argument, 0, 't'},    {"api-key", required_argument, 0, O_KEY},
     {"metrics", no_argument, 0, O_METRICS},    {"alias", required_argument, 0, O_ALIAS},
-    {"queue-max", required_argument, 0, O_QUEUE}, {"help", no_argument, 0, 'h'},
+    {"queue-max", required_argument, 0, O_QUEUE}, {"timeout", required_argument, 0, O_TIMEOUT},
+    {"to", required_argument, 0, O_TIMEOUT},   {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
 
 static int parse(int argc, char ** argv) {
-    O = (struct serve_opts){.host = "127.0.0.1", .port = 8080, .n_ctx = -1, .n_parallel = 1, .queue_max = 64};
+    O = (struct serve_opts){.host = "127.0.0.1", .port = 8080, .n_ctx = -1, .n_parallel = 1, .queue_max = 64, .timeout = 30};
     opterr = 0;
     optind = 1;
     int c;
@@ -104,6 +107,7 @@ static int parse(int argc, char ** argv) {
         case O_METRICS: O.metrics = true; break;
         case O_ALIAS: O.alias = optarg; break;
         case O_QUEUE: ok = cli_parse_int("serve", "--queue-max", optarg, 0, 1 << 20, &O.queue_max); break;
+        case O_TIMEOUT: ok = cli_parse_int("serve", "--timeout", optarg, 1, 86400, &O.timeout); break;
         case 'h': usage(stdout); return 2;
         default: cli_option_error("serve", c); return 1;
         }
@@ -150,15 +154,15 @@ static enum MHD_Result send_text(struct MHD_Connection * conn, unsigned status, 
 static enum MHD_Result send_json(struct MHD_Connection * conn, unsigned status, cJSON * j) {
     char * s = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
-    if (!s) return send_text(conn, 500, "application/json", "{\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":\"server_error\"}}", 71);
-    const enum MHD_Result r = send_text(conn, status, "application/json; charset=utf-8", s, strlen(s));
+    if (!s) return send_text(conn, 500, SERVE_JSON_TYPE, "{\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":\"server_error\"}}", 71);
+    const enum MHD_Result r = send_text(conn, status, SERVE_JSON_TYPE, s, strlen(s));
     cJSON_free(s);
     return r;
 }
 
 static const char * error_type(unsigned status) {
     switch (status) {
-    case 400: case 413: return "invalid_request_error";
+    case 400: case 408: case 413: return "invalid_request_error";
     case 401: return "authentication_error";
     case 404: return "not_found_error";
     case 405: return "invalid_request_error";
@@ -953,6 +957,7 @@ struct conn_ctx {
     char * body;
     size_t len, cap;
     bool too_large;
+    bool answered; /* the whole request (its body too) has come, or an answer is queued already */
 };
 
 /* 'Authorization: Bearer KEY': the scheme's name is case-insensitive (RFC 9110 11.1), one or more
@@ -1005,7 +1010,7 @@ static enum MHD_Result send_method_error(struct MHD_Connection * conn, const cha
     char * body = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
     if (!body) return MHD_NO;
-    const enum MHD_Result r = send_text_allow(conn, 405, "application/json; charset=utf-8", body, strlen(body), allow);
+    const enum MHD_Result r = send_text_allow(conn, 405, SERVE_JSON_TYPE, body, strlen(body), allow);
     cJSON_free(body);
     return r;
 }
@@ -1032,6 +1037,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         /* a body announced past the limit is refused at once, before the client sends it */
         if (content_length(conn) > (long long)SERVE_BODY_MAX) {
             c->too_large = true;
+            c->answered = true;
             if (!authorized(conn)) return send_error(conn, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')");
             return send_error(conn, 413, "the request body is larger than %u bytes", SERVE_BODY_MAX);
         }
@@ -1054,6 +1060,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
         *upload_size = 0;
         return MHD_YES;
     }
+    c->answered = true;
     /* HEAD is GET without the body (RFC 9110 9.3.2; libmicrohttpd leaves the body out) */
     const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (!strcmp(method, "OPTIONS")) { /* a browser's preflight */
@@ -1077,7 +1084,7 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
             char b[128];
             const int n = snprintf(b, sizeof b, "{\"status\":\"ok\",\"slots_idle\":%d,\"slots_processing\":%d,\"requests_deferred\":%d}",
                                    st.n_slots - st.processing, st.processing, st.deferred);
-            return send_text(conn, 200, "application/json", b, (size_t)n);
+            return send_text(conn, 200, SERVE_JSON_TYPE, b, (size_t)n);
         }
         return send_error(conn, 503, "Loading model");
     }
@@ -1108,9 +1115,18 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     return r;
 }
 
+static char * g_timeout_body; /* the 408's JSON */
+
 static void on_completed(void * cls, struct MHD_Connection * conn, void ** con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    (void)cls;
     struct conn_ctx * c = *con_cls;
+    /* a request whose body stopped short of its Content-Length for --timeout seconds: libmicrohttpd
+     * closes the connection without a word, and tells it here, before it closes the socket; the
+     * 408 is written on it (nothing else was: no answer is queued before the whole body has come) */
+    if (c && !c->answered && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED && g_timeout_body) {
+        const union MHD_ConnectionInfo * ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci) serve_answer(ci->connect_fd, "408 Request Timeout", g_timeout_body, false);
+    }
     if (c) free(c->body), free(c);
     *con_cls = NULL;
 }
@@ -1170,18 +1186,20 @@ int loom_cmd_serve(int argc, char ** argv) {
                            MHD_USE_NO_LISTEN_SOCKET;
     struct MHD_Daemon * d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                              MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-                                             (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
+                                             (unsigned)O.timeout, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
     char * bad_cl = error_text(400, "the Content-Length header is not one decimal number");
-    char msg[96];
+    char msg[160];
     snprintf(msg, sizeof msg, "the request body is larger than %u bytes", SERVE_BODY_MAX);
     char * huge_cl = error_text(413, msg);
     snprintf(msg, sizeof msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
     char * busy = error_text(503, msg);
+    snprintf(msg, sizeof msg, "the request did not come whole within %lld s (a body shorter than its Content-Length?)", O.timeout);
+    g_timeout_body = error_text(408, msg);
     if (!d || !bad_cl || !huge_cl || !busy || !serve_accept_start(lfd, d, bad_cl, huge_cl, busy)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
-        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
+        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy), cJSON_free(g_timeout_body);
         close(lfd);
         serve_gen_free();
         return 1;
@@ -1193,7 +1211,7 @@ int loom_cmd_serve(int argc, char ** argv) {
         fprintf(stderr, "loom serve: cannot start the generation thread\n");
         serve_accept_stop();
         MHD_stop_daemon(d);
-        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
+        cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy), cJSON_free(g_timeout_body);
         serve_gen_free();
         return 1;
     }
@@ -1207,7 +1225,7 @@ int loom_cmd_serve(int argc, char ** argv) {
     serve_accept_drain(SERVE_STOP_WAIT_MS);
     MHD_stop_daemon(d);
     serve_gen_free();
-    cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy);
+    cJSON_free(bad_cl), cJSON_free(huge_cl), cJSON_free(busy), cJSON_free(g_timeout_body);
     return 0;
 }
 

@@ -103,16 +103,19 @@ struct conn {
     socklen_t addr_len;
 };
 
-/* Sends a whole answer with the JSON 'body' and closes the connection; 'wait': the send may block
- * (a connection being read ahead), else what does not fit the socket's buffer at once is lost. */
-static void answer_and_close(int fd, const char * status, const char * body, bool wait) {
+void serve_answer(int fd, const char * status, const char * body, bool wait) {
     char head[256];
     const size_t blen = strlen(body);
     const int hl = snprintf(head, sizeof head,
-                            "HTTP/1.1 %s\r\nContent-Type: application/json; charset=utf-8\r\n"
+                            "HTTP/1.1 %s\r\nContent-Type: " SERVE_JSON_TYPE "\r\n"
                             "Access-Control-Allow-Origin: *\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n", status, blen);
     const int fl = MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT);
     if (send(fd, head, (size_t)hl, fl) == hl) send(fd, body, blen, fl);
+}
+
+/* serve_answer, then the connection closed. */
+static void answer_and_close(int fd, const char * status, const char * body, bool wait) {
+    serve_answer(fd, status, body, wait);
     shutdown(fd, SHUT_WR);
     /* what the client sent is read away: closing with unread bytes would reset the connection,
      * and the client could lose the answer */

@@ -8,6 +8,9 @@
 #include <netdb.h>
 #include <stdbool.h>
 
+/* The Content-Type of every JSON answer (llama-server's). */
+#define SERVE_JSON_TYPE "application/json; charset=utf-8"
+
 /* Connections held at once (being read ahead, or libmicrohttpd's); one more is answered 503 at
  * once and closed. Below libmicrohttpd's own MHD_OPTION_CONNECTION_LIMIT (SERVE_CONN_MAX + 16),
  * which is never reached: past it libmicrohttpd 0.9.75 was seen to stop serving for good. */
@@ -18,6 +21,10 @@
  * is refused until listen(2) on it, so that the port can be taken before the model loads and
  * opened once it has. */
 int serve_bind(const struct addrinfo * ai, unsigned * port);
+/* Writes a whole HTTP/1.1 answer ("Connection: close") with the JSON 'body' on socket 'fd' (the
+ * status line's 'status', e.g. "408 Request Timeout"); 'wait': the send may block, else what does
+ * not fit the socket's buffer at once is lost. The socket stays open. */
+void serve_answer(int fd, const char * status, const char * body, bool wait);
 /* Starts the thread that accepts on 'fd' and hands good connections to 'd' (started with
  * MHD_USE_NO_LISTEN_SOCKET and serve_accept_notify as its MHD_OPTION_NOTIFY_CONNECTION);
  * 'bad_request' is the JSON body sent (400) for a malformed Content-Length, 'too_large' the one

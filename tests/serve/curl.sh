@@ -41,6 +41,17 @@ req upbearer 200 -H "Authorization: BEARER  $key" "$url/v1/models"
 req casekey 401 -H "Authorization: Bearer ${key^^}" "$url/v1/models"; err_ok casekey 401
 req nospace 401 -H "Authorization: Bearer$key" "$url/v1/models"; err_ok nospace 401
 req models 200 "${auth[@]}" "$url/v1/models"
+# every JSON answer carries the one Content-Type, llama-server's
+for u in /health /v1/models /v1/nothing /metrics; do
+  ct=$(curl -s -m 10 -o /dev/null -w '%{content_type}' "${auth[@]}" "$url$u" -X GET)
+  [ "$ct" = "application/json; charset=utf-8" ] || [ $u = /metrics ] || fail "GET $u: Content-Type '$ct'"
+done
+for u in /tokenize /completion; do
+  ct=$(curl -s -m 10 -o /dev/null -w '%{content_type}' "${auth[@]}" "$url$u" -d '{"content":"x","prompt":"x","n_predict":1}')
+  [ "$ct" = "application/json; charset=utf-8" ] || fail "POST $u: Content-Type '$ct'"
+done
+ct=$(curl -s -m 10 -o /dev/null -w '%{content_type}' "$url/v1/models")
+[ "$ct" = "application/json; charset=utf-8" ] || fail "a 401: Content-Type '$ct'"
 [ "$(json "$tmp/models" 'j.data[0].id')" = stories ] || fail "models: $(cat "$tmp/models")"
 req page 200 "$url/"
 grep -q '/v1/chat/completions' "$tmp/page" || fail "the page at / does not call the chat endpoint"
@@ -350,7 +361,22 @@ stop_server
 # the prompt phase: no token yet) each end with their closing event -- finish_reason "length" (cut
 # short, as llama-server says), stop_type "none" on /completion -- then [DONE] on the OpenAI ones,
 # in a whole chunked body (curl exit 0); the server exits 0
-start_server "$tmp/log3" -m "$model" -c 32768 --metrics
+start_server "$tmp/log3" -m "$model" -c 32768 --metrics -to 2
+# (-to 2: a request whose body stops short of its Content-Length gets 408 once the connection has
+# been silent 2 s; raw bytes over a socket, curl would not send a short body)
+node -e '
+const u = new URL(process.argv[1]);
+const s = require("net").connect(+u.port, u.hostname, () => s.write("POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\":"));
+let out = ""; s.on("data", (d) => out += d); s.on("error", () => {}); s.setTimeout(20000, () => s.destroy());
+s.on("close", () => {
+  const i = out.indexOf("\r\n\r\n");
+  let ok = out.startsWith("HTTP/1.1 408") && /\r\nContent-Type: application\/json; charset=utf-8\r\n/.test(out);
+  try { ok = ok && JSON.parse(out.slice(i + 4)).error.code === 408; } catch (x) { ok = false; }
+  if (!ok) console.log(JSON.stringify(out.slice(0, 400)));
+});' "$url" >"$tmp/short"
+[ -s "$tmp/short" ] && fail "a body shorter than its Content-Length: $(cat "$tmp/short")"
+"$bin" serve -m "$model" -to 0 2>"$tmp/to0" && fail "-to 0 accepted"
+[ "$(wc -l <"$tmp/to0")" = 1 ] || fail "-to 0: $(cat "$tmp/to0")"
 # stream_end FILE: every event parses; prints the closing event's finish_reason (the native
 # stop_type), its completion tokens, whether a delta with the role came, and the [DONE]
 stream_end() {
