@@ -253,11 +253,12 @@ static bool get_bool(const cJSON * o, const char * key, bool * out, char * err, 
     return true;
 }
 
-/* Tokenizes 'text' (NULL on error, reported in 'err'); 'special': template markers are tokens. */
-static int32_t * tokenize(const char * text, bool special, int32_t * n, char * err, size_t en) {
+/* Tokenizes 'text' (NULL on error, reported in 'err'); 'special': template markers are tokens;
+ * 'bos': BOS first where the vocabulary adds one. */
+static int32_t * tokenize(const char * text, bool special, bool bos, int32_t * n, char * err, size_t en) {
     const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
     const size_t len = strlen(text);
-    const bool bos = loom_vocab_get_add_bos(v);
+    bos = bos && loom_vocab_get_add_bos(v);
     int32_t k = loom_tokenize(v, text, len, bos, special, NULL, 0);
     if (k == LOOM_TOKEN_ERROR) {
         snprintf(err, en, "the text cannot be tokenized");
@@ -446,27 +447,66 @@ static bool get_logit_bias(const cJSON * root, struct serve_job * j, char * err,
     return true;
 }
 
+/* The tokens of a completion's 'prompt', as llama-server reads it: a string (BOS first where the
+ * vocabulary adds one); an array of token ids, taken as they are (no BOS added); or an array mixing
+ * ids and strings, each string tokenized in its place (BOS only before a string that comes first).
+ * An array of strings alone is several prompts, refused unless it holds one (one prompt per
+ * request). Returns the tokens (heap; '*n' of them), or NULL with 'err' set and '*status' the
+ * HTTP status: 400 for another type, an id outside [0, n_vocab) or a fraction, 500 out of memory. */
+static int32_t * prompt_tokens(const cJSON * p, int32_t * n, unsigned * status, char * err, size_t en) {
+    *status = 400;
+    if (cJSON_IsString(p)) return tokenize(p->valuestring, false, true, n, err, en);
+    const char * what = "'prompt' must be a string, or an array of token ids and strings";
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0) return snprintf(err, en, "%s", what), NULL;
+    const int32_t n_vocab = loom_vocab_n_tokens(loom_model_vocab(serve_gen_model()));
+    int n_str = 0, n_num = 0, i = 0;
+    const cJSON * it;
+    cJSON_ArrayForEach(it, p) {
+        if (cJSON_IsString(it)) n_str++;
+        else if (cJSON_IsNumber(it)) n_num++;
+        else return snprintf(err, en, "%s: 'prompt'[%d] is neither", what, i), NULL;
+        if (cJSON_IsNumber(it) && (it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 || it->valuedouble >= n_vocab))
+            return snprintf(err, en, "'prompt'[%d] is not a token id in [0, %d)", i, n_vocab), NULL;
+        i++;
+    }
+    if (n_num == 0 && n_str > 1) return snprintf(err, en, "'prompt' holds %d prompts; one per request is supported", n_str), NULL;
+    int32_t * toks = NULL, len = 0;
+    i = 0;
+    cJSON_ArrayForEach(it, p) {
+        int32_t k = 1, * piece = NULL;
+        if (cJSON_IsString(it) && !(piece = tokenize(it->valuestring, false, i == 0, &k, err, en))) return free(toks), NULL;
+        int32_t * t = realloc(toks, ((size_t)len + (size_t)k + 1) * sizeof *t);
+        if (!t) {
+            free(piece), free(toks);
+            *status = 500;
+            return snprintf(err, en, "out of memory"), NULL;
+        }
+        toks = t;
+        if (piece) memcpy(toks + len, piece, (size_t)k * sizeof *piece);
+        else toks[len] = (int32_t)it->valuedouble;
+        len += k;
+        free(piece);
+        i++;
+    }
+    *n = len;
+    return toks;
+}
+
 /* Builds the job a generation request asks for; returns 0, or the HTTP status of the error in 'err'. */
 static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, size_t en) {
     if (!cJSON_IsObject(root)) return snprintf(err, en, "the body must be a JSON object"), 400;
-    char * text = NULL;
-    bool special = false;
-    int32_t eot_id = -1;
+    int32_t eot_id = -1, n = 0, * toks;
     if (g->api == API_CHAT) {
-        text = format_chat(cJSON_GetObjectItemCaseSensitive(root, "messages"), &eot_id, err, en);
+        char * text = format_chat(cJSON_GetObjectItemCaseSensitive(root, "messages"), &eot_id, err, en);
         if (!text) return 400;
-        special = true;
+        toks = tokenize(text, true, true, &n, err, en);
+        free(text);
+        if (!toks) return 400;
     } else {
-        const cJSON * p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1) p = cJSON_GetArrayItem(p, 0);
-        if (!cJSON_IsString(p)) return snprintf(err, en, "'prompt' must be a string"), 400;
-        text = strdup(p->valuestring);
-        if (!text) return snprintf(err, en, "out of memory"), 500;
+        unsigned st;
+        toks = prompt_tokens(cJSON_GetObjectItemCaseSensitive(root, "prompt"), &n, &st, err, en);
+        if (!toks) return st;
     }
-    int32_t n = 0;
-    int32_t * toks = tokenize(text, special, &n, err, en);
-    free(text);
-    if (!toks) return 400;
     const int32_t n_ctx = serve_gen_n_ctx();
     if (n == 0) {
         free(toks);

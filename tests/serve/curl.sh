@@ -135,6 +135,31 @@ req tokpc 200 "${auth[@]}" "$url/tokenize" -d "{\"content\":\"$prompt\",\"with_p
 [ "$(json "$tmp/tokpc" 'JSON.stringify(j.tokens.map(t => t.id))')" = "$toks" ] && [ "$(json "$tmp/tokpc" 'j.tokens.map(t => t.piece).join("")')" = " $prompt" ] ||
   fail "with_pieces: $(cat "$tmp/tokpc")"
 
+# a prompt of token ids (taken as they are: BOS is not added) gives the text of the same prompt as
+# a string; a mixed array tokenizes each string in place (BOS only before a first string); an id
+# outside the vocabulary, a fraction, another type or several prompts: 400 naming 'prompt'
+bos_toks=$(json "$tmp/toksp" 'JSON.stringify(j.tokens)')
+req ptoks 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":$bos_toks,\"n_predict\":40,\"temperature\":0}"
+json "$tmp/ptoks" 'j.content + "\n"' >"$tmp/ptoks.txt"
+cmp -s "$tmp/ptoks.txt" "$tmp/ref" && [ "$(json "$tmp/ptoks" 'j.tokens_evaluated')" = "$(json "$tmp/toksp" 'j.tokens.length')" ] ||
+  fail "a token-array prompt: $(head -c 300 "$tmp/ptoks")"
+req ptokso 200 "${auth[@]}" "$url/v1/completions" -d "{\"prompt\":$bos_toks,\"max_tokens\":40,\"temperature\":0}"
+json "$tmp/ptokso" 'j.choices[0].text + "\n"' >"$tmp/ptokso.txt"
+cmp -s "$tmp/ptokso.txt" "$tmp/ref" || fail "a token-array prompt on /v1/completions: $(head -c 300 "$tmp/ptokso")"
+req pnobos 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":$toks,\"n_predict\":1,\"temperature\":0}"
+[ "$(json "$tmp/pnobos" 'j.tokens_evaluated')" = "$(json "$tmp/tok" 'j.tokens.length')" ] || fail "a token-array prompt got a BOS: $(cat "$tmp/pnobos")"
+# [text, id, text]: BOS, the text's tokens, the id, the second text's tokens without BOS
+req tokdot 200 "${auth[@]}" "$url/tokenize" -d '{"content":" The end."}'
+mixed_want=$(node -e 'const a = JSON.parse(process.argv[1]), b = JSON.parse(process.argv[2]); console.log(JSON.stringify(a.concat([13], b)))' "$bos_toks" "$(json "$tmp/tokdot" 'JSON.stringify(j.tokens)')")
+req pmixed 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":[\"$prompt\",13,\" The end.\"],\"n_predict\":12,\"temperature\":0}"
+req pmixedt 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":$mixed_want,\"n_predict\":12,\"temperature\":0}"
+[ "$(json "$tmp/pmixed" '[j.content, j.tokens_evaluated]')" = "$(json "$tmp/pmixedt" '[j.content, j.tokens_evaluated]')" ] ||
+  fail "a mixed prompt: $(head -c 200 "$tmp/pmixed") vs the tokens $mixed_want: $(head -c 200 "$tmp/pmixedt")"
+for bad in '[1,99999]' '[1,2.5]' '[-1]' '[]' '[[1,2]]' '[1,true]' '["a","b"]' '{"a":1}'; do
+  req eptok 400 "${auth[@]}" "$url/completion" -d "{\"prompt\":$bad}"; err_ok eptok 400
+  case "$(json "$tmp/eptok" 'j.error.message')" in *"'prompt'"*) ;; *) fail "the message for the prompt $bad does not name it: $(cat "$tmp/eptok")" ;; esac
+done
+
 # the sampler's fields: max_tokens on /completion too; penalties as loom run's flags give them; a
 # logit_bias (OpenAI's map form and the native array form) bans the greedy token or forces another
 req nmax 200 "${auth[@]}" "$url/completion" -d "{\"prompt\":\"$prompt\",\"max_tokens\":7,\"temperature\":0}"
