@@ -38,6 +38,7 @@ int loom_cmd_serve(int argc, char ** argv) {
 #include <unistd.h>
 
 #define SERVE_BODY_MAX (1u << 20) /* bytes of a request body; more is refused with 413 */
+#define SERVE_NP_MAX 256          /* slots (-np) at most */
 #define SERVE_STOP_WAIT_MS 5000   /* how long a stop waits for the open connections to get their answers */
 
 extern const char serve_page_html[]; /* serve-page.c */
@@ -55,7 +56,7 @@ static void usage(FILE * f) {
             "usage: loom serve -m MODEL.gguf [options]\n"
             "\n"
             "An HTTP server: OpenAI's /v1/chat/completions, /v1/completions and /v1/models, and /completion,\n"
-            "/tokenize, /detokenize, /health, /metrics and a chat page at /. SIGTERM or Ctrl-C stops it.\n"
+            "/tokenize, /detokenize, /props, /slots, /health, /metrics and a chat page at /. SIGTERM or Ctrl-C stops it.\n"
             "\n"
             "  -m, --model FILE        GGUF model (required)\n"
             "      --host ADDR         address to listen on (default 127.0.0.1)\n"
@@ -100,7 +101,7 @@ static int parse(int argc, char ** argv) {
         case O_HOST: O.host = optarg; break;
         case O_PORT: ok = cli_parse_int("serve", "--port", optarg, 0, 65535, &O.port); break;
         case 'c': ok = cli_parse_int("serve", "-c", optarg, 0, 1 << 24, &O.n_ctx); break;
-        case O_NP: ok = cli_parse_int("serve", "-np", optarg, 1, 256, &O.n_parallel); break;
+        case O_NP: ok = cli_parse_int("serve", "-np", optarg, 1, SERVE_NP_MAX, &O.n_parallel); break;
         case O_NGL: ok = cli_parse_ngl("serve", optarg, &O.n_gpu_layers); break;
         case 't': ok = cli_parse_int("serve", "-t", optarg, 1, 1024, &O.n_threads); break;
         case O_KEY: O.api_key = optarg; break;
@@ -966,6 +967,68 @@ static enum MHD_Result do_models(struct MHD_Connection * conn) {
     return send_json(conn, 200, r);
 }
 
+/* A float setting as JSON shows it: its shortest decimal (0.8, not 0.800000011920929). */
+static double float_json(float f) {
+    char b[32];
+    snprintf(b, sizeof b, "%.7g", (double)f);
+    return strtod(b, NULL);
+}
+
+/* A special token's text, or "" where the vocabulary has none. */
+static void add_token_text(cJSON * o, const char * key, int32_t id) {
+    char piece[256] = "";
+    const int32_t n = id >= 0 ? loom_token_to_piece(loom_model_vocab(serve_gen_model()), id, piece, (int32_t)sizeof piece - 1, true) : 0;
+    piece[n > 0 ? n : 0] = 0;
+    cJSON_AddStringToObject(o, key, piece);
+}
+
+/* GET /props: what llama-server's clients read of it -- the default generation settings (with a
+ * slot's n_ctx), total_slots, the model's path and alias, its chat template (the GGUF's text, ""
+ * without one) and BOS / EOS text. */
+static enum MHD_Result do_props(struct MHD_Connection * conn) {
+    const struct loom_model * m = serve_gen_model();
+    const struct loom_vocab * v = loom_model_vocab(m);
+    const struct loom_sampler_params sp = loom_sampler_default_params();
+    cJSON * r = cJSON_CreateObject();
+    cJSON * dg = cJSON_AddObjectToObject(r, "default_generation_settings");
+    cJSON_AddNumberToObject(dg, "n_ctx", serve_gen_n_ctx());
+    cJSON * pa = cJSON_AddObjectToObject(dg, "params");
+    cJSON_AddNumberToObject(pa, "n_predict", -1);
+    cJSON_AddNumberToObject(pa, "temperature", float_json(sp.temp));
+    cJSON_AddNumberToObject(pa, "top_k", sp.top_k);
+    cJSON_AddNumberToObject(pa, "top_p", float_json(sp.top_p));
+    cJSON_AddNumberToObject(pa, "min_p", float_json(sp.min_p));
+    cJSON_AddNumberToObject(pa, "repeat_last_n", sp.repeat_last_n);
+    cJSON_AddNumberToObject(pa, "repeat_penalty", float_json(sp.repeat_penalty));
+    cJSON_AddNumberToObject(pa, "presence_penalty", float_json(sp.presence_penalty));
+    cJSON_AddNumberToObject(pa, "frequency_penalty", float_json(sp.frequency_penalty));
+    struct serve_stats st;
+    serve_gen_stats(&st);
+    cJSON_AddNumberToObject(r, "total_slots", st.n_slots);
+    cJSON_AddStringToObject(r, "model_path", O.model);
+    cJSON_AddStringToObject(r, "model_alias", O.alias);
+    const char * tmpl = loom_model_chat_template(m);
+    cJSON_AddStringToObject(r, "chat_template", tmpl ? tmpl : "");
+    add_token_text(r, "bos_token", loom_vocab_bos(v));
+    add_token_text(r, "eos_token", loom_vocab_eos(v));
+    return send_json(conn, 200, r);
+}
+
+/* GET /slots: each slot's id, context size and whether it generates now, as llama-server lists them. */
+static enum MHD_Result do_slots(struct MHD_Connection * conn) {
+    bool busy[SERVE_NP_MAX];
+    const int n = serve_gen_slots_busy(busy, SERVE_NP_MAX);
+    cJSON * r = cJSON_CreateArray();
+    for (int i = 0; i < n && i < SERVE_NP_MAX; i++) {
+        cJSON * sl = cJSON_CreateObject();
+        cJSON_AddNumberToObject(sl, "id", i);
+        cJSON_AddNumberToObject(sl, "n_ctx", serve_gen_n_ctx());
+        cJSON_AddBoolToObject(sl, "is_processing", busy[i]);
+        cJSON_AddItemToArray(r, sl);
+    }
+    return send_json(conn, 200, r);
+}
+
 static enum MHD_Result do_metrics(struct MHD_Connection * conn) {
     if (!O.metrics) return send_error(conn, 501, "this server does not serve /metrics (start it with --metrics)");
     struct serve_stats s;
@@ -1035,7 +1098,7 @@ static long long content_length(struct MHD_Connection * conn) {
 
 /* The endpoints GET serves (the others take POST). */
 static bool get_endpoint(const char * url) {
-    static const char * const urls[] = {"/health", "/v1/health", "/", "/index.html", "/v1/models", "/models", "/metrics"};
+    static const char * const urls[] = {"/health", "/v1/health", "/", "/index.html", "/v1/models", "/models", "/metrics", "/props", "/slots"};
     for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
         if (!strcmp(url, urls[i])) return true;
     }
@@ -1134,6 +1197,8 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     if (serve_gen_ready() != 1) return send_error(conn, 503, "Loading model");
     if (get && (!strcmp(url, "/v1/models") || !strcmp(url, "/models"))) return do_models(conn);
     if (get && !strcmp(url, "/metrics")) return do_metrics(conn);
+    if (get && !strcmp(url, "/props")) return do_props(conn);
+    if (get && !strcmp(url, "/slots")) return do_slots(conn);
     enum api api = API_NATIVE;
     bool gen = true;
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) api = API_CHAT;

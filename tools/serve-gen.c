@@ -46,6 +46,7 @@ static struct {
     int32_t n_ctx;        /* of one slot */
     int32_t n_batch;      /* tokens per decode call */
     struct slot * slots;  /* [n_parallel] */
+    bool * slot_busy;     /* [n_parallel] a job is in the slot (under mu, for /slots) */
     int n_slots;
     uint64_t use_clock;
     /* the step's batch */
@@ -168,6 +169,7 @@ static void slot_end(struct slot * sl, enum serve_finish f) {
     sl->pending = -1;
     sl->last_used = ++G.use_clock;
     pthread_mutex_lock(&G.mu);
+    G.slot_busy[sl - G.slots] = false;
     G.stats.processing--;
     G.stats.n_prompt_tokens += (uint64_t)(sl->n_done - j->n_cached);
     G.stats.n_gen_tokens += (uint64_t)j->n_gen;
@@ -269,6 +271,7 @@ static void assign_jobs(void) {
         if (!G.head) G.tail = NULL;
         G.stats.deferred--;
         G.stats.processing++;
+        G.slot_busy[sl - G.slots] = true;
         pthread_mutex_unlock(&G.mu);
         if (!slot_start(sl, j)) slot_end(sl, SERVE_FAILED);
     }
@@ -353,9 +356,10 @@ static bool load(void) {
     G.n_batch = cp.n_batch < cp.n_ctx ? cp.n_batch : cp.n_ctx;
     if (G.n_batch < G.n_slots) G.n_batch = G.n_slots;
     G.slots = calloc((size_t)G.n_slots, sizeof *G.slots);
+    G.slot_busy = calloc((size_t)G.n_slots, sizeof *G.slot_busy);
     G.b_tok = malloc((size_t)G.n_batch * 3 * sizeof *G.b_tok);
     G.b_logits = malloc((size_t)G.n_batch);
-    if (!G.slots || !G.b_tok || !G.b_logits) return false;
+    if (!G.slots || !G.slot_busy || !G.b_tok || !G.b_logits) return false;
     G.b_pos = G.b_tok + G.n_batch;
     G.b_seq = G.b_pos + G.n_batch;
     for (int i = 0; i < G.n_slots; i++) {
@@ -480,6 +484,13 @@ bool serve_gen_wait_client(struct serve_job * j, int fd) {
     return true;
 }
 
+int serve_gen_slots_busy(bool * busy, int max) {
+    pthread_mutex_lock(&G.mu);
+    for (int i = 0; i < G.n_slots && i < max; i++) busy[i] = G.slot_busy && G.slot_busy[i];
+    pthread_mutex_unlock(&G.mu);
+    return G.n_slots;
+}
+
 void serve_gen_stats(struct serve_stats * out) {
     pthread_mutex_lock(&G.mu);
     *out = G.stats;
@@ -505,6 +516,8 @@ void serve_gen_free(void) {
         free(G.slots[i].logits);
     }
     free(G.slots);
+    free(G.slot_busy);
+    G.slot_busy = NULL;
     free(G.b_tok);
     free(G.b_logits);
     loom_llama_context_free(G.lctx);

@@ -100,6 +100,8 @@ bool serve_gen_submit(struct serve_job * j);
 #define SERVE_CLIENT_POLL_MS 100
 bool serve_gen_wait_client(struct serve_job * j, int fd);
 void serve_gen_stats(struct serve_stats * out);
+/* Whether each slot holds a job now, into busy[0 .. min(max, slots)); returns the number of slots. */
+int serve_gen_slots_busy(bool * busy, int max);
 /* Cancels the running and queued jobs (each ends SERVE_CANCELLED, with the text generated so far)
  * and stops the worker (a load in progress is abandoned). */
 void serve_gen_stop(void);

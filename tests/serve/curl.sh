@@ -41,6 +41,15 @@ req upbearer 200 -H "Authorization: BEARER  $key" "$url/v1/models"
 req casekey 401 -H "Authorization: Bearer ${key^^}" "$url/v1/models"; err_ok casekey 401
 req nospace 401 -H "Authorization: Bearer$key" "$url/v1/models"; err_ok nospace 401
 req models 200 "${auth[@]}" "$url/v1/models"
+# /props and /slots: the fields llama-server's clients read
+req props 200 "${auth[@]}" "$url/props"
+[ "$(json "$tmp/props" '[j.default_generation_settings.n_ctx, j.total_slots, j.model_path, j.model_alias, j.chat_template, j.default_generation_settings.params.temperature, j.default_generation_settings.params.top_k]')" = "[256,1,\"$model\",\"stories\",\"\",0.8,40]" ] ||
+  fail "/props: $(cat "$tmp/props")"
+[ "$(json "$tmp/props" '[j.bos_token, j.eos_token]')" = '["<s>","</s>"]' ] || fail "/props tokens: $(cat "$tmp/props")"
+req slots 200 "${auth[@]}" "$url/slots"
+[ "$(json "$tmp/slots" 'j')" = '[{"id":0,"n_ctx":256,"is_processing":false}]' ] || fail "/slots: $(cat "$tmp/slots")"
+req propsnokey 401 "$url/props"; err_ok propsnokey 401
+req propspost 405 "${auth[@]}" "$url/props" -d '{}'; err_ok propspost 405
 # every JSON answer carries the one Content-Type, llama-server's
 for u in /health /v1/models /v1/nothing /metrics; do
   ct=$(curl -s -m 10 -o /dev/null -w '%{content_type}' "${auth[@]}" "$url$u" -X GET)
@@ -371,6 +380,8 @@ slot_freed() {
 }
 long_stream "$tmp/long" || fail "the long stream sent nothing"
 req busy 503 "$url/completion" -d '{"prompt":"Once","n_predict":4}'; err_ok busy 503
+req slotsbusy 200 "$url/slots"
+[ "$(json "$tmp/slotsbusy" 'j')" = '[{"id":0,"n_ctx":32768,"is_processing":true}]' ] || fail "/slots while a stream runs: $(cat "$tmp/slotsbusy")"
 [ "$(json "$tmp/busy" 'j.error.message')" = "the server is busy: every slot is busy and queueing is off (--queue-max 0)" ] ||
   fail "the 503 with --queue-max 0: $(cat "$tmp/busy")"
 kill "$bg"; wait "$bg" 2>/dev/null; bg=
@@ -437,7 +448,11 @@ read -r why ntok role done < <(stream_end "$tmp/sig1")
 # a Llama 3 template that names the ipython role (Llama 3.1's) writes a tool's result in it
 "$bin" gen-model --preset 260k -o "$tmp/l3.gguf" --chat-template \
   '{{ "<|start_header_id|>" + message["role"] + "<|end_header_id|>" }}{% if message["role"] == "ipython" %}{% endif %}' >/dev/null 2>&1 || fail "gen-model"
-start_server "$tmp/log4" -m "$tmp/l3.gguf" -c 512 --api-key "$key"
+start_server "$tmp/log4" -m "$tmp/l3.gguf" -c 512 --api-key "$key" -np 2
+req l3props 200 "${auth[@]}" "$url/props"
+[ "$(json "$tmp/l3props" '[j.total_slots, j.default_generation_settings.n_ctx, j.chat_template.includes("ipython")]')" = '[2,256,true]' ] || fail "/props with -np 2: $(cat "$tmp/l3props")"
+req l3slots 200 "${auth[@]}" "$url/slots"
+[ "$(json "$tmp/l3slots" 'j.map(s => s.id)')" = '[0,1]' ] || fail "/slots with -np 2: $(cat "$tmp/l3slots")"
 chat_count rl3 '[{"role":"user","content":"2+2?"},{"role":"tool","content":"4"}]' \
   "<|start_header_id|>user<|end_header_id|>
 
