@@ -1,5 +1,7 @@
 /* cmd-serve.c -- `loom serve`: an HTTP server speaking OpenAI's API and the field's native endpoints
- * (libmicrohttpd for HTTP, cJSON for JSON); generation runs in serve-gen.c's -np slots. */
+ * (libmicrohttpd for HTTP, cJSON for JSON): its options, the endpoints and the dispatch of requests.
+ * A generation request is read in serve-request.c, answered in serve-reply.c, and generated in
+ * serve-gen.c's -np slots; serve-accept.c owns the listening socket. */
 #include "cli-devices.h"
 #include "cli-util.h"
 #include "commands.h"
@@ -16,10 +18,11 @@ int loom_cmd_serve(int argc, char ** argv) {
 #else
 
 #include "loom-llama.h"
-#include "serve-accept.h"
-#include "loom-chat.h"
 #include "loom-sampler.h"
+#include "serve-accept.h"
 #include "serve-gen.h"
+#include "serve-reply.h"
+#include "serve-request.h"
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -161,35 +164,6 @@ static enum MHD_Result send_json(struct MHD_Connection * conn, unsigned status, 
     return r;
 }
 
-static const char * error_type(unsigned status) {
-    switch (status) {
-    case 400: case 408: case 413: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 405: return "invalid_request_error";
-    case 501: return "not_supported_error";
-    case 503: return "unavailable_error";
-    default: return "server_error";
-    }
-}
-
-static cJSON * error_json(unsigned status, const char * msg) {
-    cJSON * e = cJSON_CreateObject(), * root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(e, "code", status);
-    cJSON_AddStringToObject(e, "message", msg);
-    cJSON_AddStringToObject(e, "type", error_type(status));
-    cJSON_AddItemToObject(root, "error", e);
-    return root;
-}
-
-/* error_json(status, msg) as text (cJSON_free it), or NULL when out of memory. */
-static char * error_text(unsigned status, const char * msg) {
-    cJSON * j = error_json(status, msg);
-    char * s = j ? cJSON_PrintUnformatted(j) : NULL;
-    cJSON_Delete(j);
-    return s;
-}
-
 static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) __attribute__((format(printf, 3, 4)));
 static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status, const char * fmt, ...) {
     char msg[512];
@@ -197,612 +171,17 @@ static enum MHD_Result send_error(struct MHD_Connection * conn, unsigned status,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return send_json(conn, status, error_json(status, msg));
-}
-
-/* ---------------------------------------------------------------- requests */
-
-/* What a request asks the generator for, read from its JSON. */
-enum api { API_NATIVE, API_COMPLETIONS, API_CHAT };
-
-struct gen_req {
-    enum api api;
-    bool stream;
-    struct serve_job * job;
-    char id[40];
-    long created;
-};
-
-/* Reads an optional number field into '*out' (in [lo, hi]); false (with 'err' set) for a wrong type or range. */
-static bool get_num(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
-    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
-        snprintf(err, n, "'%s' must be a number in [%g, %g]", key, lo, hi);
-        return false;
-    }
-    *out = v->valuedouble;
-    return true;
-}
-
-/* get_num for a field that counts (tokens, a seed): a number with a fraction is refused too; the
- * bounds are written as integers ('hi_text': the upper one as text, where a double cannot hold it). */
-static bool get_int_text(const cJSON * o, const char * key, double lo, double hi, const char * hi_text, double * out, char * err, size_t n) {
-    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi || v->valuedouble != floor(v->valuedouble)) {
-        if (hi_text) snprintf(err, n, "'%s' must be an integer in [%.0f, %s]", key, lo, hi_text);
-        else snprintf(err, n, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
-        return false;
-    }
-    *out = v->valuedouble;
-    return true;
-}
-
-static bool get_int(const cJSON * o, const char * key, double lo, double hi, double * out, char * err, size_t n) {
-    return get_int_text(o, key, lo, hi, NULL, out, err, n);
-}
-
-static bool get_bool(const cJSON * o, const char * key, bool * out, char * err, size_t n) {
-    const cJSON * v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsBool(v)) {
-        snprintf(err, n, "'%s' must be a boolean", key);
-        return false;
-    }
-    *out = cJSON_IsTrue(v);
-    return true;
-}
-
-/* Tokenizes 'text' (NULL on error, reported in 'err'); 'special': template markers are tokens;
- * 'bos': BOS first where the vocabulary adds one. */
-static int32_t * tokenize(const char * text, bool special, bool bos, int32_t * n, char * err, size_t en) {
-    const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
-    const size_t len = strlen(text);
-    bos = bos && loom_vocab_get_add_bos(v);
-    int32_t k = loom_tokenize(v, text, len, bos, special, NULL, 0);
-    if (k == LOOM_TOKEN_ERROR) {
-        snprintf(err, en, "the text cannot be tokenized");
-        return NULL;
-    }
-    k = k < 0 ? -k : k;
-    int32_t * t = malloc(((size_t)k + 1) * sizeof *t);
-    if (!t || loom_tokenize(v, text, len, bos, special, t, k + 1) != k) {
-        free(t);
-        snprintf(err, en, "out of memory");
-        return NULL;
-    }
-    *n = k;
-    return t;
-}
-
-/* A message's content as one string: a string as it is, null as "", or OpenAI's array of content
- * parts, of which only {"type":"text","text":...} is taken (the texts concatenated, in '*owned',
- * heap). NULL with 'err' set for another type or part. */
-static const char * message_text(const cJSON * content, int i, char ** owned, char * err, size_t en) {
-    *owned = NULL;
-    if (cJSON_IsString(content)) return content->valuestring;
-    if (cJSON_IsNull(content)) return "";
-    if (!cJSON_IsArray(content)) {
-        snprintf(err, en, "messages[%d].content must be a string or an array of content parts", i);
-        return NULL;
-    }
-    size_t len = 0;
-    int k = 0;
-    const cJSON * part;
-    cJSON_ArrayForEach(part, content) {
-        const cJSON * type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON * text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
-            snprintf(err, en, "messages[%d].content[%d] is not a text part ({\"type\":\"text\",\"text\":...}); only text is supported", i, k);
-            return NULL;
-        }
-        len += strlen(text->valuestring);
-        k++;
-    }
-    char * s = malloc(len + 1);
-    if (!s) {
-        snprintf(err, en, "out of memory");
-        return NULL;
-    }
-    len = 0;
-    cJSON_ArrayForEach(part, content) {
-        const char * t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        const size_t n = strlen(t);
-        memcpy(s + len, t, n);
-        len += n;
-    }
-    s[len] = 0;
-    *owned = s;
-    return s;
-}
-
-/* The role a message of OpenAI's role 'role' is written with in template 't' ('tmpl': the file's
- * Jinja text), or NULL for a role the server refuses: "developer" (OpenAI's newer name for the
- * system role) is "system"; "tool" (a tool's result) is "ipython" in a Llama 3 template that names
- * that role (Llama 3.1's), else "tool", which loom_chat_apply writes as it writes any role name
- * (ChatML's "<|im_start|>tool"; an assistant turn where the family's markers are fixed, as the
- * field's built-in formatter does). */
-static const char * chat_role(const char * role, enum loom_chat_template t, const char * tmpl) {
-    if (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant")) return role;
-    if (!strcmp(role, "developer")) return "system";
-    if (!strcmp(role, "tool")) return t == LOOM_CHAT_TEMPLATE_LLAMA3 && tmpl && strstr(tmpl, "ipython") ? "ipython" : "tool";
-    return NULL;
-}
-
-/* The chat messages formatted in the model's template (heap), or NULL with 'err' set. */
-static char * format_chat(const cJSON * msgs, int32_t * eot_id, char * err, size_t en) {
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
-        snprintf(err, en, "'messages' must be a non-empty array");
-        return NULL;
-    }
-    const int n = cJSON_GetArraySize(msgs);
-    struct loom_chat_message * m = calloc((size_t)n, sizeof *m);
-    char ** owned = calloc((size_t)n, sizeof *owned); /* the contents joined from parts */
-    if (!m || !owned) {
-        free(m), free(owned);
-        snprintf(err, en, "out of memory");
-        return NULL;
-    }
-    enum loom_chat_template t = LOOM_CHAT_TEMPLATE_CHATML;
-    const char * tmpl = loom_model_chat_template(serve_gen_model());
-    loom_chat_template_detect(tmpl, &t);
-    int i = 0;
-    const cJSON * it;
-    bool ok = true;
-    cJSON_ArrayForEach(it, msgs) {
-        const cJSON * role = cJSON_GetObjectItemCaseSensitive(it, "role");
-        const cJSON * content = cJSON_GetObjectItemCaseSensitive(it, "content");
-        if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !content) {
-            snprintf(err, en, "messages[%d] must be an object with string 'role' and 'content'", i);
-            ok = false;
-            break;
-        }
-        m[i].role = chat_role(role->valuestring, t, tmpl);
-        if (!m[i].role) {
-            snprintf(err, en, "messages[%d].role '%.64s' is not one of system, developer, user, assistant, tool", i, role->valuestring);
-            ok = false;
-            break;
-        }
-        m[i].content = message_text(content, i, &owned[i], err, en);
-        if (!m[i].content) {
-            ok = false;
-            break;
-        }
-        i++;
-    }
-    if (!ok) {
-        for (int k = 0; k < n; k++) free(owned[k]);
-        free(owned), free(m);
-        return NULL;
-    }
-    const char * eot = loom_chat_template_eot_text(t);
-    *eot_id = eot ? loom_vocab_find(loom_model_vocab(serve_gen_model()), eot, strlen(eot)) : -1;
-    int32_t k = loom_chat_apply(t, m, (size_t)n, true, NULL, 0);
-    char * s = NULL;
-    if (k != LOOM_TOKEN_ERROR) {
-        k = k < 0 ? -k : k;
-        s = malloc((size_t)k + 1);
-        if (s && loom_chat_apply(t, m, (size_t)n, true, s, k + 1) != k) free(s), s = NULL;
-    }
-    for (int q = 0; q < n; q++) free(owned[q]);
-    free(owned), free(m);
-    if (!s) snprintf(err, en, "the messages cannot be formatted in the chat template");
-    return s;
-}
-
-/* Adds one logit_bias entry to 'j': 'bias' (a number, or false: never sampled) for token 'id'. */
-static bool add_bias(struct serve_job * j, double id, const cJSON * bias, const char * where, char * err, size_t en) {
-    const int32_t n_vocab = loom_vocab_n_tokens(loom_model_vocab(serve_gen_model()));
-    if (id != floor(id) || id < 0 || id >= n_vocab) return snprintf(err, en, "'logit_bias' %s: not a token id in [0, %d)", where, n_vocab), false;
-    float b;
-    if (cJSON_IsFalse(bias)) b = -INFINITY;
-    else if (cJSON_IsNumber(bias) && isfinite(bias->valuedouble)) b = (float)bias->valuedouble;
-    else return snprintf(err, en, "'logit_bias' %s: the bias must be a number or false", where), false;
-    if (j->n_biases == LOGIT_BIAS_MAX) return snprintf(err, en, "'logit_bias' holds at most %d tokens", LOGIT_BIAS_MAX), false;
-    j->biases[j->n_biases++] = (struct logit_bias){.token = (int32_t)id, .bias = b};
-    return true;
-}
-
-/* 'logit_bias' in OpenAI's form, an object {"TOKEN_ID": bias}, or the native one, an array of
- * [TOKEN_ID or "text", bias] pairs (a text: each of its tokens; bias false: never sampled). */
-static bool get_logit_bias(const cJSON * root, struct serve_job * j, char * err, size_t en) {
-    const cJSON * lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias"), * it;
-    if (!lb || cJSON_IsNull(lb)) return true;
-    if (cJSON_IsObject(lb)) {
-        cJSON_ArrayForEach(it, lb) {
-            char * end = NULL;
-            const double id = strtod(it->string, &end);
-            if (!*it->string || *end) return snprintf(err, en, "'logit_bias' key \"%.40s\": not a token id", it->string), false;
-            if (!add_bias(j, id, it, it->string, err, en)) return false;
-        }
-        return true;
-    }
-    if (!cJSON_IsArray(lb)) return snprintf(err, en, "'logit_bias' must be an object {\"TOKEN_ID\": bias} or an array of [token, bias] pairs"), false;
-    int i = 0;
-    cJSON_ArrayForEach(it, lb) {
-        char where[24];
-        snprintf(where, sizeof where, "[%d]", i++);
-        const cJSON * t = cJSON_GetArrayItem(it, 0), * b = cJSON_GetArrayItem(it, 1);
-        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !(cJSON_IsNumber(t) || cJSON_IsString(t)))
-            return snprintf(err, en, "'logit_bias' %s must be a pair [token id or text, bias]", where), false;
-        if (cJSON_IsNumber(t)) {
-            if (!add_bias(j, t->valuedouble, b, where, err, en)) return false;
-            continue;
-        }
-        int32_t n = 0;
-        const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
-        int32_t k = loom_tokenize(v, t->valuestring, strlen(t->valuestring), false, false, NULL, 0);
-        if (k == LOOM_TOKEN_ERROR) return snprintf(err, en, "'logit_bias' %s: the text cannot be tokenized", where), false;
-        n = k < 0 ? -k : k;
-        int32_t * toks = malloc(((size_t)n + 1) * sizeof *toks);
-        if (!toks || loom_tokenize(v, t->valuestring, strlen(t->valuestring), false, false, toks, n + 1) != n) {
-            free(toks);
-            return snprintf(err, en, "out of memory"), false;
-        }
-        bool ok = true;
-        for (int32_t q = 0; ok && q < n; q++) ok = add_bias(j, toks[q], b, where, err, en);
-        free(toks);
-        if (!ok) return false;
-    }
-    return true;
-}
-
-/* The tokens of a completion's 'prompt', as llama-server reads it: a string (BOS first where the
- * vocabulary adds one); an array of token ids, taken as they are (no BOS added); or an array mixing
- * ids and strings, each string tokenized in its place (BOS only before a string that comes first).
- * An array of strings alone is several prompts, refused unless it holds one (one prompt per
- * request). Returns the tokens (heap; '*n' of them), or NULL with 'err' set and '*status' the
- * HTTP status: 400 for another type, an id outside [0, n_vocab) or a fraction, 500 out of memory. */
-static int32_t * prompt_tokens(const cJSON * p, int32_t * n, unsigned * status, char * err, size_t en) {
-    *status = 400;
-    if (cJSON_IsString(p)) return tokenize(p->valuestring, false, true, n, err, en);
-    const char * what = "'prompt' must be a string, or an array of token ids and strings";
-    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0) return snprintf(err, en, "%s", what), NULL;
-    const int32_t n_vocab = loom_vocab_n_tokens(loom_model_vocab(serve_gen_model()));
-    int n_str = 0, n_num = 0, i = 0;
-    const cJSON * it;
-    cJSON_ArrayForEach(it, p) {
-        if (cJSON_IsString(it)) n_str++;
-        else if (cJSON_IsNumber(it)) n_num++;
-        else return snprintf(err, en, "%s: 'prompt'[%d] is neither", what, i), NULL;
-        if (cJSON_IsNumber(it) && (it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 || it->valuedouble >= n_vocab))
-            return snprintf(err, en, "'prompt'[%d] is not a token id in [0, %d)", i, n_vocab), NULL;
-        i++;
-    }
-    if (n_num == 0 && n_str > 1) return snprintf(err, en, "'prompt' holds %d prompts; one per request is supported", n_str), NULL;
-    int32_t * toks = NULL, len = 0;
-    i = 0;
-    cJSON_ArrayForEach(it, p) {
-        int32_t k = 1, * piece = NULL;
-        if (cJSON_IsString(it) && !(piece = tokenize(it->valuestring, false, i == 0, &k, err, en))) return free(toks), NULL;
-        int32_t * t = realloc(toks, ((size_t)len + (size_t)k + 1) * sizeof *t);
-        if (!t) {
-            free(piece), free(toks);
-            *status = 500;
-            return snprintf(err, en, "out of memory"), NULL;
-        }
-        toks = t;
-        if (piece) memcpy(toks + len, piece, (size_t)k * sizeof *piece);
-        else toks[len] = (int32_t)it->valuedouble;
-        len += k;
-        free(piece);
-        i++;
-    }
-    *n = len;
-    return toks;
-}
-
-/* Builds the job a generation request asks for; returns 0, or the HTTP status of the error in 'err'. */
-static unsigned build_job(const cJSON * root, struct gen_req * g, char * err, size_t en) {
-    if (!cJSON_IsObject(root)) return snprintf(err, en, "the body must be a JSON object"), 400;
-    int32_t eot_id = -1, n = 0, * toks;
-    if (g->api == API_CHAT) {
-        char * text = format_chat(cJSON_GetObjectItemCaseSensitive(root, "messages"), &eot_id, err, en);
-        if (!text) return 400;
-        toks = tokenize(text, true, true, &n, err, en);
-        free(text);
-        if (!toks) return 400;
-    } else {
-        unsigned st;
-        toks = prompt_tokens(cJSON_GetObjectItemCaseSensitive(root, "prompt"), &n, &st, err, en);
-        if (!toks) return st;
-    }
-    const int32_t n_ctx = serve_gen_n_ctx();
-    if (n == 0) {
-        free(toks);
-        return snprintf(err, en, "the prompt is empty (and the model adds no BOS)"), 400;
-    }
-    if (n >= n_ctx) {
-        free(toks);
-        return snprintf(err, en, "the prompt has %d tokens; a slot's context holds %d (one more is needed to generate)", n, n_ctx), 400;
-    }
-    struct serve_job * j = serve_job_new(toks, n);
-    free(toks);
-    if (!j) return snprintf(err, en, "out of memory"), 500;
-    g->job = j;
-    j->eot_id = eot_id;
-    double v;
-    v = g->api == API_COMPLETIONS ? 16 : -1; /* OpenAI's default for completions */
-    if (!get_int(root, "max_tokens", -1, 1 << 30, &v, err, en)) return 400;
-    if (g->api == API_NATIVE && !get_int(root, "n_predict", -1, 1 << 30, &v, err, en)) return 400;
-    if (g->api == API_CHAT && !get_int(root, "max_completion_tokens", -1, 1 << 30, &v, err, en)) return 400;
-    j->n_predict = (int32_t)v;
-    v = j->sp.temp;
-    if (!get_num(root, "temperature", 0, 1e6, &v, err, en)) return 400;
-    j->sp.temp = (float)v;
-    v = j->sp.top_p;
-    if (!get_num(root, "top_p", 0, 1, &v, err, en)) return 400;
-    j->sp.top_p = (float)v;
-    v = j->sp.top_k;
-    if (!get_int(root, "top_k", -1, 1 << 30, &v, err, en)) return 400;
-    j->sp.top_k = (int)v;
-    v = j->sp.min_p;
-    if (!get_num(root, "min_p", 0, 1, &v, err, en)) return 400;
-    j->sp.min_p = (float)v;
-    /* the penalties look back over the prompt and what is generated, repeat_last_n tokens (-1: the slot's context) */
-    v = j->sp.repeat_penalty;
-    if (!get_num(root, "repeat_penalty", 1e-6, 1e6, &v, err, en)) return 400;
-    j->sp.repeat_penalty = (float)v;
-    v = j->sp.repeat_last_n;
-    if (!get_int(root, "repeat_last_n", -1, 1 << 20, &v, err, en)) return 400;
-    j->sp.repeat_last_n = v < 0 ? n_ctx : (int)v;
-    v = j->sp.presence_penalty;
-    if (!get_num(root, "presence_penalty", -1e6, 1e6, &v, err, en)) return 400;
-    j->sp.presence_penalty = (float)v;
-    v = j->sp.frequency_penalty;
-    if (!get_num(root, "frequency_penalty", -1e6, 1e6, &v, err, en)) return 400;
-    j->sp.frequency_penalty = (float)v;
-    if (!get_logit_bias(root, j, err, en)) return 400;
-    v = -1;
-    /* loom run's --seed bounds: -1 (from the clock), or up to LOOM_DEFAULT_SEED - 1; JSON's doubles
-     * round the largest ones to 2^64, which is taken as that largest seed */
-    if (!get_int_text(root, "seed", -1, 18446744073709551616.0, "18446744073709551614", &v, err, en)) return 400;
-    j->sp.seed = v < 0 ? LOOM_DEFAULT_SEED : v >= 18446744073709551615.0 ? LOOM_DEFAULT_SEED - 1 : (uint64_t)v;
-    v = 1;
-    if (!get_int(root, "n", 1, 1, &v, err, en)) return snprintf(err, en, "only n = 1 is supported"), 400;
-    if (!get_bool(root, "stream", &g->stream, err, en)) return 400;
-    if (!get_bool(root, "ignore_eos", &j->ignore_eos, err, en)) return 400;
-    if (!get_bool(root, "cache_prompt", &j->cache_prompt, err, en)) return 400;
-    const cJSON * stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
-    if (cJSON_IsString(stop)) {
-        if (!serve_job_add_stop(j, stop->valuestring)) return snprintf(err, en, "out of memory"), 500;
-    } else if (cJSON_IsArray(stop)) {
-        const cJSON * s;
-        cJSON_ArrayForEach(s, stop) {
-            if (!cJSON_IsString(s)) return snprintf(err, en, "'stop' must be a string or an array of strings"), 400;
-            if (!serve_job_add_stop(j, s->valuestring)) return snprintf(err, en, "'stop' holds at most %d strings", SERVE_STOP_MAX), 400;
-        }
-    } else if (stop && !cJSON_IsNull(stop)) {
-        return snprintf(err, en, "'stop' must be a string or an array of strings"), 400;
-    }
-    return 0;
-}
-
-/* llama-server's finish_reason: "stop" for an end of generation or a stop string, else "length"
- * (the token limit, the slot's context full, or the server stopping). */
-static const char * finish_reason(enum serve_finish f) {
-    return f == SERVE_EOS || f == SERVE_WORD ? "stop" : "length";
-}
-
-/* The native API's stop_type: "eos", "word", "limit", or "none" (the server stopped it). */
-static const char * stop_type(enum serve_finish f) {
-    return f == SERVE_EOS ? "eos" : f == SERVE_WORD ? "word" : f == SERVE_LENGTH ? "limit" : "none";
-}
-
-static cJSON * timings_json(const struct serve_job * j) {
-    cJSON * t = cJSON_CreateObject();
-    cJSON_AddNumberToObject(t, "cache_n", j->n_cached);
-    cJSON_AddNumberToObject(t, "prompt_n", j->n_prompt - j->n_cached);
-    cJSON_AddNumberToObject(t, "prompt_ms", j->t_prompt_ms);
-    cJSON_AddNumberToObject(t, "prompt_per_second", j->t_prompt_ms > 0 ? 1000.0 * (j->n_prompt - j->n_cached) / j->t_prompt_ms : 0);
-    cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
-    cJSON_AddNumberToObject(t, "predicted_ms", j->t_gen_ms);
-    cJSON_AddNumberToObject(t, "predicted_per_second", j->t_gen_ms > 0 ? 1000.0 * j->n_gen / j->t_gen_ms : 0);
-    return t;
-}
-
-static cJSON * usage_json(const struct serve_job * j) {
-    cJSON * u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
-    return u;
-}
-
-/* The OpenAI envelope: id, object, created, model, choices [one]. */
-static cJSON * envelope(const struct gen_req * g, const char * object, cJSON ** choice) {
-    cJSON * r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "id", g->id);
-    cJSON_AddStringToObject(r, "object", object);
-    cJSON_AddNumberToObject(r, "created", (double)g->created);
-    cJSON_AddStringToObject(r, "model", O.alias);
-    cJSON * ch = cJSON_AddArrayToObject(r, "choices");
-    *choice = cJSON_CreateObject();
-    cJSON_AddNumberToObject(*choice, "index", 0);
-    cJSON_AddItemToArray(ch, *choice);
-    return r;
-}
-
-/* A whole (not streamed) answer for a finished job. */
-static cJSON * final_json(const struct gen_req * g) {
-    const struct serve_job * j = g->job;
-    cJSON * r, * ch;
-    if (g->api == API_NATIVE) {
-        r = cJSON_CreateObject();
-        cJSON_AddStringToObject(r, "content", j->text);
-        cJSON_AddStringToObject(r, "model", O.alias);
-        cJSON_AddNumberToObject(r, "tokens_predicted", j->n_gen);
-        cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
-        cJSON_AddNumberToObject(r, "id_slot", j->slot);
-        cJSON_AddBoolToObject(r, "stop", true);
-        cJSON_AddStringToObject(r, "stop_type", stop_type(j->finish));
-        cJSON_AddItemToObject(r, "timings", timings_json(j));
-        return r;
-    }
-    if (g->api == API_CHAT) {
-        r = envelope(g, "chat.completion", &ch);
-        cJSON * m = cJSON_AddObjectToObject(ch, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", j->text);
-    } else {
-        r = envelope(g, "text_completion", &ch);
-        cJSON_AddStringToObject(ch, "text", j->text);
-        cJSON_AddNullToObject(ch, "logprobs");
-    }
-    cJSON_AddStringToObject(ch, "finish_reason", finish_reason(j->finish));
-    cJSON_AddItemToObject(r, "usage", usage_json(j));
-    cJSON_AddItemToObject(r, "timings", timings_json(j));
-    return r;
-}
-
-/* One streamed event: 'text' (may be NULL: the opening or closing chunk); 'last' adds finish_reason, usage and timings. */
-static cJSON * chunk_json(const struct gen_req * g, const char * text, bool first, bool last) {
-    const struct serve_job * j = g->job;
-    cJSON * r, * ch;
-    if (g->api == API_NATIVE) {
-        r = cJSON_CreateObject();
-        cJSON_AddStringToObject(r, "content", text ? text : "");
-        cJSON_AddBoolToObject(r, "stop", last);
-        if (last) {
-            cJSON_AddStringToObject(r, "stop_type", stop_type(j->finish));
-            cJSON_AddNumberToObject(r, "tokens_predicted", j->n_gen);
-            cJSON_AddNumberToObject(r, "tokens_evaluated", j->n_prompt);
-            cJSON_AddItemToObject(r, "timings", timings_json(j));
-        }
-        return r;
-    }
-    if (g->api == API_CHAT) {
-        r = envelope(g, "chat.completion.chunk", &ch);
-        cJSON * d = cJSON_AddObjectToObject(ch, "delta");
-        if (first) cJSON_AddStringToObject(d, "role", "assistant");
-        if (text) cJSON_AddStringToObject(d, "content", text);
-    } else {
-        r = envelope(g, "text_completion", &ch);
-        cJSON_AddStringToObject(ch, "text", text ? text : "");
-    }
-    if (last) cJSON_AddStringToObject(ch, "finish_reason", finish_reason(j->finish));
-    else cJSON_AddNullToObject(ch, "finish_reason");
-    if (last) {
-        cJSON_AddItemToObject(r, "usage", usage_json(j));
-        cJSON_AddItemToObject(r, "timings", timings_json(j));
-    }
-    return r;
-}
-
-/* ---------------------------------------------------------------- streaming */
-
-struct stream {
-    struct gen_req g;
-    size_t sent;       /* bytes of the job's text already sent */
-    bool first, ended, done_sent;
-    char * out;        /* the events not yet handed to the library */
-    size_t out_len, out_off;
-};
-
-static bool stream_add_event(struct stream * s, cJSON * ev) {
-    char * js = ev ? cJSON_PrintUnformatted(ev) : NULL;
-    cJSON_Delete(ev);
-    if (!js) return false;
-    const size_t n = strlen(js);
-    char * o = malloc(n + 9);
-    if (!o) {
-        cJSON_free(js);
-        return false;
-    }
-    memcpy(o, "data: ", 6);
-    memcpy(o + 6, js, n);
-    memcpy(o + 6 + n, "\n\n", 3);
-    cJSON_free(js);
-    free(s->out);
-    s->out = o, s->out_len = n + 8, s->out_off = 0;
-    return true;
-}
-
-/* Hands out the next bytes of the event stream, waiting for the generator when nothing is ready. */
-static ssize_t stream_read(void * cls, uint64_t pos, char * buf, size_t max) {
-    (void)pos;
-    struct stream * s = cls;
-    while (s->out_off == s->out_len) {
-        if (s->done_sent) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (s->ended) { /* after the closing event */
-            free(s->out);
-            s->out = NULL;
-            if (s->g.api == API_NATIVE) return MHD_CONTENT_READER_END_OF_STREAM;
-            static const char done[] = "data: [DONE]\n\n";
-            s->out = strdup(done);
-            if (!s->out) return MHD_CONTENT_READER_END_WITH_ERROR;
-            s->out_len = sizeof done - 1, s->out_off = 0, s->done_sent = true;
-            break;
-        }
-        struct serve_job * j = s->g.job;
-        pthread_mutex_lock(&j->mu);
-        for (;;) {
-            size_t avail = j->len;
-            if (j->finish == SERVE_RUNNING) { /* hold back what could be the start of a stop string, and never split a character */
-                avail = j->len > j->longest_stop ? j->len - j->longest_stop : 0;
-                while (avail > s->sent && ((unsigned char)j->text[avail] & 0xC0) == 0x80) avail--;
-            }
-            if (avail > s->sent || j->finish != SERVE_RUNNING) break;
-            pthread_cond_wait(&j->cv, &j->mu);
-        }
-        size_t avail = j->len;
-        const bool fin = j->finish != SERVE_RUNNING;
-        if (!fin) {
-            avail = j->len > j->longest_stop ? j->len - j->longest_stop : 0;
-            while (avail > s->sent && ((unsigned char)j->text[avail] & 0xC0) == 0x80) avail--;
-        }
-        char * piece = NULL;
-        if (avail > s->sent) {
-            piece = malloc(avail - s->sent + 1);
-            if (piece) memcpy(piece, j->text + s->sent, avail - s->sent), piece[avail - s->sent] = 0;
-            s->sent = avail;
-        }
-        pthread_mutex_unlock(&j->mu);
-        bool ok;
-        if (piece || !fin) {
-            ok = stream_add_event(s, chunk_json(&s->g, piece ? piece : "", s->first, false));
-            s->first = false;
-        } else {
-            /* a stream the server stops (SIGTERM) ends as one cut short by the token limit would:
-             * its closing chunk (finish_reason "length", stop_type "none"), then [DONE] */
-            if (j->finish == SERVE_FAILED) {
-                ok = stream_add_event(s, error_json(500, "generation failed"));
-            } else {
-                ok = stream_add_event(s, chunk_json(&s->g, NULL, s->first, true));
-            }
-            s->ended = true;
-        }
-        free(piece);
-        if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = s->out_len - s->out_off;
-    if (n > max) n = max;
-    memcpy(buf, s->out + s->out_off, n);
-    s->out_off += n;
-    return (ssize_t)n;
-}
-
-/* Called when the stream ends or the client goes away: a running job is cancelled (the slot freed). */
-static void stream_free(void * cls) {
-    struct stream * s = cls;
-    struct serve_job * j = s->g.job;
-    pthread_mutex_lock(&j->mu);
-    j->cancel = true;
-    pthread_mutex_unlock(&j->mu);
-    serve_job_unref(j);
-    free(s->out);
-    free(s);
+    return send_json(conn, status, serve_error_json(status, msg));
 }
 
 /* ---------------------------------------------------------------- endpoints */
 
-static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * root, enum api api) {
-    struct gen_req g = {.api = api, .created = (long)time(NULL)};
+static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * root, enum serve_api api) {
+    struct serve_req g = {.api = api, .created = (long)time(NULL), .model = O.alias};
     static unsigned long counter;
-    snprintf(g.id, sizeof g.id, "%s-%lx%lx", api == API_CHAT ? "chatcmpl" : "cmpl", (unsigned long)g.created, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    snprintf(g.id, sizeof g.id, "%s-%lx%lx", api == SERVE_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long)g.created, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
     char err[256];
-    const unsigned st = build_job(root, &g, err, sizeof err);
+    const unsigned st = serve_request_build(root, &g, err, sizeof err);
     if (st) {
         if (g.job) serve_job_unref(g.job);
         return send_error(conn, st, "%s", err);
@@ -823,29 +202,12 @@ static enum MHD_Result do_generate(struct MHD_Connection * conn, const cJSON * r
         enum MHD_Result r;
         if (g.job->finish == SERVE_FAILED) r = send_error(conn, 500, "generation failed");
         else if (g.job->finish == SERVE_CANCELLED) r = send_error(conn, 503, "the server is stopping");
-        else r = send_json(conn, 200, final_json(&g));
+        else r = send_json(conn, 200, serve_reply_json(&g));
         serve_job_unref(g.job);
         return r;
     }
-    struct stream * s = calloc(1, sizeof *s);
-    if (!s) {
-        pthread_mutex_lock(&g.job->mu);
-        g.job->cancel = true;
-        pthread_mutex_unlock(&g.job->mu);
-        serve_job_unref(g.job);
-        return send_error(conn, 500, "out of memory");
-    }
-    s->g = g;
-    s->first = true;
-    struct MHD_Response * r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
-    if (!r) {
-        stream_free(s);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "Connection", "close");
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    struct MHD_Response * r = serve_reply_stream(&g);
+    if (!r) return send_error(conn, 500, "out of memory");
     const enum MHD_Result ret = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     return ret;
@@ -861,8 +223,8 @@ static enum MHD_Result do_tokenize(struct MHD_Connection * conn, const cJSON * r
     if (!cJSON_IsString(c)) return send_error(conn, 400, "'content' must be a string");
     char err[256];
     bool special = false, add_special = false, with_pieces = false;
-    if (!get_bool(root, "parse_special", &special, err, sizeof err) || !get_bool(root, "add_special", &add_special, err, sizeof err) ||
-        !get_bool(root, "with_pieces", &with_pieces, err, sizeof err))
+    if (!serve_json_bool(root, "parse_special", &special, err, sizeof err) || !serve_json_bool(root, "add_special", &add_special, err, sizeof err) ||
+        !serve_json_bool(root, "with_pieces", &with_pieces, err, sizeof err))
         return send_error(conn, 400, "%s", err);
     const struct loom_vocab * v = loom_model_vocab(serve_gen_model());
     const bool bos = add_special && loom_vocab_bos(v) >= 0;
@@ -1109,7 +471,7 @@ static bool get_endpoint(const char * url) {
 static enum MHD_Result send_method_error(struct MHD_Connection * conn, const char * method, const char * url, const char * allow) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s does not take %s (only %s)", url, method, allow);
-    cJSON * j = error_json(405, msg);
+    cJSON * j = serve_error_json(405, msg);
     char * body = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
     if (!body) return MHD_NO;
@@ -1199,12 +561,12 @@ static enum MHD_Result on_request(void * cls, struct MHD_Connection * conn, cons
     if (get && !strcmp(url, "/metrics")) return do_metrics(conn);
     if (get && !strcmp(url, "/props")) return do_props(conn);
     if (get && !strcmp(url, "/slots")) return do_slots(conn);
-    enum api api = API_NATIVE;
+    enum serve_api api = SERVE_API_NATIVE;
     bool gen = true;
-    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) api = API_CHAT;
-    else if (!strcmp(url, "/v1/completions")) api = API_COMPLETIONS;
-    else if (!strcmp(url, "/completion") || !strcmp(url, "/completions")) api = API_NATIVE;
-    else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = API_NATIVE, gen = false;
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) api = SERVE_API_CHAT;
+    else if (!strcmp(url, "/v1/completions")) api = SERVE_API_COMPLETIONS;
+    else if (!strcmp(url, "/completion") || !strcmp(url, "/completions")) api = SERVE_API_NATIVE;
+    else if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) api = SERVE_API_NATIVE, gen = false;
     else if (!get_endpoint(url)) return send_error(conn, 404, "no endpoint %s %s", method, url);
     else return send_method_error(conn, method, url, "GET, HEAD");
     if (!post) return send_method_error(conn, method, url, "POST");
@@ -1293,14 +655,14 @@ int loom_cmd_serve(int argc, char ** argv) {
                                              MHD_OPTION_NOTIFY_CONNECTION, serve_accept_notify, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
                                              (unsigned)O.timeout, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SERVE_CONN_MAX + 16),
                                              MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
-    char * bad_cl = error_text(400, "the Content-Length header is not one decimal number");
+    char * bad_cl = serve_error_text(400, "the Content-Length header is not one decimal number");
     char msg[160];
     snprintf(msg, sizeof msg, "the request body is larger than %u bytes", SERVE_BODY_MAX);
-    char * huge_cl = error_text(413, msg);
+    char * huge_cl = serve_error_text(413, msg);
     snprintf(msg, sizeof msg, "the server holds %d connections already; try again later", SERVE_CONN_MAX);
-    char * busy = error_text(503, msg);
+    char * busy = serve_error_text(503, msg);
     snprintf(msg, sizeof msg, "the request did not come whole within %lld s (a body shorter than its Content-Length?)", O.timeout);
-    g_timeout_body = error_text(408, msg);
+    g_timeout_body = serve_error_text(408, msg);
     if (!d || !bad_cl || !huge_cl || !busy || !serve_accept_start(lfd, d, bad_cl, huge_cl, busy)) {
         fprintf(stderr, "loom serve: cannot start the HTTP server\n");
         if (d) MHD_stop_daemon(d);
