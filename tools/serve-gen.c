@@ -163,6 +163,7 @@ static void slot_end(struct slot * sl, enum serve_finish f) {
     if (!sl->t_first) sl->t_first = now;
     j->t_prompt_ms = (sl->t_first - sl->t_start) / 1000.0;
     j->t_gen_ms = (now - sl->t_first) / 1000.0;
+    j->n_evaluated = sl->n_done - j->n_cached;
     loom_sampler_free(sl->smp);
     sl->smp = NULL;
     sl->job = NULL;
@@ -171,7 +172,7 @@ static void slot_end(struct slot * sl, enum serve_finish f) {
     pthread_mutex_lock(&G.mu);
     G.slot_busy[sl - G.slots] = false;
     G.stats.processing--;
-    G.stats.n_prompt_tokens += (uint64_t)(sl->n_done - j->n_cached);
+    G.stats.n_prompt_tokens += (uint64_t)j->n_evaluated;
     G.stats.n_gen_tokens += (uint64_t)j->n_gen;
     G.stats.t_prompt_s += j->t_prompt_ms / 1000.0;
     G.stats.t_gen_s += j->t_gen_ms / 1000.0;

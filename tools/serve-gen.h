@@ -40,6 +40,7 @@ struct serve_job {
     size_t len, cap;
     int32_t n_gen;
     int32_t n_cached;                 /* prompt tokens taken from the slot's cache (not evaluated) */
+    int32_t n_evaluated;              /* prompt tokens evaluated (fewer than the rest when the job was stopped in its prompt) */
     int slot;                         /* the slot that ran it (-1 until one takes it) */
     enum serve_finish finish;         /* SERVE_RUNNING until the worker is done with the job */
     double t_prompt_ms, t_gen_ms;

@@ -49,9 +49,9 @@ static const char * stop_type(enum serve_finish f) {
 static cJSON * timings_json(const struct serve_job * j) {
     cJSON * t = cJSON_CreateObject();
     cJSON_AddNumberToObject(t, "cache_n", j->n_cached);
-    cJSON_AddNumberToObject(t, "prompt_n", j->n_prompt - j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", j->n_evaluated);
     cJSON_AddNumberToObject(t, "prompt_ms", j->t_prompt_ms);
-    cJSON_AddNumberToObject(t, "prompt_per_second", j->t_prompt_ms > 0 ? 1000.0 * (j->n_prompt - j->n_cached) / j->t_prompt_ms : 0);
+    cJSON_AddNumberToObject(t, "prompt_per_second", j->t_prompt_ms > 0 ? 1000.0 * j->n_evaluated / j->t_prompt_ms : 0);
     cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
     cJSON_AddNumberToObject(t, "predicted_ms", j->t_gen_ms);
     cJSON_AddNumberToObject(t, "predicted_per_second", j->t_gen_ms > 0 ? 1000.0 * j->n_gen / j->t_gen_ms : 0);

@@ -414,7 +414,8 @@ s.on("close", () => {
 "$bin" serve -m "$model" -to 0 2>"$tmp/to0" && fail "-to 0 accepted"
 [ "$(wc -l <"$tmp/to0")" = 1 ] || fail "-to 0: $(cat "$tmp/to0")"
 # stream_end FILE: every event parses; prints the closing event's finish_reason (the native
-# stop_type), its completion tokens, whether a delta with the role came, and the [DONE]
+# stop_type), its completion tokens, whether a delta with the role came, the [DONE], and the prompt
+# tokens evaluated (none for a request that never had the slot)
 stream_end() {
   node -e 'const evs = require("fs").readFileSync(process.argv[1], "utf8").split("\n\n").filter(e => e);
     let done = false, role = false, last = null;
@@ -426,7 +427,7 @@ stream_end() {
     }
     if (!last) { console.log("no event"); process.exit(); }
     const c = last.choices ? last.choices[0] : null;
-    console.log([c ? c.finish_reason : last.stop_type, c ? last.usage.completion_tokens : last.tokens_predicted, role, done].join(" "));' "$1" 2>&1
+    console.log([c ? c.finish_reason : last.stop_type, c ? last.usage.completion_tokens : last.tokens_predicted, role, done, last.timings.prompt_n].join(" "));' "$1" 2>&1
 }
 chat_long='{"messages":[{"role":"user","content":"Hi"}],"max_tokens":30000,"ignore_eos":true,"stream":true}'
 curl -s -N "$url/v1/chat/completions" -d "$chat_long" >"$tmp/sig1" & sig1=$!
@@ -440,10 +441,10 @@ for k in 1 2 3; do
   eval "wait \$sig$k"; rc=$?
   [ $rc -eq 0 ] || fail "stream $k after SIGTERM: curl exit $rc: $(tail -c 300 "$tmp/sig$k")"
 done
-read -r why ntok role done < <(stream_end "$tmp/sig1")
+read -r why ntok role done _ < <(stream_end "$tmp/sig1")
 [ "$why" = length ] && [ "$ntok" -gt 0 ] && [ "$role" = true ] && [ "$done" = true ] || fail "the generating chat stream after SIGTERM: $why $ntok $role $done: $(tail -c 300 "$tmp/sig1")"
-[ "$(stream_end "$tmp/sig2")" = "length 0 true true" ] || fail "the waiting chat stream after SIGTERM: $(stream_end "$tmp/sig2"): $(tail -c 300 "$tmp/sig2")"
-[ "$(stream_end "$tmp/sig3")" = "none 0 false false" ] || fail "the waiting /completion stream after SIGTERM: $(stream_end "$tmp/sig3"): $(tail -c 300 "$tmp/sig3")"
+[ "$(stream_end "$tmp/sig2")" = "length 0 true true 0" ] || fail "the waiting chat stream after SIGTERM: $(stream_end "$tmp/sig2"): $(tail -c 300 "$tmp/sig2")"
+[ "$(stream_end "$tmp/sig3")" = "none 0 false false 0" ] || fail "the waiting /completion stream after SIGTERM: $(stream_end "$tmp/sig3"): $(tail -c 300 "$tmp/sig3")"
 
 # a Llama 3 template that names the ipython role (Llama 3.1's) writes a tool's result in it
 "$bin" gen-model --preset 260k -o "$tmp/l3.gguf" --chat-template \
