@@ -434,7 +434,9 @@ curl -s -N "$url/v1/chat/completions" -d "$chat_long" >"$tmp/sig1" & sig1=$!
 for i in $(seq 100); do [ -s "$tmp/sig1" ] && break; sleep 0.1; done
 curl -s -N "$url/v1/chat/completions" -d "$chat_long" >"$tmp/sig2" & sig2=$!
 curl -s -N "$url/completion" -d "$long_req" >"$tmp/sig3" & sig3=$!
-for i in $(seq 100); do curl -s "$url/metrics" | grep -q '^loom:requests_deferred 2' && break; sleep 0.1; done
+queued=
+for i in $(seq 300); do curl -s "$url/metrics" | grep -q '^loom:requests_deferred 2' && { queued=1; break; }; sleep 0.1; done
+[ -n "$queued" ] || fail "the two streams did not wait for the slot: $(curl -s "$url/metrics" | grep requests_)"
 sleep 0.05
 stop_server
 for k in 1 2 3; do
