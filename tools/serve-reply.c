@@ -145,6 +145,7 @@ static cJSON * chunk_json(const struct serve_req * g, const char * text, bool fi
     return r;
 }
 
+/* One streamed answer: libmicrohttpd's content reader hands out its events as the job's text grows. */
 struct stream {
     struct serve_req g;
     size_t sent;       /* bytes of the job's text already sent */
