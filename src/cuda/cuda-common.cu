@@ -189,6 +189,18 @@ bool lc_scatter_for(const struct lc_backend * be, const struct loom_tensor * cpy
     if (set_rows && lc_overlap_of(&ids, prod) != LC_DISJOINT) return false;
     s->data = e.data;
     s->type = e.type;
+    /* the division-free form (lc_scatter_store) over the dims in stride order */
+    s->nfd = -1;
+    s->prow = -1;
+    if (lc_nelements(prod) < ((int64_t)1 << 32)) {
+        s->nfd = n;
+        if (set_rows) s->prow = LC_SCATTER_ROW0;
+        for (int x = 0; x < n; x++) {
+            s->fd[x] = lc_fastdiv_make((uint32_t)vt.ne[order[x]]);
+            s->pdnb[x] = s->dnb[order[x]];
+            if (set_rows && order[x] == s->rows_dim) s->prow = x;
+        }
+    }
     return true;
 }
 

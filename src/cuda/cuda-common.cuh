@@ -14,6 +14,7 @@
 extern "C" {
 #include "backend/backend-impl.h"
 #include "loom-cuda.h"
+#include "cuda-fastdiv.h"
 }
 
 #define LC_MAX_DEVICES 16
@@ -287,6 +288,7 @@ enum { LC_ERR_GET_ROWS = 1, LC_ERR_SET_ROWS = 2 };
  * transpose or permute view) of the producer's output, and SET_ROWS of one: there the index of
  * dimension 'rows_dim' is replaced by the row id it names (int32 at rows + index * rows_nb); an
  * id outside [0, rows_max) stores nothing and raises 'err'. */
+enum { LC_SCATTER_ROW0 = -2 };
 struct lc_scatter {
     char * data;
     int type;
@@ -296,6 +298,14 @@ struct lc_scatter {
     const char * rows;
     int64_t rows_nb, rows_max;
     int * err;
+    /* the same map without 64-bit divisions, set when the producer has fewer than 2^32 elements:
+     * the element index o / 4 splits in mixed radix over the view's 'nfd' dims of more than one
+     * element, smallest stride first (radix fd[x]), index x going 'pdnb[x]' bytes; x == 'prow' is
+     * the SET_ROWS dimension (-1: none; LC_SCATTER_ROW0: a single row, whose id every element takes);
+     * nfd -1: the map above */
+    int nfd, prow;
+    struct lc_fastdiv fd[4];
+    int64_t pdnb[4];
 };
 
 /* Fills 's' for copy node 'cpy' (CPY, DUP, CONT or SET_ROWS) when its source is a dense
@@ -311,6 +321,29 @@ static inline bool lc_reads_result_of(const struct loom_tensor * cpy, const stru
 /* Stores 'v', the producer's element at byte offset 'o', where 's' sends it. */
 __device__ __forceinline__ void lc_scatter_store(const struct lc_scatter & s, int64_t o, float v) {
     int64_t off = 0;
+    if (s.nfd >= 0) {
+        uint32_t e = (uint32_t)(o >> 2);
+        int64_t row = s.prow == LC_SCATTER_ROW0 ? 0 : -1; /* the SET_ROWS index */
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            if (x >= s.nfd) break;
+            uint32_t i = e, q = 0;
+            if (x + 1 < s.nfd) i = lc_fastdiv_qr(e, s.fd[x], &q);
+            e = q;
+            if (x == s.prow) row = i;
+            else off += (int64_t)i * s.pdnb[x];
+        }
+        if (row >= 0) {
+            const int32_t id = *(const int32_t *)(s.rows + row * s.rows_nb);
+            if (id < 0 || id >= s.rows_max) {
+                atomicCAS(s.err, 0, LC_ERR_SET_ROWS);
+                return;
+            }
+            off += id * s.dnb[s.rows_dim];
+        }
+        lc_store(s.data + off, s.type, v);
+        return;
+    }
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         if (k == s.rows_dim) {

@@ -58,6 +58,33 @@ __global__ void lc_set_rows_kernel(struct lc_tensor b, struct lc_tensor ids, str
     }
 }
 
+/* lc_set_rows_kernel for dense rows of whole 16-byte runs: a thread per 4 elements (one 16-byte
+ * load, one 16- or 8-byte store). */
+__global__ void lc_set_rows4_kernel(struct lc_tensor b, struct lc_tensor ids, struct lc_tensor d, int * err) {
+    lc_pdl_trigger();
+    lc_pdl_wait();
+    const int64_t i0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (i0 >= b.ne[0]) return;
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < b.ne[1]; r += (int64_t)gridDim.y * blockDim.y) {
+        const int32_t id = *(const int32_t *)(ids.data + r * ids.nb[0]);
+        if (id < 0 || id >= d.ne[1]) {
+            if (i0 == 0) atomicCAS(err, 0, LC_ERR_SET_ROWS);
+            continue;
+        }
+        const float4 v = *(const float4 *)(b.data + i0 * 4 + r * b.nb[1]);
+        char * p = d.data + i0 * d.nb[0] + id * d.nb[1];
+        if (d.type == LOOM_TYPE_F32) {
+            *(float4 *)p = v;
+        } else if (d.type == LOOM_TYPE_F16) {
+            const __half2 h0 = __floats2half2_rn(v.x, v.y), h1 = __floats2half2_rn(v.z, v.w);
+            *(uint2 *)p = make_uint2(*(const uint32_t *)&h0, *(const uint32_t *)&h1);
+        } else {
+            const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
+            *(uint2 *)p = make_uint2(*(const uint32_t *)&h0, *(const uint32_t *)&h1);
+        }
+    }
+}
+
 bool lc_set_rows_supported(const struct loom_tensor * op) {
     const struct loom_tensor *b = op->src[0], *ids = op->src[1];
     if (loom_blck_size(op->type) != 1) return lc_set_rows_quant_supported(op);
@@ -71,9 +98,12 @@ enum loom_status lc_set_rows(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_tensor b, ids, d;
     enum loom_status st = lc_operands_of(be, dst, &b, &ids, &d);
     if (st != LOOM_OK) return st;
-    struct lc_rows_launch l = lc_rows_launch_for(b.ne[0], b.ne[1]);
+    const int64_t es = (int64_t)loom_type_size((enum loom_type)d.type);
+    const bool vec = b.ne[0] % 4 == 0 && b.nb[0] == 4 && d.nb[0] == es && (((uintptr_t)b.data | (uintptr_t)b.nb[1]) % 16) == 0 &&
+                     (((uintptr_t)d.data | (uintptr_t)d.nb[1]) % (uintptr_t)(4 * es)) == 0;
+    struct lc_rows_launch l = lc_rows_launch_for(vec ? b.ne[0] / 4 : b.ne[0], b.ne[1]);
     int * err = be->err_dev;
     void * args[] = {&b, &ids, &d, &err};
-    lc_launch(be, (const void *)lc_set_rows_kernel, l.grid, l.block, args);
+    lc_launch(be, vec ? (const void *)lc_set_rows4_kernel : (const void *)lc_set_rows_kernel, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_set_rows_kernel");
 }
