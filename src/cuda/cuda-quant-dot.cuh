@@ -201,4 +201,66 @@ template <> struct lc_q8dot<LOOM_TYPE_Q6_K> {
     }
 };
 
+/* TEMPORARY variant (session 13): one Q6_K block (at 'blk', 2-byte aligned) read by a group of 8
+ * lanes (lane t: elements 4t .. 4t + 3 of each of the block's 8 runs, so that the group's loads
+ * are 32 consecutive bytes), times NC columns of activations whose 8 runs for the block start at
+ * act[j] (units of 4 runs 'us' bytes apart; SH: shared memory). Misaligned blocks (address 2 mod
+ * 4) are read as the aligned words from 2 bytes before, each word's upper neighbour taken from
+ * the next lane; every byte read lies in [blk - 2, blk + 210). acc[j] gets the group's lane sums. */
+template <bool SH, int NC>
+__device__ __forceinline__ void lc_q6g8_dot(const char * blk, int t, const char * const (&act)[NC], int64_t us, float (&acc)[NC]) {
+    const bool mis = ((uintptr_t)blk & 2) != 0;
+    const char * ab = blk - (mis ? 2 : 0);
+    const unsigned sh = mis ? 16u : 0u;
+    uint32_t L[7];
+#pragma unroll
+    for (int k = 0; k < 6; k++) L[k] = lc_ld32(ab + 4 * (t + 8 * k)); /* ql: k 0..3, qh: k 4, 5 */
+    L[6] = lc_ld32(ab + 192 + 4 * (t < (mis ? 4 : 3) ? t : (mis ? 4 : 3))); /* scales (lanes 0..3; lane 4: the last word's neighbour) */
+    const float d = lc_h2f(lc_ld16(blk + 208));
+    const int gb = (int)(threadIdx.x & 24); /* the group's first lane */
+    const unsigned gm = 0xffu << gb;          /* the group (groups may leave the block loop apart) */
+    const int src = gb | ((t + 1) & 7);
+    uint32_t w[7];
+#pragma unroll
+    for (int k = 0; k < 7; k++) {
+        const uint32_t v = t == 0 && k < 6 ? L[k + 1] : L[k]; /* lane 7 takes lane 0's next word */
+        const uint32_t n = __shfl_sync(gm, v, src);
+        w[k] = __funnelshift_r(L[k], n, sh);
+    }
+    uint32_t S[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) S[i] = __shfl_sync(gm, w[6], gb + i);
+    const int o = t / 4; /* the byte within each pair of scales */
+    float part[NC];
+#pragma unroll
+    for (int j = 0; j < NC; j++) part[j] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const uint32_t l4 = (w[2 * h + p % 2] >> (4 * (p / 2))) & 0x0f0f0f0fu;
+            const uint32_t qh = w[4 + h];
+            const uint32_t h2 = 2 * p <= 4 ? qh << (4 - 2 * p) : qh >> (2 * p - 4);
+            const int c = (int)__vsub4(l4 | (h2 & 0x30303030u), 0x20202020u); /* codes - 32, signed bytes */
+            const int sc = (int)(int8_t)((S[2 * h + p / 2] >> (8 * (2 * (p % 2) + o))) & 0xffu);
+#pragma unroll
+            for (int j = 0; j < NC; j++) {
+                const char * r = act[j] + h * us + p * LC_A8_RUN;
+                int q;
+                float da;
+                if (SH) {
+                    q = *(const int *)(r + 4 * t);
+                    da = *(const float *)(r + 32);
+                } else {
+                    q = __ldg((const int *)(r + 4 * t));
+                    da = __ldg((const float *)(r + 32));
+                }
+                part[j] += da * (float)(sc * __dp4a(c, q, 0));
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NC; j++) acc[j] += d * part[j];
+}
+
 #endif
