@@ -185,7 +185,7 @@ static bool parse_option(const char * dev, const char * item, size_t len, struct
     else if (num && v <= 1 && !strcmp(buf, "fuse")) o->fuse = v;
     else if (num && v <= 2 && !strcmp(buf, "profile")) o->profile = (int)v;
     else if (num && v <= 65535 && !strcmp(buf, "mv_blocks")) o->mv_blocks = (int)v;
-    else if (num && v <= 6 && !strcmp(buf, "qmv")) lc_qmv_variant = (int)v; /* TEMPORARY (session 13) */
+    else if (num && v <= 8 && !strcmp(buf, "qmv")) lc_qmv_variant = (int)v; /* TEMPORARY (session 13) */
     else {
         loom_log(LOOM_LOG_ERROR, "%s: backend parameter '%.*s' unknown or out of range (graphs=0|1, fuse=0|1, profile=0|1|2, mv_blocks=N)",
                  dev, (int)len, item);

@@ -9,7 +9,7 @@
 LC_QMV_TYPES(LC_QMV_EXTERN)
 
 /* TEMPORARY (session 13): the variant kernels (cuda-matvec-q-var*.cu, LC_QMV_VARIANTS) of Q4_0,
- * Q8_0, Q4_K, Q6_K; LOOM_CUDA_PARAMS qmv=N picks one (0: main's kernels; 5 and 6 exist for Q6_K
+ * Q8_0, Q4_K, Q6_K; LOOM_CUDA_PARAMS qmv=N picks one (0: main's kernels, 1..8: lc_qmv_v1..8; 5 and 6 exist for Q6_K
  * only: the other types take 0 and 4 there). */
 int lc_qmv_variant = 0;
 #define LC_QMV_VAR_EXT4(V, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q4_0, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q8_0, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q4_K, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q6_K, S)
@@ -19,6 +19,8 @@ LC_QMV_VAR_EXT4(3, lc_qmv_v3)
 LC_QMV_VAR_EXT4(4, lc_qmv_v4)
 LC_QMV_VAR_EXTERN(LOOM_TYPE_Q6_K, lc_qmv_v5)
 LC_QMV_VAR_EXTERN(LOOM_TYPE_Q6_K, lc_qmv_v6)
+LC_QMV_VAR_EXT4(7, lc_qmv_v7)
+LC_QMV_VAR_EXT4(8, lc_qmv_v8)
 
 /* Calls f.template run<S>() for the variant shape of type T (false: main's kernels). */
 template <int T, class F> static bool lc_qmv_var(F && f) {
@@ -36,6 +38,8 @@ template <int T, class F> static bool lc_qmv_var(F && f) {
             if constexpr (T == LOOM_TYPE_Q6_K) f.template run<lc_qmv_v6>();
             else f.template run<lc_qmv_v4>();
             return true;
+        case 7: f.template run<lc_qmv_v7>(); return true;
+        case 8: f.template run<lc_qmv_v8>(); return true;
         default: return false;
         }
     }

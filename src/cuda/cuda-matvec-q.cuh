@@ -74,7 +74,7 @@ static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args 
  * 105 bytes apart from the next lane's), so that the loads after find their bytes in L2 instead of
  * waiting for DRAM one unit at a time, and the wait for the previous kernel (once: lc_mv_wait;
  * constant weights are prefetched before it). */
-template <class Q, int ROWS, bool PRE, bool BULK = false>
+template <class Q, int ROWS, bool PRE, bool BULK = false, int L1N = 0>
 __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, const char * (&a)[ROWS],
                                              bool & waited, float & scale, int64_t ulo = 0, int64_t uhi = -1) {
     lc_mv_rows<ROWS>(p, row0, i2, i3, a);
@@ -90,9 +90,15 @@ __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_
         }
 #endif
     } else {
-        for (int64_t u = ulo + lane; u < uhi; u += 32) {
+        int i = 0;
+        for (int64_t u = ulo + lane; u < uhi; u += 32, i++) {
+            if (L1N > 0 && i < L1N) { /* TEMPORARY variant: the lane's first units into L1 (its first loads after the staging barrier) */
 #pragma unroll
-            for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
+                for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L1 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
+            } else {
+#pragma unroll
+                for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
+            }
         }
     }
     if (!waited) lc_mv_wait<PRE>(p, waited, scale);
@@ -207,9 +213,10 @@ static inline unsigned lc_qmv8_smem(int ue, int64_t K, int nc) {
  * one-column kernels' shape. KS warps per row pair, each taking a contiguous part of K (summed in
  * shared memory); CAP: registers capped (lc_qmv_minb) for more blocks a multiprocessor; BULK:
  * each row's range prefetched into L2 by one cp.async.bulk.prefetch instead of a prefetch per
- * lane and unit; G8: Q6_K read by groups of 8 lanes per block (lc_q6g8_dot). */
-template <int KS_, int CAP_, bool BULK_, bool G8_> struct lc_qmv_shape {
-    static const int KS = KS_, CAP = CAP_, THREADS = 32 * LC_QMV_WARPS * KS_;
+ * lane and unit; G8: Q6_K read by groups of 8 lanes per block (lc_q6g8_dot); L1N: the first L1N
+ * units of each lane and row prefetched into L1 instead of L2. */
+template <int KS_, int CAP_, bool BULK_, bool G8_, int L1N_ = 0> struct lc_qmv_shape {
+    static const int KS = KS_, CAP = CAP_, THREADS = 32 * LC_QMV_WARPS * KS_, L1N = L1N_;
     static const bool BULK = BULK_, G8 = G8_;
 };
 /* blocks a multiprocessor that __launch_bounds__ asks for, shape S and weight type T (CAP = 0: 1,
@@ -225,6 +232,8 @@ typedef lc_qmv_shape<1, 0, true, false> lc_qmv_v3;
 typedef lc_qmv_shape<2, 1, true, false> lc_qmv_v4;
 typedef lc_qmv_shape<1, 1, false, true> lc_qmv_v5;
 typedef lc_qmv_shape<2, 1, true, true> lc_qmv_v6;
+typedef lc_qmv_shape<1, 0, false, false, 2> lc_qmv_v7;
+typedef lc_qmv_shape<2, 1, false, false, 2> lc_qmv_v8;
 
 /* The part [lo, hi) of n units (or blocks) that part kh of KS takes: contiguous runs of a multiple of 'g'. */
 static __device__ __forceinline__ void lc_qmv_part(int64_t n, int kh, int ks, int64_t g, int64_t & lo, int64_t & hi) {
@@ -296,7 +305,7 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
-        lc_qmv_start<Q, ROWS, X == LC_MV_PRE, S::BULK>(p, row0, i2, i3, lane, a, waited, scale, G8 ? 2 * lo : lo, G8 ? 2 * hi : hi);
+        lc_qmv_start<Q, ROWS, X == LC_MV_PRE, S::BULK, G8 ? 0 : S::L1N>(p, row0, i2, i3, lane, a, waited, scale, G8 ? 2 * lo : lo, G8 ? 2 * hi : hi);
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
         const char * q8 = p.q8 + i2 * p.q8_nb2 + i3 * p.q8_nb3 + p.j0 * p.q8_nb1;
         float acc[ROWS][NC];
