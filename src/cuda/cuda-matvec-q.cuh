@@ -65,7 +65,7 @@ static __device__ __forceinline__ int64_t lc_qmv_warp_rows(const struct lc_mv_ar
  * launch; a block with a tail still takes part in the tail). */
 static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args & p, bool tail, int64_t & row0) {
     lc_pdl_trigger();
-    row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32 % LC_QMV_WARPS) * lc_qmv_warp_rows(p);
+    row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
     return tail || (int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) < p.M;
 }
 
@@ -74,32 +74,14 @@ static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args 
  * 105 bytes apart from the next lane's), so that the loads after find their bytes in L2 instead of
  * waiting for DRAM one unit at a time, and the wait for the previous kernel (once: lc_mv_wait;
  * constant weights are prefetched before it). */
-template <class Q, int ROWS, bool PRE, bool BULK = false, int L1N = 0>
+template <class Q, int ROWS, bool PRE>
 __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, const char * (&a)[ROWS],
-                                             bool & waited, float & scale, int64_t ulo = 0, int64_t uhi = -1) {
+                                             bool & waited, float & scale) {
     lc_mv_rows<ROWS>(p, row0, i2, i3, a);
-    if (uhi < 0) uhi = p.K / Q::UE;
     if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale);
-    if (BULK) { /* TEMPORARY variant: one bulk prefetch of the 16-byte aligned part of each row's range */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (lane < ROWS) {
-            const char * s0 = a[lane] + (ulo / Q::NU) * Q::BS + (ulo % Q::NU) * Q::BS / Q::NU;
-            const char * e0 = a[lane] + (uhi / Q::NU) * Q::BS + (uhi % Q::NU) * Q::BS / Q::NU;
-            const uintptr_t s16 = ((uintptr_t)s0 + 15) & ~(uintptr_t)15, e16 = (uintptr_t)e0 & ~(uintptr_t)15;
-            if (e16 > s16) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(s16), "r"((unsigned)(e16 - s16)) : "memory");
-        }
-#endif
-    } else {
-        int i = 0;
-        for (int64_t u = ulo + lane; u < uhi; u += 32, i++) {
-            if (L1N > 0 && i < L1N) { /* TEMPORARY variant: the lane's first units into L1 (its first loads after the staging barrier) */
+    for (int64_t u = lane; u < p.K / Q::UE; u += 32) {
 #pragma unroll
-                for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L1 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
-            } else {
-#pragma unroll
-                for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
-            }
-        }
+        for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
     }
     if (!waited) lc_mv_wait<PRE>(p, waited, scale);
 }
@@ -109,7 +91,7 @@ __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_
  * (lc_mv_finish), then the tail's arrival ('tail_sh': LC_MV_TAIL_SHARED bytes of shared memory). */
 template <int NC, int ROWS, int X>
 __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t row0, int64_t bt, int64_t i2, int64_t i3, int lane, float (&acc)[ROWS][NC],
-                                           float scale, const char * u, float * tail_sh, bool writer = true) {
+                                           float scale, const char * u, float * tail_sh) {
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
 #pragma unroll
@@ -119,7 +101,7 @@ __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t 
         for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
         if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)LC_QMV_WARPS * lc_qmv_warp_rows(p), lane);
     }
-    const float hsq = writer ? lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc) : 0.0f;
+    const float hsq = lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc);
     if (X == LC_MV_TAIL) lc_mv_tail_arrive(p, bt, tail_sh, hsq);
 }
 
@@ -209,49 +191,16 @@ static inline unsigned lc_qmv8_smem(int ue, int64_t K, int nc) {
     return bytes <= LC_QMV8_SMEM_MAX ? (unsigned)bytes : 0;
 }
 
-/* TEMPORARY (issue 22, session 13: variants measured side by side, LOOM_CUDA_PARAMS qmv=N): the
- * one-column kernels' shape. KS warps per row pair, each taking a contiguous part of K (summed in
- * shared memory); CAP: registers capped (lc_qmv_minb) for more blocks a multiprocessor; BULK:
- * each row's range prefetched into L2 by one cp.async.bulk.prefetch instead of a prefetch per
- * lane and unit; G8: Q6_K read by groups of 8 lanes per block (lc_q6g8_dot); L1N: the first L1N
- * units of each lane and row prefetched into L1 instead of L2. */
-template <int KS_, int CAP_, bool BULK_, bool G8_, int L1N_ = 0> struct lc_qmv_shape {
-    static const int KS = KS_, CAP = CAP_, THREADS = 32 * LC_QMV_WARPS * KS_, L1N = L1N_;
-    static const bool BULK = BULK_, G8 = G8_;
-};
-/* blocks a multiprocessor that __launch_bounds__ asks for, shape S and weight type T (CAP = 0: 1,
- * no register cap; else 64 registers for Q4_0 / Q8_0, 80 for Q4_K, 128 for Q6_K, which spill
- * little or nothing there) */
-template <class S> constexpr int lc_qmv_minb(int T) {
-    return S::CAP == 0 ? 1 : (T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q8_0 ? 8 : T == LOOM_TYPE_Q4_K ? 6 : T == LOOM_TYPE_Q6_K ? 4 : 1 * S::KS) / S::KS;
-}
-typedef lc_qmv_shape<1, 0, false, false> lc_qmv_s0;
-typedef lc_qmv_shape<1, 1, false, false> lc_qmv_v1; /* the variants qmv=1..6 */
-typedef lc_qmv_shape<2, 1, false, false> lc_qmv_v2;
-typedef lc_qmv_shape<1, 0, true, false> lc_qmv_v3;
-typedef lc_qmv_shape<2, 1, true, false> lc_qmv_v4;
-typedef lc_qmv_shape<1, 1, false, true> lc_qmv_v5;
-typedef lc_qmv_shape<2, 1, true, true> lc_qmv_v6;
-typedef lc_qmv_shape<1, 0, false, false, 2> lc_qmv_v7;
-typedef lc_qmv_shape<2, 1, false, false, 2> lc_qmv_v8;
-
-/* The part [lo, hi) of n units (or blocks) that part kh of KS takes: contiguous runs of a multiple of 'g'. */
-static __device__ __forceinline__ void lc_qmv_part(int64_t n, int kh, int ks, int64_t g, int64_t & lo, int64_t & hi) {
-    const int64_t per = (n + g * ks - 1) / (g * ks) * g;
-    lo = kh * per < n ? kh * per : n;
-    hi = lo + per < n ? lo + per : n;
-}
-
-/* The units lo + lane, lo + lane + 32, ... (< hi) of the warp's rows a[] times NC columns of 8-bit activations at
+/* The units lane, lane + 32, ... of the warp's rows a[] times NC columns of 8-bit activations at
  * 'act' (SH: staged in shared memory, columns 'cs' bytes apart, units lc_a8_ustride apart; else
  * global, columns p.q8_nb1 apart, units UE / 32 runs apart). */
 template <int T, int NC, int ROWS, bool SH>
-__device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t lo, int64_t hi, int lane,
+__device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t nunits, int lane,
                                              float (&acc)[ROWS][NC]) {
     typedef lc_q<T> Q;
     const int64_t us = SH ? lc_a8_ustride(Q::UE) : Q::UE / 32 * LC_A8_RUN;
 #pragma unroll 2
-    for (int64_t u = lo + lane; u < hi; u += 32) {
+    for (int64_t u = lane; u < nunits; u += 32) {
         const int64_t blk = u / Q::NU;
         const int sub = (int)(u % Q::NU);
         const char * ac[NC];
@@ -262,50 +211,28 @@ __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], cons
     }
 }
 
-/* Q6_K by groups of 8 lanes: blocks lo + lane / 8, lo + lane / 8 + 4, ... (< hi). */
-template <int NC, int ROWS, bool SH>
-__device__ __forceinline__ void lc_qmv8_rows_q6g8(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t lo, int64_t hi, int lane,
-                                                  float (&acc)[ROWS][NC]) {
-    const int64_t us = SH ? lc_a8_ustride(128) : 4 * LC_A8_RUN;
-    const int t = lane % 8;
-#pragma unroll 1
-    for (int64_t b = lo + lane / 8; b < hi; b += 4) {
-        const char * ac[NC];
-#pragma unroll
-        for (int j = 0; j < NC; j++) ac[j] = act + j * cs + 2 * b * us;
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) lc_q6g8_dot<SH, NC>(a[r] + b * 210, t, ac, us, acc[r]);
-    }
-}
-
 /* lc_matvec_q_body for the types with integer dot products (lc_q8dot): the activations are
  * p.q8's 8-bit runs (the launch's first kernel wrote them); each block stages its NC columns in
  * shared memory when they fit in 'smem_b' bytes (0: read from global memory). */
-template <int T, int NC, int X, class S = lc_qmv_s0>
+template <int T, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, unsigned smem_b) {
     typedef lc_q<T> Q;
-    constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32, KS = S::KS;
-    constexpr bool G8 = S::G8 && T == LOOM_TYPE_Q6_K;
+    constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32;
     static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
-    static_assert(KS == 1 || (KS == 2 && NC == 1), "K split in two, for one column only");
     int64_t row0;
     if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
-    const int lane = threadIdx.x % 32, kh = (int)(threadIdx.x / (32 * LC_QMV_WARPS));
+    const int lane = threadIdx.x % 32;
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
-    __shared__ float ks_sh[KS > 1 ? LC_QMV_WARPS * ROWS * NC : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     char * sb = (char *)lc_qmv_dyn;
     const bool staged = smem_b > 0;
     const int64_t nunits = p.K / Q::UE, cs = nunits * lc_a8_ustride(Q::UE);
-    int64_t lo, hi; /* this warp's part: units, or (G8) blocks */
-    if (G8) lc_qmv_part(nunits / 2, kh, KS, 4, lo, hi);
-    else lc_qmv_part(nunits, kh, KS, 32, lo, hi);
     bool waited = false;
     float scale = 1.0f;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
-        lc_qmv_start<Q, ROWS, X == LC_MV_PRE, S::BULK, G8 ? 0 : S::L1N>(p, row0, i2, i3, lane, a, waited, scale, G8 ? 2 * lo : lo, G8 ? 2 * hi : hi);
+        lc_qmv_start<Q, ROWS, X == LC_MV_PRE>(p, row0, i2, i3, lane, a, waited, scale);
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
         const char * q8 = p.q8 + i2 * p.q8_nb2 + i3 * p.q8_nb3 + p.j0 * p.q8_nb1;
         float acc[ROWS][NC];
@@ -325,33 +252,11 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
                 }
             }
             __syncthreads();
-            if (G8) lc_qmv8_rows_q6g8<NC, ROWS, true>(a, sb, cs, lo, hi, lane, acc);
-            else lc_qmv8_rows<T, NC, ROWS, true>(a, sb, cs, lo, hi, lane, acc);
+            lc_qmv8_rows<T, NC, ROWS, true>(a, sb, cs, nunits, lane, acc);
         } else {
-            if (G8) lc_qmv8_rows_q6g8<NC, ROWS, false>(a, q8, p.q8_nb1, lo, hi, lane, acc);
-            else lc_qmv8_rows<T, NC, ROWS, false>(a, q8, p.q8_nb1, lo, hi, lane, acc);
+            lc_qmv8_rows<T, NC, ROWS, false>(a, q8, p.q8_nb1, nunits, lane, acc);
         }
-        if (KS > 1) { /* the other warps' sums into the first's (lane 0 adds them before the warp sum) */
-            const int w = (int)(threadIdx.x / 32 % LC_QMV_WARPS);
-            if (kh == 1) {
-#pragma unroll
-                for (int r = 0; r < ROWS; r++)
-#pragma unroll
-                    for (int j = 0; j < NC; j++) {
-                        const float v = lc_warp_sum(acc[r][j]);
-                        if (lane == 0) ks_sh[(w * ROWS + r) * NC + j] = v;
-                    }
-            }
-            __syncthreads();
-            if (kh == 0 && lane == 0) {
-#pragma unroll
-                for (int r = 0; r < ROWS; r++)
-#pragma unroll
-                    for (int j = 0; j < NC; j++) acc[r][j] += ks_sh[(w * ROWS + r) * NC + j];
-            }
-            if (p.nbatch > gridDim.y) __syncthreads(); /* read before a next batch writes */
-        }
-        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh, kh == 0);
+        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
     }
 }
 
@@ -376,29 +281,39 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
 
 /* The two kernel families: F32 activations for weights of type Q (lc_qmv_f32<lc_q<T>>), 8-bit
  * activations and integer dot products for type T (lc_qmv_i8<T>, the lc_q8dot types); 'body'
- * computes NC columns (at most LC_MATVEC_MAX_COLS) in kernel shape S (the F32 family: lc_qmv_s0 only), 'smem' sizes a launch's staged activations. */
+ * computes NC columns (at most LC_MATVEC_MAX_COLS), 'smem' sizes a launch's staged activations. */
 template <class Q> struct lc_qmv_f32 {
-    static const int TYPE = -1;
-    template <int NC, int X, class S> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
+    static const int TYPE = -1; /* no register cap (lc_qmv_min_blocks) */
+    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
     static const int TYPE = T;
-    template <int NC, int X, class S> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X, S>(p, smem_b); }
+    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) { return lc_qmv8_smem(lc_q<T>::UE, K, nc); }
 };
 template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
 template <class A, class B> struct lc_qmv_if<false, A, B> { typedef B type; };
 template <int T> struct lc_qmv_family { typedef typename lc_qmv_if<lc_q8dot_on<T>::value, lc_qmv_i8<T>, lc_qmv_f32<lc_q<T>>>::type type; };
 
-template <class B, int NC, int X, class S>
-__global__ void __launch_bounds__(S::THREADS, lc_qmv_minb<S>(B::TYPE)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
-    B::template body<NC, X, S>(p, smem_b);
+/* The blocks a multiprocessor that __launch_bounds__ asks for, for the kernels of family B (its
+ * TYPE) with 'nc' columns: the one-column kernels of Q4_K are capped at 80 registers a thread (6
+ * blocks of 4 warps), those of Q6_K at 128 (4 blocks); left to itself the compiler took 96-128
+ * and 128-168 (3-5 blocks), and the capped kernels stream faster (measured on an H200:
+ * bench/cuda-notes.md, session 13). The other types and the kernels of several columns keep the
+ * compiler's choice (1: no cap). */
+static constexpr int lc_qmv_min_blocks(int type, int nc) {
+    return nc != 1 ? 0 : type == LOOM_TYPE_Q4_K ? 6 : type == LOOM_TYPE_Q6_K ? 4 : 0;
 }
 
-template <class B, int X, class S>
-__global__ void __launch_bounds__(S::THREADS, lc_qmv_minb<S>(B::TYPE)) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
-    B::template body<1, X, S>(m.s[blockIdx.z], smem_b);
+template <class B, int NC, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, NC)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
+    B::template body<NC, X>(p, smem_b);
+}
+
+template <class B, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, 1)) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
+    B::template body<1, X>(m.s[blockIdx.z], smem_b);
 }
 
 /* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
@@ -408,12 +323,11 @@ static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
 }
 
 /* Queues kernel f of family B (nc staged columns of K; 'set': the shared-memory bytes allowed for
- * f so far, per device id) on 'grid' in blocks of 'threads', with 'desc' its launch description. */
-template <class B> static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int64_t K, int nc, unsigned * set, const void * desc,
-                                         int threads = 32 * LC_QMV_WARPS) {
+ * f so far, per device id) on 'grid', with 'desc' its launch description. */
+template <class B> static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int64_t K, int nc, unsigned * set, const void * desc) {
     unsigned smem = B::smem(be, f, K, nc, set);
     void * args[] = {(void *)desc, &smem};
-    lc_launch(be, f, grid, dim3(threads, 1, 1), args, smem);
+    lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
 }
 
 /* One product of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS; a tail or pre-norm: 1). */
@@ -421,26 +335,26 @@ template <class B> static void lc_qmv_one(const struct lc_backend * be, const st
     static unsigned set[6][16]; /* per kernel below */
     const void * f;
     int k, nc = ncols;
-    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL, lc_qmv_s0>, k = 0, nc = 1;
-    else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE, lc_qmv_s0>, k = 1, nc = 1;
-    else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN, lc_qmv_s0>, k = 2;
-    else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN, lc_qmv_s0>, k = 3;
-    else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN, lc_qmv_s0>, k = 4;
-    else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN, lc_qmv_s0>, k = 5, nc = 4;
+    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
+    else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE>, k = 1, nc = 1;
+    else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN>, k = 2;
+    else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
+    else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
+    else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
     lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), p.K, nc, set[k], &p);
 }
 
 /* The n one-column products of 'm' in one launch (blockIdx.z: the product). */
-template <class B, class S = lc_qmv_s0> static void lc_qmv_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
+template <class B> static void lc_qmv_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     static unsigned set[2][16];
     const bool pre = m.s[0].pre.parts != NULL;
-    const void * f = pre ? (const void *)lc_qmv_multi_kernel<B, LC_MV_PRE, S> : (const void *)lc_qmv_multi_kernel<B, LC_MV_PLAIN, S>;
+    const void * f = pre ? (const void *)lc_qmv_multi_kernel<B, LC_MV_PRE> : (const void *)lc_qmv_multi_kernel<B, LC_MV_PLAIN>;
     unsigned blocks = 0;
     for (int i = 0; i < n; i++) {
         const unsigned b = lc_qmv_blocks(m.s[i]);
         blocks = b > blocks ? b : blocks;
     }
-    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), m.s[0].K, 1, set[pre], &m, S::THREADS);
+    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), m.s[0].K, 1, set[pre], &m);
 }
 
 /* Queue one product (at most LC_MATVEC_MAX_COLS columns) / a several-product launch with
@@ -451,25 +365,6 @@ template <int T> void lc_qmv_one_t(const struct lc_backend * be, const struct lc
 template <int T> void lc_qmv_multi_t(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     lc_qmv_multi<typename lc_qmv_family<T>::type>(be, m, n);
 }
-
-/* TEMPORARY: the one-column products of the q8 types in variant shape S (cuda-matvec-q-var*.cu). */
-template <int T, class S> void lc_qmv_one_v(const struct lc_backend * be, const struct lc_mv_args & p) {
-    typedef lc_qmv_i8<T> B;
-    static unsigned set[3][16];
-    const void * f;
-    int k;
-    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL, S>, k = 0;
-    else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE, S>, k = 1;
-    else f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN, S>, k = 2;
-    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), p.K, 1, set[k], &p, S::THREADS);
-}
-template <int T, class S> void lc_qmv_multi_v(const struct lc_backend * be, const struct lc_mv_multi & m, int n) { lc_qmv_multi<lc_qmv_i8<T>, S>(be, m, n); }
-#define LC_QMV_VAR_INSTANTIATE(T, S)                                                        \
-    template void lc_qmv_one_v<T, S>(const struct lc_backend * be, const struct lc_mv_args & p); \
-    template void lc_qmv_multi_v<T, S>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
-#define LC_QMV_VAR_EXTERN(T, S)                                                                    \
-    extern template void lc_qmv_one_v<T, S>(const struct lc_backend * be, const struct lc_mv_args & p); \
-    extern template void lc_qmv_multi_v<T, S>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
 
 #define LC_QMV_INSTANTIATE(T)                                                                          \
     template void lc_qmv_one_t<T>(const struct lc_backend * be, const struct lc_mv_args & p, int ncols); \
