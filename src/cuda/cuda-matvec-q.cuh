@@ -283,10 +283,12 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
  * activations and integer dot products for type T (lc_qmv_i8<T>, the lc_q8dot types); 'body'
  * computes NC columns (at most LC_MATVEC_MAX_COLS), 'smem' sizes a launch's staged activations. */
 template <class Q> struct lc_qmv_f32 {
+    static const int TYPE = -1; /* no register cap (lc_qmv_min_blocks) */
     template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
+    static const int TYPE = T;
     template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) { return lc_qmv8_smem(lc_q<T>::UE, K, nc); }
 };
@@ -294,13 +296,23 @@ template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
 template <class A, class B> struct lc_qmv_if<false, A, B> { typedef B type; };
 template <int T> struct lc_qmv_family { typedef typename lc_qmv_if<lc_q8dot_on<T>::value, lc_qmv_i8<T>, lc_qmv_f32<lc_q<T>>>::type type; };
 
+/* The blocks a multiprocessor that __launch_bounds__ asks for, for the kernels of family B (its
+ * TYPE) with 'nc' columns: the one-column kernels of Q4_K are capped at 80 registers a thread (6
+ * blocks of 4 warps), those of Q6_K at 128 (4 blocks); left to itself the compiler took 96-128
+ * and 128-168 (3-5 blocks), and the capped kernels stream faster (measured on an H200:
+ * bench/cuda-notes.md, session 13). The other types and the kernels of several columns keep the
+ * compiler's choice (1: no cap). */
+static constexpr int lc_qmv_min_blocks(int type, int nc) {
+    return nc != 1 ? 0 : type == LOOM_TYPE_Q4_K ? 6 : type == LOOM_TYPE_Q6_K ? 4 : 0;
+}
+
 template <class B, int NC, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, NC)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
     B::template body<NC, X>(p, smem_b);
 }
 
 template <class B, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, 1)) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
     B::template body<1, X>(m.s[blockIdx.z], smem_b);
 }
 
