@@ -87,6 +87,13 @@ pid=
 [ $rc -eq 130 ] && grep -q "^(interrupted)" "$tmp/err" && grep -q "^eval time " "$tmp/err" && ok "chat on Ctrl-C: exit 130 with the timings" ||
   fail "chat on Ctrl-C: exit $rc: $(tail -3 "$tmp/err")"
 
+# 8. out of memory under an address-space limit (not under the sanitizers, whose shadow memory needs more)
+if [ -z "${LOOM_TEST_SANITIZE:-}" ]; then
+  expect_fail "gen-model under ulimit -v" "^loom gen-model: out of memory" bash -c "ulimit -v 100000; exec \"\$0\" gen-model --preset 110m -o \"\$1\"" "$bin" "$tmp/x.gguf"
+  expect_fail "a buffer under ulimit -v names the limit" "cannot allocate a buffer of [0-9.]* MiB (the process's address space is limited to 390.62 MiB: ulimit -v)" \
+    bash -c "ulimit -v 400000; exec \"\$0\" run -m \"\$1\" -c 1000000 --cache-type f32 -p hi -n 2" "$bin" "$model"
+fi
+
 # 9. the field's other spellings
 [ "$(gen -c 64 --predict 5 -p hi)" = "$(gen -c 64 -n 5 -p hi)" ] && ok "--predict is -n" || fail "--predict"
 [ "$(gen -c 64 -n 5 -p hi --gpu-layers 0 -l 13+inf)" = "$(gen -c 64 -n 5 -p hi -ngl 0 --logit-bias 13+inf)" ] && ok "--gpu-layers, -l" || fail "--gpu-layers / -l"
