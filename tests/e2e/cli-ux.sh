@@ -75,8 +75,11 @@ echo hi | "$bin" chat -m "$model" -n 2 -t 1 --verbose-prompt >/dev/null 2>"$tmp/
   fail "chat -sys '': '$(first_eval "$tmp/e1")' vs '$(first_eval "$tmp/e2")'"
 
 # 4. Ctrl-C in a chat: the first stops the reply, the second (at the prompt) ends the chat with 130 and the timings
-(printf 'Once upon a time\n'; sleep 60) | "$bin" chat -m "$model" -c 4096 --ignore-eos -t 1 >"$tmp/out" 2>"$tmp/err" &
+mkfifo "$tmp/in"
+"$bin" chat -m "$model" -c 4096 --ignore-eos -t 1 <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
+exec 3>"$tmp/in" # held open: the chat waits at its prompt after the reply, not at the end of the input
+printf 'Once upon a time\n' >&3
 for _ in $(seq 300); do [ "$(wc -c <"$tmp/out")" -gt 100 ] && break; sleep 0.1; done
 kill -INT "$pid"
 sleep 0.5
@@ -84,6 +87,7 @@ kill -INT "$pid" 2>/dev/null
 wait "$pid"
 rc=$?
 pid=
+exec 3>&-
 [ $rc -eq 130 ] && grep -q "^(interrupted)" "$tmp/err" && grep -q "^eval time " "$tmp/err" && ok "chat on Ctrl-C: exit 130 with the timings" ||
   fail "chat on Ctrl-C: exit $rc: $(tail -3 "$tmp/err")"
 
