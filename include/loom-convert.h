@@ -52,11 +52,20 @@ struct loom_quantize_params {
     int n_threads;                       /* threads quantizing rows; <= 0: loom_n_cpus() */
     loom_quantize_progress_fn progress;  /* optional */
     void * user;                         /* passed to 'progress' */
+    /* the field's llama-quantize options (zero: off) */
+    bool pure;                           /* no mix: every weight in the preset's type (rows that do not fit still fall back) */
+    bool allow_requantize;               /* quantized input tensors are dequantized and quantized again */
+    bool leave_output_tensor;            /* output.weight keeps its type */
+    const char * output_tensor_type;     /* a type name (q8_0, q6_K, f16, ...; any case) for output.weight, or NULL */
+    const char * token_embedding_type;   /* the same for token_embd.weight, or NULL */
 };
 /* The preset names loom_model_quantize takes, comma-separated (for messages), and whether 'name'
- * is one of them (case-insensitive). */
+ * is one of them: a name in any case, the field's aliases Q3_K, Q4_K and Q5_K (the _M presets), or
+ * a llama_ftype number as llama-quantize takes it ("15" is Q4_K_M). loom_quantize_preset_name
+ * gives the preset's name as the field spells it ("Q4_K_M") for any of those, NULL when unknown. */
 LOOM_API const char * loom_quantize_preset_names(void);
 LOOM_API bool loom_quantize_preset_known(const char * name);
+LOOM_API const char * loom_quantize_preset_name(const char * name);
 /* Writes 'out_path': the GGUF model at 'in_path' (F32 / F16 / BF16 weights) with its weights
  * converted to the preset 'preset' (the field's names: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
  * Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, F32) and the field's
@@ -67,11 +76,14 @@ LOOM_API bool loom_quantize_preset_known(const char * name);
  * Q5_1 or Q8_0, and to F16 where 32-blocks do not fit either. Norms and other 1-d tensors keep
  * their type. Keys are copied; general.file_type (the llama_ftype value) and
  * general.quantization_version (2) are set. The quantizers (src/quant) give the reference
- * engine's bytes. Written through the GGUF writer (temporary file + rename; never over the input).
- * Errors (logged, nothing left at 'out_path'): LOOM_ERR_INVALID_ARG (unknown preset; 'out_path' is
- * the input or not a writable file), LOOM_ERR_FORMAT (malformed input; a tensor holding NaN or
- * inf, named), LOOM_ERR_UNSUPPORTED (an already quantized or unconvertible tensor), LOOM_ERR_IO,
- * LOOM_ERR_OOM. */
+ * engine's bytes. 'preset' may also be an alias or a llama_ftype number (loom_quantize_preset_known);
+ * 'params' (NULL: the defaults) may turn the mix off, leave output.weight as it is, name the types
+ * of output.weight and token_embd.weight, and allow quantized input tensors, as the field's
+ * llama-quantize options do. Written through the GGUF writer (temporary file + rename; never over the input).
+ * Errors (logged, nothing left at 'out_path'): LOOM_ERR_INVALID_ARG (unknown preset or tensor type
+ * name; 'out_path' is the input or not a writable file), LOOM_ERR_FORMAT (malformed input; a tensor
+ * holding NaN or inf, named), LOOM_ERR_UNSUPPORTED (an already quantized tensor without
+ * allow_requantize, or an unconvertible one), LOOM_ERR_IO, LOOM_ERR_OOM. */
 LOOM_API enum loom_status loom_model_quantize(const char * in_path, const char * out_path, const char * preset,
                                      const struct loom_quantize_params * params);
 

@@ -50,3 +50,8 @@ add_test(NAME e2e-perplexity COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/perplexi
 set_tests_properties(e2e-perplexity PROPERTIES TIMEOUT 120)
 add_test(NAME e2e-cli-run COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/cli-run.sh $<TARGET_FILE:loom-cli> ${E2E_MODEL})
 set_tests_properties(e2e-cli-run PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 300)
+add_test(NAME e2e-cli-ux COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/cli-ux.sh $<TARGET_FILE:loom-cli> ${E2E_MODEL})
+set_tests_properties(e2e-cli-ux PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT 300)
+if(LOOM_SANITIZE)
+  set_property(TEST e2e-cli-ux APPEND PROPERTY ENVIRONMENT "LOOM_TEST_SANITIZE=1")
+endif()

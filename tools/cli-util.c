@@ -59,7 +59,15 @@ bool cli_parse_ngl(const char * cmd, const char * arg, long long * out) {
         *out = CLI_NGL_AUTO;
         return true;
     }
-    return cli_parse_int(cmd, "-ngl", arg, 0, 100000, out);
+    char * end = NULL;
+    errno = 0;
+    const long long v = strtoll(arg, &end, 10);
+    if (!*arg || isspace((unsigned char)*arg) || *end || errno || v < 0 || v > 100000) {
+        fprintf(stderr, "loom %s: invalid value '%s' for -ngl (expected auto or an integer in 0..100000)\n", cmd, arg);
+        return false;
+    }
+    *out = v;
+    return true;
 }
 
 /* The comma list 'arg': each item a number in [lo, hi], or with 'ngl' one cli_parse_ngl takes. */
@@ -124,9 +132,13 @@ static char * read_stdin(const char * cmd, size_t max, size_t * len) {
     return NULL;
 }
 
+char * cli_read_input(const char * cmd, const char * path, size_t * len) {
+    return !strcmp(path, "-") ? read_stdin(cmd, (size_t)1 << 30, len) : cli_read_file(cmd, path, len);
+}
+
 char * cli_read_prompt_file(const char * cmd, const char * path, size_t * len) {
     size_t n = 0;
-    char * text = !strcmp(path, "-") ? read_stdin(cmd, (size_t)1 << 30, &n) : cli_read_file(cmd, path, &n);
+    char * text = cli_read_input(cmd, path, &n);
     if (!text) return NULL;
     if (n && text[n - 1] == '\n') text[--n] = 0;
     *len = n;

@@ -64,6 +64,8 @@ const char * cli_device_list(void);
 bool cli_no_more_args(const char * cmd, int argc, char ** argv);
 /* Reads a whole file into a NUL-terminated heap buffer; NULL (reported) on failure. */
 char * cli_read_file(const char * cmd, const char * path, size_t * len);
+/* cli_read_file, or standard input (to its end) when 'path' is "-". NULL (reported) on failure. */
+char * cli_read_input(const char * cmd, const char * path, size_t * len);
 /* Reads a prompt or text file as the field's -f does: "-" is standard input, and one trailing
  * newline is dropped. NULL (reported) on failure. */
 char * cli_read_prompt_file(const char * cmd, const char * path, size_t * len);

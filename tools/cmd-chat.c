@@ -15,9 +15,13 @@
 #include <strings.h>
 #include <unistd.h>
 
+/* The command the user typed, for messages: "chat", or "run" for `loom run -cnv`. */
+static const char * g_cmd = "chat";
+
 struct chat_opts {
     struct gen_opts g; /* what chat shares with run */
     const char * system;
+    const char * system_file; /* -f: the system message read from a file (- : standard input) */
     const char * template_name;
     long long keep;
     bool context_shift;
@@ -29,18 +33,21 @@ static void usage(FILE * f) {
             "\n"
             "Reads one user message per line from the terminal or a pipe and streams the model's reply;\n"
             "'/exit' or the end of the input ends the chat. Ctrl-C stops a reply; a second Ctrl-C (or one at\n"
-            "the prompt) ends the chat. Timings go to stderr at the end.\n"
+            "the prompt) ends the chat, with status 130. Timings go to stderr at the end.\n"
             "\n"
             "  -m, --model FILE          GGUF model (required)\n"
-            "  -sys, --system-prompt TEXT  the system message (also -p, --prompt)\n"
+            "  -sys, --system-prompt TEXT  the system message (also -p, --prompt; empty: none)\n"
+            "  -f, --file FILE           read the system message from FILE (one trailing newline dropped)\n"
             "      --chat-template NAME  the format, overriding the file's tokenizer.chat_template: chatml,\n"
             "                            llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1,\n"
             "                            mistral-v3, mistral-v3-tekken, mistral-v7, llama3, phi3, gemma,\n"
             "                            zephyr, deepseek, deepseek2, deepseek3\n"
-            "  -n, --n-predict N         tokens per reply at most (default -1: until the end of the turn)\n"
+            "  -n, --n-predict N         tokens per reply at most (default -1: until the end of the turn; -2: also\n"
+            "                            until the context is full, the chat going on; also --predict)\n"
             "  -c, --ctx-size N          context size in tokens (default: the training context, at most 4096)\n"
-            "      --context-shift       when the context is full, drop the oldest turns (after --keep) and go on;\n"
-            "                            without it the chat ends with a message\n"
+            "      --context-shift       when the context is full, drop the oldest turns (after --keep) and go on\n"
+            "                            (a reply that fills it alone drops its own older half); without it the\n"
+            "                            chat ends with a message\n"
             "      --keep N              tokens after BOS never dropped by a shift (default 0; -1: the whole first turn)\n"
             GEN_OPTS_HELP_CONTEXT
             GEN_OPTS_HELP_SAMPLING
@@ -57,6 +64,7 @@ static const struct option long_opts[] = {
     GEN_OPTS_LONG_OPTS,
     {"sys", required_argument, 0, O_SYS},         {"system-prompt", required_argument, 0, O_SYS},
     {"prompt", required_argument, 0, 'p'},        {"chat-template", required_argument, 0, O_TMPL},
+    {"file", required_argument, 0, 'f'},
     {"context-shift", no_argument, 0, O_SHIFT},   {"keep", required_argument, 0, O_KEEP},
     {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
 };
@@ -68,24 +76,34 @@ static int parse(int argc, char ** argv, struct chat_opts * o) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = cli_getopt(argc, argv, ":" GEN_OPTS_SHORT "p:h", long_opts)) != -1) {
-        const int shared = gen_opts_option("chat", c, optarg, &o->g);
+    while ((c = cli_getopt(argc, argv, ":" GEN_OPTS_SHORT "p:f:h", long_opts)) != -1) {
+        const int shared = gen_opts_option(g_cmd, c, optarg, &o->g);
         if (shared < 0) return 1;
         if (shared) continue;
         bool ok = true;
         switch (c) {
         case 'p':
         case O_SYS: o->system = optarg; break;
+        case 'f': o->system_file = optarg; break;
         case O_TMPL: o->template_name = optarg; break;
         case O_SHIFT: o->context_shift = true; break;
-        case O_KEEP: ok = cli_parse_int("chat", "--keep", optarg, -1, 1 << 24, &o->keep); break;
+        case O_KEEP: ok = cli_parse_int(g_cmd, "--keep", optarg, -1, 1 << 24, &o->keep); break;
         case 'h': usage(stdout); return 2;
-        default: cli_option_error("chat", c); return 1;
+        default: cli_option_error(g_cmd, c); return 1;
         }
         if (!ok) return 1;
     }
-    if (!cli_no_more_args("chat", argc, argv)) return 1;
-    return gen_opts_check("chat", &o->g) ? 0 : 1;
+    if (!cli_no_more_args(g_cmd, argc, argv)) return 1;
+    if (o->system && o->system_file) {
+        fprintf(stderr, "loom %s: give the system message with %s or -f, not both\n", g_cmd, strcmp(g_cmd, "run") ? "-sys/-p" : "-p");
+        return 1;
+    }
+    if (o->system_file && !strcmp(o->system_file, "-")) {
+        fprintf(stderr, "loom %s: -f - would read the system message from standard input, where the chat reads the user's "
+                        "messages; give a file\n", g_cmd);
+        return 1;
+    }
+    return gen_opts_check(g_cmd, &o->g) ? 0 : 1;
 }
 
 /* ---------------------------------------------------------------- Ctrl-C */
@@ -114,6 +132,7 @@ struct chat {
     int32_t * tokens;                /* what the KV cache holds, in order */
     int32_t n_tokens, cap_tokens;
     int32_t * turn_start;            /* index in 'tokens' where each turn's first evaluated token is */
+    int32_t reply_start;             /* index in 'tokens' of the reply's first token (the turn's prompt ends there) */
     int32_t n_turns, cap_turns;
 
     struct loom_chat_message * msgs; /* contents and roles owned (heap) */
@@ -200,10 +219,32 @@ static bool eval(struct chat * c, const int32_t * t, int32_t n, bool prompt) {
     return true;
 }
 
+/* Drops the cached tokens [from, to) (whole turns, or the oldest part of the reply being
+ * generated), then evaluates what is left again (the positions of the later tokens change, so their
+ * cache entries are recomputed). 'what' names the part dropped in the message. True when done,
+ * false on an evaluation error. */
+static bool drop_tokens(struct chat * c, int32_t from, int32_t to, const char * what) {
+    const int32_t d = to - from;
+    memmove(c->tokens + from, c->tokens + to, (size_t)(c->n_tokens - to) * sizeof *c->tokens);
+    c->n_tokens -= d;
+    int32_t k = 0;
+    for (int32_t j = 0; j < c->n_turns; j++) {
+        const int32_t b = c->turn_start[j];
+        if (b <= from) c->turn_start[k++] = b;
+        else if (b >= to) c->turn_start[k++] = b - d;
+    }
+    c->n_turns = k;
+    if (c->reply_start >= to) c->reply_start -= d;
+    fprintf(stderr, "[context shift: dropped %d token%s%s after the first %d, %d kept]\n", d, cli_plural(d), what, from, c->n_tokens);
+    loom_llama_kv_clear(c->lctx);
+    const int32_t n = c->n_tokens;
+    c->n_tokens = 0;
+    return eval(c, c->tokens, n, true);
+}
+
 /* Frees at least 'need' cells by dropping the oldest whole turns after the kept tokens, never
- * touching the turn that starts at 'limit' (the current one), then evaluates what is left again
- * (the positions of the later tokens change, so their cache entries are recomputed). Returns 1 when
- * done, 0 when the old turns do not free enough (nothing dropped), -1 on an evaluation error. */
+ * touching the turn that starts at 'limit' (the current one). Returns 1 when done, 0 when the old
+ * turns do not free enough (nothing dropped), -1 on an evaluation error. */
 static int context_shift(struct chat * c, int32_t need, int32_t limit) {
     const int32_t from = c->keep < c->n_tokens ? c->keep : c->n_tokens;
     int32_t to = -1;
@@ -216,21 +257,17 @@ static int context_shift(struct chat * c, int32_t need, int32_t limit) {
     }
     if (to < 0 && limit > from && limit - from >= need) to = limit; /* everything before the current turn */
     if (to < 0) return 0;
-    const int32_t d = to - from;
-    memmove(c->tokens + from, c->tokens + to, (size_t)(c->n_tokens - to) * sizeof *c->tokens);
-    c->n_tokens -= d;
-    int32_t k = 0;
-    for (int32_t j = 0; j < c->n_turns; j++) {
-        const int32_t b = c->turn_start[j];
-        if (b <= from) c->turn_start[k++] = b;
-        else if (b >= to) c->turn_start[k++] = b - d;
-    }
-    c->n_turns = k;
-    fprintf(stderr, "[context shift: dropped %d token%s after the first %d, %d kept]\n", d, cli_plural(d), from, c->n_tokens);
-    loom_llama_kv_clear(c->lctx);
-    const int32_t n = c->n_tokens;
-    c->n_tokens = 0;
-    return eval(c, c->tokens, n, true) ? 1 : -1;
+    return drop_tokens(c, from, to, "") ? 1 : -1;
+}
+
+/* A reply longer than what the context leaves it: drops the older half of the reply generated so
+ * far (at least 'need' tokens; never the kept tokens or the turn's prompt), as the field's
+ * generation shifts a full context. 1 done, 0 when the reply has too few tokens, -1 on an error. */
+static int reply_shift(struct chat * c, int32_t need) {
+    const int32_t from = c->reply_start > c->keep ? c->reply_start : c->keep;
+    const int32_t have = c->n_tokens - from, d = have / 2 > need ? have / 2 : need;
+    if (have < d) return 0;
+    return drop_tokens(c, from, from + d, " of the reply") ? 1 : -1;
 }
 
 /* Makes room for 'need' more tokens: 1 when there is room, 0 when there is none (reported: the chat
@@ -240,16 +277,18 @@ static int make_room(struct chat * c, int32_t need, int32_t limit, bool in_reply
     if (loom_llama_n_past(c->lctx) + need <= c->n_ctx) return 1;
     const char * nl = in_reply ? "\n" : "";
     if (need > c->n_ctx - c->keep) {
-        fprintf(stderr, "%sloom chat: %d token%s do%s not fit the context of %d (%d kept); use a larger -c\n", nl, need, cli_plural(need),
+        fprintf(stderr, "%sloom %s: %d token%s do%s not fit the context of %d (%d kept); use a larger -c\n", nl, g_cmd, need, cli_plural(need),
                 need == 1 ? "es" : "", c->n_ctx, c->keep);
         return 0;
     }
     if (!c->o->context_shift) {
-        fprintf(stderr, "%sloom chat: the context is full (%d tokens); --context-shift drops the oldest turns and goes on\n", nl, c->n_ctx);
+        fprintf(stderr, "%sloom %s: the context is full (%d tokens); --context-shift drops the oldest turns and goes on\n", nl, g_cmd, c->n_ctx);
         return 0;
     }
-    const int r = context_shift(c, loom_llama_n_past(c->lctx) + need - c->n_ctx, limit);
-    if (r == 0) fprintf(stderr, "%sloom chat: the context is full (%d tokens) and no older turn is left to drop\n", nl, c->n_ctx);
+    const int32_t over = loom_llama_n_past(c->lctx) + need - c->n_ctx;
+    int r = context_shift(c, over, limit);
+    if (r == 0 && in_reply) r = reply_shift(c, over); /* the reply alone fills the context: it goes on */
+    if (r == 0) fprintf(stderr, "%sloom %s: the context is full (%d tokens) and no older turn is left to drop\n", nl, g_cmd, c->n_ctx);
     return r;
 }
 
@@ -273,7 +312,7 @@ static void emit(struct chat * c, int32_t tok, char ** reply, size_t * len, size
     size_t n;
     if (loom_detok_push(c->detok, tok, &text, &n) != LOOM_OK || !n) return;
     fwrite(text, 1, n, stdout);
-    fflush(stdout);
+    cli_flush();
     if (*len + n + 1 > *cap) {
         size_t m = *cap ? *cap : 256;
         while (m < *len + n + 1) m *= 2;
@@ -329,6 +368,7 @@ static int turn(struct chat * c, const char * line, size_t len) {
     if (r != 1) return r;
 
     /* the reply */
+    c->reply_start = c->n_tokens;
     char * reply = NULL;
     size_t rlen = 0, rcap = 0;
     loom_detok_reset(c->detok);
@@ -339,6 +379,10 @@ static int turn(struct chat * c, const char * line, size_t len) {
         const float * logits = gen_opts_logits(&c->o->g, c->vocab, loom_llama_get_logits(c->lctx), c->logits, c->n_vocab);
         if (loom_sampler_sample(c->sampler, logits, c->n_vocab, &tok) != LOOM_OK) {
             r = -1;
+            break;
+        }
+        if (c->o->g.n_predict == -2 && loom_llama_n_past(c->lctx) + 1 > c->n_ctx) { /* -2: the reply ends with the context */
+            fprintf(stderr, "\n(context full: %d tokens)\n", c->n_ctx);
             break;
         }
         r = make_room(c, 1, c->turn_start[c->n_turns - 1], true);
@@ -359,7 +403,7 @@ static int turn(struct chat * c, const char * line, size_t len) {
     size_t tl;
     if (loom_detok_flush(c->detok, &text, &tl) == LOOM_OK && tl) fwrite(text, 1, tl, stdout);
     fputc('\n', stdout);
-    fflush(stdout);
+    cli_flush();
     if (r == -1) {
         free(reply);
         return -1;
@@ -415,8 +459,8 @@ static void chat_free(struct chat * c) {
 }
 
 static int fail(struct chat * c, const char * what) {
-    fflush(stdout);
-    fprintf(stderr, "loom chat: %s\n", cli_last_error(what));
+    cli_flush();
+    fprintf(stderr, "loom %s: %s\n", g_cmd, cli_last_error(what));
     chat_free(c);
     return 1;
 }
@@ -426,7 +470,7 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     struct loom_model_file * file = NULL;
     if (loom_model_file_open(o->g.model, &file) != LOOM_OK) return fail(c, "cannot read the model");
     const struct loom_hparams hp = *loom_model_file_hparams(file);
-    if (!logit_bias_check("chat", o->g.biases, o->g.n_biases, hp.n_vocab) || !gen_opts_check_cache("chat", &o->g, &hp)) {
+    if (!logit_bias_check(g_cmd, o->g.biases, o->g.n_biases, hp.n_vocab) || !gen_opts_check_cache(g_cmd, &o->g, &hp)) {
         loom_model_file_free(file);
         chat_free(c);
         return 1;
@@ -436,7 +480,7 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     if (o->g.n_ctx < 0 && c->n_ctx > 4096) c->n_ctx = 4096;
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = c->n_ctx;
-    gen_opts_context_params("chat", &o->g, &cp);
+    gen_opts_context_params(g_cmd, &o->g, &cp);
     struct loom_model_params mp = loom_model_default_params();
     gen_opts_model_params(&o->g, &mp);
     if (o->g.n_gpu_layers == CLI_NGL_AUTO && !cli_fit_layers(file, &mp, cp, o->g.fit_margin)) {
@@ -465,10 +509,10 @@ static int setup(struct chat * c, const struct chat_opts * o) {
         return fail(c, "cannot create the context");
     }
     struct loom_sampler_params sp = loom_sampler_default_params();
-    gen_opts_sampler_params(&o->g, &sp);
+    gen_opts_sampler_params(&o->g, c->n_ctx, &sp);
     if (loom_sampler_new(&sp, &c->sampler) != LOOM_OK) return fail(c, "cannot create the sampler");
     if (gen_opts_needs_scratch(&o->g) && !(c->logits = malloc((size_t)c->n_vocab * sizeof *c->logits))) return fail(c, "out of memory");
-    if (loom_detok_new(c->vocab, 0, &c->detok) != LOOM_OK) return fail(c, "cannot create the detokenizer");
+    if (loom_detok_new(c->vocab, o->g.special ? LOOM_DETOK_SPECIAL : 0, &c->detok) != LOOM_OK) return fail(c, "cannot create the detokenizer");
     c->hist = dup_n("", 0);
     c->pending = dup_n("", 0);
     /* the closing text: what follows an assistant message's content (a marker no template trims) */
@@ -478,18 +522,41 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     const char * after = nb > 0 && nb < (int32_t)sizeof buf ? strrchr(buf, '\x01') : NULL;
     c->closing = after ? dup_n(after + 1, strlen(after + 1)) : dup_n("", 0);
     if (!c->hist || !c->pending || !c->closing) return fail(c, "out of memory");
-    if (o->system && !add_msg(c, "system", o->system, strlen(o->system))) return fail(c, "out of memory");
+    /* an empty system message is none, as in the field's tools (no empty system turn) */
+    if (o->system && *o->system && !add_msg(c, "system", o->system, strlen(o->system))) return fail(c, "out of memory");
     return 0;
 }
 
+static int chat_main(struct chat_opts * op);
+
 int loom_cmd_chat(int argc, char ** argv) {
+    g_cmd = argc > 0 && !strcmp(argv[0], "run") ? "run" : "chat"; /* loom run -cnv passes run's argv */
     struct chat_opts o;
     int pr = parse(argc, argv, &o);
-    if (pr) return pr == 2 && cli_stdout_ok("chat") ? 0 : 1;
+    if (pr) return pr == 2 && cli_stdout_ok(g_cmd) ? 0 : 1;
+    char * system_buf = NULL; /* -f's text */
+    if (o.system_file) {
+        size_t len = 0;
+        if (!(system_buf = cli_read_prompt_file(g_cmd, o.system_file, &len))) return 1;
+        if (strlen(system_buf) != len) {
+            fprintf(stderr, "loom %s: the system message file '%s' holds a NUL byte\n", g_cmd, o.system_file);
+            free(system_buf);
+            return 1;
+        }
+        o.system = system_buf;
+    }
+    const int status = chat_main(&o);
+    free(system_buf);
+    return status;
+}
+
+/* The chat itself, once the options are parsed: the process's exit status. */
+static int chat_main(struct chat_opts * op) {
+    struct chat_opts o = *op;
     cli_log_setup(o.g.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN);
     struct chat c = {.o = &o, .t_start = loom_time_us()};
     if (access(o.g.model, R_OK) != 0) {
-        fprintf(stderr, "loom chat: cannot open model '%s': %s\n", o.g.model, strerror(errno));
+        fprintf(stderr, "loom %s: cannot open model '%s': %s\n", g_cmd, o.g.model, strerror(errno));
         return 1;
     }
     if (setup(&c, &o)) return 1;
@@ -504,26 +571,30 @@ int loom_cmd_chat(int argc, char ** argv) {
     char * line = NULL;
     size_t cap = 0;
     int status = 0;
+    bool interrupted = false; /* the chat ended by Ctrl-C: the shell's status for SIGINT, as run's */
     for (;;) {
         g_interrupts = 0;
         if (tty) {
             fputs("> ", stdout);
-            fflush(stdout);
+            cli_flush();
         }
         errno = 0;
         ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) break; /* end of input, or Ctrl-C at the prompt */
+        if (n < 0) { /* end of input, or Ctrl-C at the prompt */
+            interrupted = g_interrupts > 0;
+            break;
+        }
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (!strcmp(line, "/exit")) break;
         if (n == 0) continue;
         if (memchr(line, 0, (size_t)n)) { /* the message is a C string: it would end there without a word */
-            fprintf(stderr, "loom chat: the line holds a NUL byte and is refused (it would be cut there); type it again\n");
+            fprintf(stderr, "loom %s: the line holds a NUL byte and is refused (it would be cut there); type it again\n", g_cmd);
             continue;
         }
         const int r = turn(&c, line, (size_t)n);
         if (r < 0) {
-            fflush(stdout);
-            fprintf(stderr, "loom chat: %s\n", cli_last_error("the turn failed"));
+            cli_flush();
+            fprintf(stderr, "loom %s: %s\n", g_cmd, cli_last_error("the turn failed"));
             status = 1;
             break;
         }
@@ -531,12 +602,16 @@ int loom_cmd_chat(int argc, char ** argv) {
             status = 1;
             break;
         }
-        if (g_interrupts >= 2) break; /* a second Ctrl-C during the reply */
+        if (g_interrupts >= 2) { /* a second Ctrl-C during the reply */
+            interrupted = true;
+            break;
+        }
     }
     sigaction(SIGINT, &old, NULL);
     free(line);
-    if (!cli_stdout_ok("chat")) status = 1;
+    if (!cli_stdout_ok(g_cmd)) status = 1;
+    if (status == 0 && interrupted) fputs("\n(interrupted)", stderr); /* print_timings starts a line */
     if (status == 0) print_timings(&c); /* after an error, its line is the last */
     chat_free(&c);
-    return status;
+    return status == 0 && interrupted ? 130 : status;
 }

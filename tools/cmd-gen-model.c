@@ -142,8 +142,9 @@ int loom_cmd_gen_model(int argc, char ** argv) {
         return 1;
     }
     int64_t t0 = loom_time_us();
-    if (loom_gen_model(&p, out) != LOOM_OK) {
-        fprintf(stderr, "loom gen-model: %s\n", cli_last_error("cannot write the model"));
+    const enum loom_status st = loom_gen_model(&p, out);
+    if (st != LOOM_OK) {
+        fprintf(stderr, "loom gen-model: %s\n", cli_last_error(st == LOOM_ERR_OOM ? "cannot write the model: out of memory" : "cannot write the model"));
         return 1;
     }
     fprintf(stderr, "wrote %s in %.1f s\n", out, (loom_time_us() - t0) / 1e6);

@@ -33,7 +33,8 @@ static void usage(FILE * f) {
             "  -p, --prompt TEXT         prompt (default: none, generation starts from BOS)\n"
             "  -f, --file FILE           read the prompt from FILE (- : standard input; one trailing newline dropped)\n"
             "  -n, --n-predict N         tokens to generate (default -1: until an end-of-generation token\n"
-            "                            (EOS, end of turn) or the context is full)\n"
+            "                            (EOS, end of turn) or the context is full; -2: the same, run never\n"
+            "                            shifts the context; also --predict)\n"
             "  -c, --ctx-size N          context size in tokens (default 4096, with a warning when it exceeds the\n"
             "                            model's training context; 0: the model's training context)\n"
             GEN_OPTS_HELP_CONTEXT
@@ -165,7 +166,7 @@ static void run_state_free(struct run_state * s) {
 static int fail(struct run_state * s, const char * what) {
     cli_log_release(false); /* the loading details of a run that did not start: the error is the one line */
     if (s->text_out) fputc('\n', stdout);
-    fflush(stdout);
+    cli_flush();
     fprintf(stderr, "loom run: %s\n", cli_last_error(what));
     run_state_free(s);
     return 1;
@@ -178,7 +179,7 @@ static bool emit(struct run_state * s, struct stop_strings * stops, int32_t toke
     size_t len;
     if (loom_detok_push(s->detok, token, &text, &len) != LOOM_OK || !len || !show) return false;
     fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    cli_flush();
     s->text_out = true;
     return stops && stop_strings_push(stops, text, len);
 }
@@ -330,9 +331,9 @@ int loom_cmd_run(int argc, char ** argv) {
     }
 
     struct loom_sampler_params sp = loom_sampler_default_params();
-    gen_opts_sampler_params(&o.g, &sp);
+    gen_opts_sampler_params(&o.g, n_ctx, &sp);
     if (loom_sampler_new(&sp, &s.sampler) != LOOM_OK) return fail(&s, "cannot create the sampler");
-    if (loom_detok_new(vocab, 0, &s.detok) != LOOM_OK) return fail(&s, "cannot create the detokenizer");
+    if (loom_detok_new(vocab, o.g.special ? LOOM_DETOK_SPECIAL : 0, &s.detok) != LOOM_OK) return fail(&s, "cannot create the detokenizer");
     if (o.g.temp > 0) fprintf(stderr, "seed: %llu\n", (unsigned long long)loom_sampler_get_seed(s.sampler)); /* greedy draws nothing */
 
     const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;

@@ -22,7 +22,7 @@ int gen_opts_option(const char * cmd, int c, const char * arg, struct gen_opts *
     bool ok = true;
     switch (c) {
     case 'm': o->model = arg; break;
-    case 'n': ok = cli_parse_int(cmd, "-n", arg, -1, 1 << 30, &o->n_predict); break;
+    case 'n': ok = cli_parse_int(cmd, "-n", arg, -2, 1 << 30, &o->n_predict); break; /* the field's -1 and -2 */
     case 'c': ok = cli_parse_int(cmd, "-c", arg, 0, 1 << 24, &o->n_ctx); break;
     case 'b': ok = cli_parse_int(cmd, "-b", arg, 1, 1 << 20, &o->n_batch); break;
     case 't': ok = cli_parse_int(cmd, "-t", arg, 1, 1024, &o->n_threads); break;
@@ -40,9 +40,10 @@ int gen_opts_option(const char * cmd, int c, const char * arg, struct gen_opts *
     case GEN_OPT_TOPP: ok = cli_parse_float(cmd, "--top-p", arg, 0, 1e6, &o->top_p); break; /* >= 1: off */
     case GEN_OPT_MINP: ok = cli_parse_float(cmd, "--min-p", arg, 0, 1, &o->min_p); break;
     case GEN_OPT_RPEN: ok = cli_parse_float(cmd, "--repeat-penalty", arg, 1e-6, 1e6, &o->repeat_penalty); break;
-    case GEN_OPT_RLAST: ok = cli_parse_int(cmd, "--repeat-last-n", arg, 0, 1 << 20, &o->repeat_last_n); break;
+    case GEN_OPT_RLAST: ok = cli_parse_int(cmd, "--repeat-last-n", arg, -1, 1 << 20, &o->repeat_last_n); break;
     case GEN_OPT_PRESENCE: ok = cli_parse_float(cmd, "--presence-penalty", arg, -1e6, 1e6, &o->presence_penalty); break;
     case GEN_OPT_FREQUENCY: ok = cli_parse_float(cmd, "--frequency-penalty", arg, -1e6, 1e6, &o->frequency_penalty); break;
+    case 'l':
     case GEN_OPT_BIAS:
         if (o->n_biases == LOGIT_BIAS_MAX) {
             fprintf(stderr, "loom %s: --logit-bias given more than %d times\n", cmd, LOGIT_BIAS_MAX);
@@ -52,6 +53,7 @@ int gen_opts_option(const char * cmd, int c, const char * arg, struct gen_opts *
         break;
     case GEN_OPT_IGNORE_EOS: o->ignore_eos = true; break;
     case GEN_OPT_PARSE_SPECIAL: o->parse_special = true; break;
+    case GEN_OPT_SPECIAL: o->special = true; break;
     case GEN_OPT_NOMMAP: o->no_mmap = true; break;
     case GEN_OPT_MLOCK: o->mlock = true; break;
     case GEN_OPT_VPROMPT: o->verbose_prompt = true; break;
@@ -109,13 +111,14 @@ void gen_opts_context_params(const char * cmd, const struct gen_opts * o, struct
     cp->flash_attn = o->flash_attn;
 }
 
-void gen_opts_sampler_params(const struct gen_opts * o, struct loom_sampler_params * sp) {
+void gen_opts_sampler_params(const struct gen_opts * o, int32_t n_ctx, struct loom_sampler_params * sp) {
     sp->temp = (float)o->temp;
     sp->top_k = (int)o->top_k;
     sp->top_p = (float)o->top_p;
     sp->min_p = (float)o->min_p;
     sp->repeat_penalty = (float)o->repeat_penalty;
-    sp->repeat_last_n = (int)o->repeat_last_n;
+    /* -1: the whole context, as the field reads it (the sampler keeps at most 2^20 tokens of history) */
+    sp->repeat_last_n = o->repeat_last_n >= 0 ? (int)o->repeat_last_n : n_ctx < (1 << 20) ? (int)n_ctx : 1 << 20;
     sp->presence_penalty = (float)o->presence_penalty;
     sp->frequency_penalty = (float)o->frequency_penalty;
     sp->seed = o->seed;

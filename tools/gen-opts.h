@@ -21,7 +21,7 @@ struct gen_opts {
     struct cli_split split;
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
-    bool no_mmap, mlock, no_host_copy, ignore_eos, verbose_prompt, verbose, parse_special;
+    bool no_mmap, mlock, no_host_copy, ignore_eos, verbose_prompt, verbose, parse_special, special;
     struct logit_bias biases[LOGIT_BIAS_MAX];
     int n_biases;
     enum loom_type type_k, type_v;
@@ -32,14 +32,16 @@ struct gen_opts {
 enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MINP, GEN_OPT_RPEN, GEN_OPT_RLAST, GEN_OPT_NOMMAP,
        GEN_OPT_MLOCK, GEN_OPT_VPROMPT, GEN_OPT_DEVICE, GEN_OPT_NOHOSTCOPY, GEN_OPT_CACHE, GEN_OPT_IGNORE_EOS, GEN_OPT_PRESENCE,
        GEN_OPT_FREQUENCY, GEN_OPT_BIAS, GEN_OPT_FIT_MARGIN, GEN_OPT_CACHE_K, GEN_OPT_CACHE_V, GEN_OPT_FA, GEN_OPT_UBATCH,
-       GEN_OPT_PARSE_SPECIAL };
+       GEN_OPT_PARSE_SPECIAL, GEN_OPT_SPECIAL };
 
 /* The short options gen_opts_option takes, for a command's getopt string (each command adds its own). */
-#define GEN_OPTS_SHORT "m:n:c:b:t:s:v"
+#define GEN_OPTS_SHORT "m:n:c:b:t:s:l:v"
 
 /* Entries for a command's getopt table. */
 #define GEN_OPTS_LONG_OPTS                                                                                                      \
-    {"model", required_argument, 0, 'm'}, {"n-predict", required_argument, 0, 'n'}, {"ctx-size", required_argument, 0, 'c'},      \
+    {"model", required_argument, 0, 'm'}, {"n-predict", required_argument, 0, 'n'}, {"predict", required_argument, 0, 'n'},      \
+    {"ctx-size", required_argument, 0, 'c'}, {"gpu-layers", required_argument, 0, GEN_OPT_NGL},                                  \
+    {"special", no_argument, 0, GEN_OPT_SPECIAL}, {"sp", no_argument, 0, GEN_OPT_SPECIAL},                                       \
     {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'}, {"seed", required_argument, 0, 's'},      \
     {"verbose", no_argument, 0, 'v'}, {"ngl", required_argument, 0, GEN_OPT_NGL},                                                \
     {"n-gpu-layers", required_argument, 0, GEN_OPT_NGL}, {"temp", required_argument, 0, GEN_OPT_TEMP},                           \
@@ -62,7 +64,7 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
     "  -b, --batch-size N        prompt tokens per batch (default 512)\n"                                      \
     "  -ub, --ubatch-size N      tokens per compute step within a batch (default: the batch size)\n"          \
     "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"                                  \
-    "  -ngl, --n-gpu-layers N    layers to offload to the first non-CPU device, or auto: as many as its free\n" \
+    "  -ngl, --n-gpu-layers, --gpu-layers N  layers to offload to the first non-CPU device, or auto: as many as its free\n" \
     "                            memory holds (default: auto when a GPU is present, else 0)\n"                 \
     "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"                         \
     "  -dev, --device NAME[,NAME...]  offload devices (CUDA0, sim0, ...); none: no offload, whatever -ngl says\n" \
@@ -74,12 +76,13 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
     "      --top-p P             top-p sampling (default 0.95; 1 or more = off)\n"                             \
     "      --min-p P             min-p sampling (default 0.05; 0 = off)\n"                                     \
     "      --repeat-penalty X    penalty for repeated tokens (default 1.0 = off)\n"                            \
-    "      --repeat-last-n N     tokens the penalty looks back (default 64)\n"                                 \
+    "      --repeat-last-n N     tokens the penalty looks back (default 64; 0 = off; -1 = the context size)\n"                                 \
     "      --presence-penalty X  subtracted from the logits of the recent tokens (default 0 = off)\n"          \
     "      --frequency-penalty X subtracted times their count in the recent tokens (default 0 = off)\n"        \
-    "      --logit-bias T+B      add B to the logit of token T (T-B subtracts; T-inf: never); repeatable\n"    \
+    "  -l, --logit-bias T+B      add B to the logit of token T (T-B subtracts; T-inf: never); repeatable\n"    \
     "      --parse-special       control-token text in the prompt (<s>, <|im_end|>) is those tokens\n"        \
     "                            (chat: always, for its template's markers)\n"                                \
+    "  -sp, --special            print control tokens (<s>, <|im_end|>) as their text, not as nothing\n"                                \
     "      --ignore-eos          keep generating past the end-of-sequence token (never sample it)\n"           \
     "  -s, --seed N              random seed, 0..18446744073709551614; -1 (the default, and only -1)\n"        \
     "                            picks one from the clock, and the seed used is printed\n"
@@ -106,7 +109,8 @@ bool gen_opts_check(const char * cmd, struct gen_opts * o);
  * capped to the CPUs, with cli_cap_threads's warning). */
 void gen_opts_model_params(const struct gen_opts * o, struct loom_model_params * mp);
 void gen_opts_context_params(const char * cmd, const struct gen_opts * o, struct loom_llama_context_params * cp);
-void gen_opts_sampler_params(const struct gen_opts * o, struct loom_sampler_params * sp);
+/* 'n_ctx': the context in tokens, which --repeat-last-n -1 stands for. */
+void gen_opts_sampler_params(const struct gen_opts * o, int32_t n_ctx, struct loom_sampler_params * sp);
 /* Refuses, naming 'cmd', KV cache types the model's heads cannot hold (hp: the file's) before anything loads. */
 bool gen_opts_check_cache(const char * cmd, const struct gen_opts * o, const struct loom_hparams * hp);
 

@@ -10,6 +10,7 @@
 #define LOOM_VERSION "0.1.0"
 #endif
 #include <string.h>
+#include <unistd.h>
 
 struct command {
     const char * name;
@@ -40,6 +41,11 @@ static void usage(FILE * f) {
 }
 
 int main(int argc, char ** argv) {
+    /* output to a file or pipe is written in one go where it fits 64 KiB (help texts, listings), so
+     * that a failed write happens in cli_flush, which keeps its errno for the message ("No space
+     * left on device"), not inside a printf that leaves only stdout's error flag */
+    static char stdout_buf[1 << 16]; /* glibc takes the size only with a buffer */
+    if (!isatty(STDOUT_FILENO)) setvbuf(stdout, stdout_buf, _IOFBF, sizeof stdout_buf);
     (void)loom_sim_register_env_devices(); /* LOOM_SIM_DEVICES=N: sim0.. for tests of offload without a GPU */
     if (argc < 2) {
         usage(stderr);

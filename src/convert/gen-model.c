@@ -333,7 +333,11 @@ enum loom_status loom_gen_model(const struct loom_gen_params * params, const cha
     size_t buf_elems = 16 * GEN_CHUNK;
     float * fbuf = malloc(buf_elems * sizeof *fbuf);
     void * obuf = malloc(buf_elems * sizeof(float));
-    if (!ts || !w || !fbuf || !obuf) st = LOOM_ERR_OOM;
+    if (!ts || !w || !fbuf || !obuf) {
+        loom_log(LOOM_LOG_ERROR, "out of memory: cannot allocate the writer and %.2f MiB of buffers",
+                 (double)(2 * buf_elems * sizeof(float) + max_t * sizeof *ts) / 1048576.0);
+        st = LOOM_ERR_OOM;
+    }
     int n = st == LOOM_OK ? list_tensors(&p, ts) : 0;
     if (st == LOOM_OK) st = set_metadata(w, &p);
     if (st == LOOM_OK) st = vg ? copy_vocab_keys(w, vg) : loom_vocab_write_gguf(vocab, w);

@@ -43,11 +43,38 @@ static const struct preset presets[] = {
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
+/* A preset by its name (any case), the field's aliases (Q3_K, Q4_K, Q5_K: the _M mixes) or its
+ * llama_ftype number ("15" is Q4_K_M), as the field's quantizer takes them. */
 static const struct preset * find_preset(const char * name) {
+    static const struct {
+        const char * alias, * name;
+    } aliases[] = {{"Q3_K", "Q3_K_M"}, {"Q4_K", "Q4_K_M"}, {"Q5_K", "Q5_K_M"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        if (!strcasecmp(name, aliases[i].alias)) name = aliases[i].name;
+    }
+    char * end = NULL;
+    const long id = name[0] >= '0' && name[0] <= '9' ? strtol(name, &end, 10) : -1;
+    const bool numeric = end && !*end;
     for (size_t i = 0; i < N_PRESETS; i++) {
-        if (!strcasecmp(name, presets[i].name)) return &presets[i];
+        if (numeric ? id == (long)presets[i].ftype : !strcasecmp(name, presets[i].name)) return &presets[i];
     }
     return NULL;
+}
+
+const char * loom_quantize_preset_name(const char * name) {
+    const struct preset * p = name ? find_preset(name) : NULL;
+    return p ? p->name : NULL;
+}
+
+/* The types --output-tensor-type and --token-embedding-type may name: the presets' base types. */
+static bool type_by_name(const char * name, enum loom_type * out) {
+    for (size_t i = 0; name && i < N_PRESETS; i++) {
+        if (!strcasecmp(name, loom_type_name(presets[i].type))) {
+            *out = presets[i].type;
+            return true;
+        }
+    }
+    return false;
 }
 
 const char * loom_quantize_preset_names(void) {
@@ -155,17 +182,34 @@ static enum loom_type fit_rows(enum loom_type t, int64_t ne0) {
     return ne0 % loom_blck_size(t) == 0 ? t : LOOM_TYPE_F16;
 }
 
-static enum loom_type choose_type(struct mix_state * qs, const struct preset * p, const char * name, int n_dims,
-                                  const int64_t * ne, enum loom_type cur) {
+/* The user's choices besides the preset (struct loom_quantize_params). */
+struct choices {
+    bool pure, leave_output;
+    bool has_output_type, has_embd_type;
+    enum loom_type output_type, embd_type;
+};
+
+static enum loom_type choose_type(struct mix_state * qs, const struct preset * p, const struct choices * ch, const char * name,
+                                  int n_dims, const int64_t * ne, enum loom_type cur) {
     if (!quantizable(name, n_dims)) return cur;
-    if (loom_blck_size(p->type) == 1) return p->type; /* F16 / BF16 / F32: every weight converted */
-    return fit_rows(mix_type(qs, name, ne[0], p->type), ne[0]);
+    if (ch->leave_output && !strcmp(name, "output.weight")) return cur;
+    enum loom_type t = p->type; /* F16 / BF16 / F32 and --pure: every weight in the preset's type */
+    const bool is_output = !strcmp(name, "output.weight") || (!qs->has_output && !strcmp(name, "token_embd.weight"));
+    if (!ch->pure && loom_blck_size(p->type) > 1) {
+        /* the output rule of the mix takes --output-tensor-type first (a tied token_embd included) */
+        t = is_output && ch->has_output_type ? ch->output_type : mix_type(qs, name, ne[0], p->type);
+    }
+    if (ch->has_embd_type && !strcmp(name, "token_embd.weight")) t = ch->embd_type;
+    if (ch->has_output_type && !strcmp(name, "output.weight")) t = ch->output_type;
+    return fit_rows(t, ne[0]);
 }
 
 /* ---------------------------------------------------------------- the file */
 
 struct job {
     const char * in_path;
+    struct choices ch;
+    bool allow_requantize;
     struct loom_gguf * g;
     int fd;
     int n_threads;
@@ -245,14 +289,14 @@ static enum loom_status plan(struct job * j, const struct preset * p) {
         const int64_t i = j->order[k];
         const char * name = loom_gguf_tensor_name(g, i);
         const enum loom_type cur = loom_gguf_tensor_type(g, i);
-        const enum loom_type t = choose_type(&qs, p, name, loom_gguf_tensor_n_dims(g, i), loom_gguf_tensor_ne(g, i), cur);
+        const enum loom_type t = choose_type(&qs, p, &j->ch, name, loom_gguf_tensor_n_dims(g, i), loom_gguf_tensor_ne(g, i), cur);
         if (t != cur && !loom_type_get_traits(cur)->to_float) {
             loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' has type %s, which cannot be converted", j->in_path, name, loom_type_name(cur));
             return LOOM_ERR_UNSUPPORTED;
         }
-        if (t != cur && loom_blck_size(cur) > 1) {
-            loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' is already quantized (%s); quantize from an F32, F16 or BF16 file",
-                     j->in_path, name, loom_type_name(cur));
+        if (t != cur && loom_blck_size(cur) > 1 && !j->allow_requantize) {
+            loom_log(LOOM_LOG_ERROR, "%s: tensor '%s' is already quantized (%s); quantize from an F32, F16 or BF16 file "
+                     "(or allow requantizing it)", j->in_path, name, loom_type_name(cur));
             return LOOM_ERR_UNSUPPORTED;
         }
         j->types[i] = t;
@@ -401,6 +445,21 @@ enum loom_status loom_model_quantize(const char * in_path, const char * out_path
         j.n_threads = params->n_threads;
         j.progress = params->progress;
         j.user = params->user;
+        j.allow_requantize = params->allow_requantize;
+        j.ch.pure = params->pure;
+        j.ch.leave_output = params->leave_output_tensor;
+        const char * names[2] = {params->output_tensor_type, params->token_embedding_type};
+        bool * has[2] = {&j.ch.has_output_type, &j.ch.has_embd_type};
+        enum loom_type * types[2] = {&j.ch.output_type, &j.ch.embd_type};
+        for (int k = 0; k < 2; k++) {
+            if (!names[k]) continue;
+            if (!type_by_name(names[k], types[k])) {
+                loom_log(LOOM_LOG_ERROR, "unknown tensor type '%s' for the %s (one of q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, "
+                         "q4_K, q5_K, q6_K, iq4_nl, iq4_xs, f16, bf16, f32)", names[k], k ? "token embeddings" : "output tensor");
+                return LOOM_ERR_INVALID_ARG;
+            }
+            *has[k] = true;
+        }
     }
     if (j.n_threads <= 0) j.n_threads = loom_n_cpus();
     char err[512] = "";

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define CPU_ALIGNMENT 64
@@ -128,6 +129,13 @@ static loom_backend_buffer_t cpu_buft_alloc(loom_backend_buffer_type_t buft, siz
         mem = aligned_alloc(CPU_ALIGNMENT, sz);
     }
     if (!mem) {
+        /* under an address-space limit (ulimit -v) the limit, not the free RAM, is what refused it */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+            loom_log(LOOM_LOG_ERROR, "CPU: out of memory: cannot allocate a buffer of %.2f MiB (the process's address space is "
+                     "limited to %.2f MiB: ulimit -v)", size / 1048576.0, (double)rl.rlim_cur / 1048576.0);
+            return NULL;
+        }
         long avail = sysconf(_SC_AVPHYS_PAGES);
         loom_log(LOOM_LOG_ERROR, "CPU: out of memory: cannot allocate a buffer of %.2f MiB (%.2f MiB free)", size / 1048576.0,
                  avail > 0 ? (double)avail * (double)loom_page_size() / 1048576.0 : 0.0);
