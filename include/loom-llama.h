@@ -190,6 +190,9 @@ LOOM_API enum loom_status loom_llama_context_new(struct loom_model * model, stru
                                         struct loom_llama_context ** out);
 LOOM_API void loom_llama_context_free(struct loom_llama_context * lctx);
 LOOM_API int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx);
+/* The layers whose attention is the fused FLASH_ATTN_EXT op, 0..n_layer: what the context's
+ * flash_attn chose (every layer for ON, none for OFF, for AUTO the layers whose device has the op). */
+LOOM_API int32_t loom_llama_n_flash_attn_layers(const struct loom_llama_context * lctx);
 
 /* The KV cache holds n_ctx cells shared by every sequence (the field's unified cache): each cell
  * is tagged with the sequence id and the position of the token whose K and V it holds, and a token

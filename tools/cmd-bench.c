@@ -22,15 +22,25 @@ struct bench_opts {
     int n_prompts, n_gens, n_threads, n_ngls, n_batches;
     long long pgs[MAX_LIST][2];    /* -pg: prompt, then generated tokens */
     int n_pgs;
-    long long depths[MAX_LIST], fas[MAX_LIST], mmaps[MAX_LIST];
-    int n_depths, n_fas, n_mmaps;
+    long long depths[MAX_LIST], mmaps[MAX_LIST];
+    int n_depths, n_mmaps;
+    enum loom_llama_flash_attn fas[MAX_LIST];
+    int n_fas;
     enum loom_type types_k[MAX_LIST], types_v[MAX_LIST];
     int n_types_k, n_types_v;
     long long reps, n_ubatch;
     const char * device;
     struct cli_split split;
-    enum { OUT_MD, OUT_JSON, OUT_CSV } output;
+    enum { OUT_MD, OUT_JSON, OUT_JSONL, OUT_CSV } output;
     bool progress;
+};
+
+/* One load of a model: its file, the layers offloaded (with -ngl auto: the count it chose; 0 when
+ * nothing could be offloaded) and whether the weights are mapped. */
+struct bench_load {
+    const char * path;
+    long long ngl;
+    bool ngl_auto, use_mmap;
 };
 
 struct bench_result {
@@ -39,7 +49,9 @@ struct bench_result {
     uint64_t size, n_params;
     char backend[LOOM_MAX_DEVICES * 24 + 16];
     long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen, n_depth;
-    bool flash_attn, use_mmap;
+    bool ngl_auto, use_mmap;
+    enum loom_llama_flash_attn fa_mode;  /* as asked */
+    int32_t n_fa_layers, n_layer;        /* the layers whose attention ran fused, of all */
     enum loom_type type_k, type_v;
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
     double * samples_ns;        /* each timed run, ns ('reps' of them; the caller frees) */
@@ -53,20 +65,61 @@ static void usage(FILE * f) {
             "  -n, --n-gen N[,N...]      generated tokens for the tg test (default 128; 0 skips)\n"
             "  -r, --repetitions N       timed repetitions after one warm-up run (default 5)\n"
             "  -t, --threads N[,N...]    CPU threads (default: LOOM_N_THREADS, else all cores)\n"
-            "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0; auto: as many as the device's free memory holds)\n"
+            "  -ngl, --n-gpu-layers N[,N...]  layers offloaded (default 0; auto: as many as the device's free memory\n"
+            "                            holds, shown as auto (N) with the count it chose)\n"
             "  -pg PP,TG                 a prompt of PP tokens, then TG generated, timed together (may repeat)\n"
             "  -d, --n-depth N[,N...]    tokens already in the KV cache before every test (default 0)\n"
             "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
-            "  -fa, --flash-attn 0|1[,...]  fused attention (default 0)\n"
+            "  -fa, --flash-attn on|off|auto[,...]  fused attention (or 1|0|-1; default off); auto: in the layers\n"
+            "                            whose device has the op, as loom run; shown as auto (1), auto (0) or auto (K/N)\n"
             "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
-            "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa 1)\n"
+            "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa on or auto)\n"
             "  -mmp, --mmap 0|1[,...]    map the model file (1, default) or read it into buffers (0)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (default: every GPU or sim device)\n"
             CLI_SPLIT_HELP
             "  -ub, --ubatch-size N      tokens per micro-batch of a pipelined prompt (-sm layer; default auto)\n"
-            "  -o, --output md|json|csv  output format (default md)\n"
+            "  -o, --output md|json|jsonl|csv  output format (default md; jsonl: one JSON object per line)\n"
             "      --progress            progress lines on stderr (default: when stderr is a terminal)\n"
+            "\n"
+            "A list option takes comma-separated values or is given several times (-p 16 -p 32 is -p 16,32;\n"
+            "at most 16 values in all); every combination of the lists is measured. -r, -ub, -dev, -sm, -ts\n"
+            "and -mg take one value (the last one given).\n"
             "\n" CLI_LONG_OPTION_HELP);
+}
+
+/* Adds the 'k' values of 'v' to a list of *n (a list option given again adds to it, as the
+ * field's bench does); false (reported) past MAX_LIST values in all. */
+static bool list_add(const char * opt, void * list, int * n, const void * v, int k, size_t elem) {
+    if (*n + k > MAX_LIST) return fprintf(stderr, "loom bench: too many values for %s (at most %d in all)\n", opt, MAX_LIST), false;
+    memcpy((char *)list + (size_t)*n * elem, v, (size_t)k * elem);
+    *n += k;
+    return true;
+}
+
+/* The comma list 'arg' of numbers in [lo, hi] (with 'ngl' -ngl's values: counts or auto) added to 'list'. */
+static bool add_ints(const char * opt, const char * arg, long long lo, long long hi, bool ngl, long long * list, int * n) {
+    long long v[MAX_LIST];
+    const int k = ngl ? cli_parse_ngl_list("bench", arg, v, MAX_LIST) : cli_parse_int_list("bench", opt, arg, lo, hi, v, MAX_LIST);
+    return k >= 0 && list_add(opt, list, n, v, k, sizeof *v);
+}
+
+/* The comma list 'arg' of cache types (-ctk, -ctv) or flash-attention modes (-fa) added to 'list'
+ * (enum loom_type or enum loom_llama_flash_attn); an empty item is refused like a bad one. */
+static bool add_names(const char * opt, const char * arg, bool fa, void * list, int * n) {
+    enum loom_type types[MAX_LIST];
+    enum loom_llama_flash_attn modes[MAX_LIST];
+    int k = 0;
+    for (const char * p = arg; p; k++) {
+        const char * comma = strchr(p, ',');
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[16];
+        if (len == 0 || len >= sizeof item || k >= MAX_LIST) return fprintf(stderr, "loom bench: invalid list '%s' for %s\n", arg, opt), false;
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (!(fa ? cli_parse_flash_attn("bench", opt, item, &modes[k]) : cli_parse_cache_type("bench", opt, item, &types[k]))) return false;
+        p = comma ? comma + 1 : NULL;
+    }
+    return fa ? list_add(opt, list, n, modes, k, sizeof *modes) : list_add(opt, list, n, types, k, sizeof *types);
 }
 
 static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
@@ -86,72 +139,68 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         CLI_SPLIT_LONG_OPTS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
-    *o = (struct bench_opts){.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .threads = {0},
-                             .n_threads = 1, .ngls = {0}, .n_ngls = 1, .batches = {512}, .n_batches = 1, .reps = 5, .mmaps = {1}, .n_mmaps = 1,
-                             .output = OUT_MD, .progress = isatty(STDERR_FILENO), .depths = {0}, .n_depths = 1,
-                             .fas = {0}, .n_fas = 1, .types_k = {LOOM_TYPE_F16}, .n_types_k = 1,
-                             .types_v = {LOOM_TYPE_F16}, .n_types_v = 1};
+    /* the lists start empty and get their defaults after parsing, so that a value given replaces
+     * the default and a value given again adds to the first */
+    *o = (struct bench_opts){.reps = 5, .output = OUT_MD, .progress = isatty(STDERR_FILENO)};
     cli_split_init(&o->split);
     opterr = 0;
     optind = 1;
     int c;
     while ((c = cli_getopt(argc, argv, ":m:p:n:r:t:b:o:d:h", opts)) != -1) {
+        bool ok = true;
         switch (c) {
-        case 'm':
-            if (o->n_models >= MAX_LIST) return fprintf(stderr, "loom bench: too many models\n"), false;
-            o->models[o->n_models++] = optarg;
-            break;
-        case 'p': if ((o->n_prompts = cli_parse_int_list("bench", "-p", optarg, 0, 1 << 20, o->prompts, MAX_LIST)) < 0) return false; break;
-        case 'n': if ((o->n_gens = cli_parse_int_list("bench", "-n", optarg, 0, 1 << 20, o->gens, MAX_LIST)) < 0) return false; break;
-        case 't': if ((o->n_threads = cli_parse_int_list("bench", "-t", optarg, 1, 1024, o->threads, MAX_LIST)) < 0) return false; break;
-        case 'g': if ((o->n_ngls = cli_parse_ngl_list("bench", optarg, o->ngls, MAX_LIST)) < 0) return false; break;
-        case 'b': if ((o->n_batches = cli_parse_int_list("bench", "-b", optarg, 1, 1 << 20, o->batches, MAX_LIST)) < 0) return false; break;
-        case 'r': if (!cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps)) return false; break;
-        case 'M': if ((o->n_mmaps = cli_parse_int_list("bench", "-mmp", optarg, 0, 1, o->mmaps, MAX_LIST)) < 0) return false; break;
-        case 'd': if ((o->n_depths = cli_parse_int_list("bench", "-d", optarg, 0, 1 << 20, o->depths, MAX_LIST)) < 0) return false; break;
-        case 'F': if ((o->n_fas = cli_parse_int_list("bench", "-fa", optarg, 0, 1, o->fas, MAX_LIST)) < 0) return false; break;
+        case 'm': ok = list_add("-m", o->models, &o->n_models, &optarg, 1, sizeof optarg); break;
+        case 'p': ok = add_ints("-p", optarg, 0, 1 << 20, false, o->prompts, &o->n_prompts); break;
+        case 'n': ok = add_ints("-n", optarg, 0, 1 << 20, false, o->gens, &o->n_gens); break;
+        case 't': ok = add_ints("-t", optarg, 1, 1024, false, o->threads, &o->n_threads); break;
+        case 'g': ok = add_ints("-ngl", optarg, 0, 0, true, o->ngls, &o->n_ngls); break;
+        case 'b': ok = add_ints("-b", optarg, 1, 1 << 20, false, o->batches, &o->n_batches); break;
+        case 'M': ok = add_ints("-mmp", optarg, 0, 1, false, o->mmaps, &o->n_mmaps); break;
+        case 'd': ok = add_ints("-d", optarg, 0, 1 << 20, false, o->depths, &o->n_depths); break;
+        case 'F': ok = add_names("-fa", optarg, true, o->fas, &o->n_fas); break;
+        case 'K': ok = add_names("-ctk", optarg, false, o->types_k, &o->n_types_k); break;
+        case 'V': ok = add_names("-ctv", optarg, false, o->types_v, &o->n_types_v); break;
+        case 'r': ok = cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps); break;
         case 'G': {
             long long pair[2];
-            if (o->n_pgs >= MAX_LIST) return fprintf(stderr, "loom bench: too many -pg tests\n"), false;
             const int n = cli_parse_int_list("bench", "-pg", optarg, 0, 1 << 20, pair, 2);
             if (n < 0) return false; /* reported */
             if (n != 2) return fprintf(stderr, "loom bench: -pg takes PROMPT,GENERATED (e.g. -pg 512,128), not '%s'\n", optarg), false;
-            o->pgs[o->n_pgs][0] = pair[0];
-            o->pgs[o->n_pgs++][1] = pair[1];
-            break;
-        }
-        case 'K':
-        case 'V': {
-            enum loom_type * list = c == 'K' ? o->types_k : o->types_v;
-            int * n = c == 'K' ? &o->n_types_k : &o->n_types_v;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            *n = 0;
-            for (char * save = NULL, * tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (*n >= MAX_LIST) return fprintf(stderr, "loom bench: too many cache types\n"), false;
-                if (!cli_parse_cache_type("bench", c == 'K' ? "-ctk" : "-ctv", tok, &list[(*n)++])) return false;
-            }
-            if (*n == 0) return fprintf(stderr, "loom bench: invalid value '%s' for %s\n", optarg, c == 'K' ? "-ctk" : "-ctv"), false;
+            ok = list_add("-pg", o->pgs, &o->n_pgs, pair, 1, sizeof pair);
             break;
         }
         case 'o':
             if (!strcmp(optarg, "md")) o->output = OUT_MD;
             else if (!strcmp(optarg, "json")) o->output = OUT_JSON;
+            else if (!strcmp(optarg, "jsonl")) o->output = OUT_JSONL;
             else if (!strcmp(optarg, "csv")) o->output = OUT_CSV;
-            else return fprintf(stderr, "loom bench: invalid value '%s' for -o (md, json, csv)\n", optarg), false;
+            else if (!strcmp(optarg, "sql")) return fprintf(stderr, "loom bench: -o sql is not supported (md, json, jsonl or csv)\n"), false;
+            else return fprintf(stderr, "loom bench: invalid value '%s' for -o (md, json, jsonl or csv)\n", optarg), false;
             break;
         case 'P': o->progress = true; break;
         case 'D': o->device = optarg; break;
-        case 'U': if (!cli_parse_int("bench", "-ub", optarg, 1, 1 << 20, &o->n_ubatch)) return false; break;
+        case 'U': ok = cli_parse_int("bench", "-ub", optarg, 1, 1 << 20, &o->n_ubatch); break;
         case CLI_OPT_SPLIT_MODE:
         case CLI_OPT_TENSOR_SPLIT:
-        case CLI_OPT_MAIN_GPU: if (!cli_split_option("bench", c, optarg, &o->split)) return false; break;
+        case CLI_OPT_MAIN_GPU: ok = cli_split_option("bench", c, optarg, &o->split); break;
         case 'h': *help = true; return true;
         default: cli_option_error("bench", c); return false; /* ':' or '?' */
         }
+        if (!ok) return false; /* reported */
     }
     if (!cli_no_more_args("bench", argc, argv)) return false;
     if (o->device && !cli_check_devices("bench", o->device)) return false;
+    /* the defaults of the lists not given */
+    if (!o->n_prompts) o->prompts[o->n_prompts++] = 512;
+    if (!o->n_gens) o->gens[o->n_gens++] = 128;
+    if (!o->n_threads) o->threads[o->n_threads++] = 0; /* LOOM_N_THREADS, else every CPU */
+    if (!o->n_ngls) o->ngls[o->n_ngls++] = 0;
+    if (!o->n_batches) o->batches[o->n_batches++] = 512;
+    if (!o->n_mmaps) o->mmaps[o->n_mmaps++] = 1;
+    if (!o->n_depths) o->depths[o->n_depths++] = 0;
+    if (!o->n_fas) o->fas[o->n_fas++] = LOOM_LLAMA_FLASH_ATTN_OFF;
+    if (!o->n_types_k) o->types_k[o->n_types_k++] = LOOM_TYPE_F16;
+    if (!o->n_types_v) o->types_v[o->n_types_v++] = LOOM_TYPE_F16;
     /* thread counts above the CPUs are lowered now (a warning each); a count that then repeats an
      * earlier one is measured once */
     int nt = 0;
@@ -209,6 +258,17 @@ static void test_name(const struct bench_result * r, char * buf, size_t size) {
 /* The table shows an mmap column where -mmp is not the default (1 alone), as the field's bench does. */
 static bool md_mmap(const struct bench_opts * o) { return o->n_mmaps > 1 || !o->mmaps[0]; }
 
+/* Whether the attention was fused in every layer (the flash_attn field of JSON and CSV). */
+static bool fa_all(const struct bench_result * r) { return r->n_fa_layers == r->n_layer; }
+
+/* The md table's fa value: 0 or 1 as asked; for auto what it chose, "auto (1)", "auto (0)" or
+ * "auto (3/8)" with some layers fused. */
+static void fa_label(const struct bench_result * r, char * buf, size_t size) {
+    if (r->fa_mode != LOOM_LLAMA_FLASH_ATTN_AUTO) snprintf(buf, size, "%d", r->fa_mode == LOOM_LLAMA_FLASH_ATTN_ON);
+    else if (r->n_fa_layers == 0 || fa_all(r)) snprintf(buf, size, "auto (%d)", fa_all(r));
+    else snprintf(buf, size, "auto (%d/%d)", (int)r->n_fa_layers, (int)r->n_layer);
+}
+
 static void print_header(const struct bench_opts * o) {
     if (o->output == OUT_MD) {
         printf("| model | size | params | backend | threads | ngl | fa | type_k | type_v |%s test | t/s |\n", md_mmap(o) ? " mmap |" : "");
@@ -216,27 +276,36 @@ static void print_header(const struct bench_opts * o) {
     } else if (o->output == OUT_CSV) {
         printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,type_k,type_v,"
                "flash_attn,use_mmap,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts\n");
-    } else {
+    } else if (o->output == OUT_JSON) {
         printf("[\n");
     }
 }
 
+/* What follows the last row, also after a failure, so that the output stays whole: the JSON
+ * array's end. */
+static void print_footer(const struct bench_opts * o) {
+    if (o->output == OUT_JSON) printf("\n]\n");
+    cli_flush();
+}
+
 static void print_result(const struct bench_opts * o, const struct bench_result * r, bool first) {
     if (o->output == OUT_MD) {
-        char test[64];
+        char test[64], mmap[16] = "", ngl[32], fa[32];
         test_name(r, test, sizeof test);
-        char mmap[16] = "";
         if (md_mmap(o)) snprintf(mmap, sizeof mmap, " %d |", r->use_mmap);
-        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %lld | %d | %s | %s |%s %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
-               r->n_params / 1e6, r->backend, r->n_threads, r->n_gpu_layers, r->flash_attn, loom_type_name(r->type_k),
+        if (r->ngl_auto) snprintf(ngl, sizeof ngl, "auto (%lld)", r->n_gpu_layers);
+        else snprintf(ngl, sizeof ngl, "%lld", r->n_gpu_layers);
+        fa_label(r, fa, sizeof fa);
+        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %s | %s | %s | %s |%s %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
+               r->n_params / 1e6, r->backend, r->n_threads, ngl, fa, loom_type_name(r->type_k),
                loom_type_name(r->type_v), mmap, test, r->avg_ts, r->stddev_ts);
     } else if (o->output == OUT_CSV) {
         printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
-               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v), r->flash_attn, r->use_mmap,
+               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap,
                r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
-    } else {
-        printf("%s  {\"model_filename\": \"", first ? "" : ",\n");
+    } else { /* JSON: the array's elements; JSONL: one object a line */
+        printf("%s{\"model_filename\": \"", o->output == OUT_JSONL ? "" : first ? "  " : ",\n  ");
         for (const char * c = r->model_path; *c; c++) {
             if (*c == '"' || *c == '\\') printf("\\%c", *c);
             else if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
@@ -248,13 +317,13 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ns\": [",
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
                r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v),
-               r->flash_attn ? "true" : "false", r->use_mmap ? "true" : "false", r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts,
+               fa_all(r) ? "true" : "false", r->use_mmap ? "true" : "false", r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts,
                r->stddev_ts);
         const double n_tok = (double)(r->n_prompt + r->n_gen);
         for (long long i = 0; i < r->n_samples; i++) printf("%s%.0f", i ? ", " : "", r->samples_ns[i]);
         printf("], \"samples_ts\": [");
         for (long long i = 0; i < r->n_samples; i++) printf("%s%.6f", i ? ", " : "", n_tok * 1e9 / r->samples_ns[i]);
-        printf("]}");
+        printf("]}%s", o->output == OUT_JSONL ? "\n" : "");
     }
     cli_flush();
 }
@@ -272,8 +341,8 @@ static bool bench_test(const struct bench_opts * o, struct loom_llama_context * 
     test_name(r, test, sizeof test);
     for (long long i = 0; ok && i < o->reps; i++) {
         if (o->progress) {
-            fprintf(stderr, "bench: %s %s, t %lld, ngl %lld, fa %d: run %lld/%lld\n", r->desc, test, r->n_threads,
-                    r->n_gpu_layers, r->flash_attn, i + 1, o->reps);
+            fprintf(stderr, "bench: %s %s, t %lld, ngl %s%lld, fa %s: run %lld/%lld\n", r->desc, test, r->n_threads,
+                    r->ngl_auto ? "auto " : "", r->n_gpu_layers, cli_flash_attn_name(r->fa_mode), i + 1, o->reps);
         }
         ok = run_once(lctx, toks, r->n_depth, r->n_prompt, r->n_gen, n_vocab, &seed, &ns[i]) == LOOM_OK;
     }
@@ -325,9 +394,17 @@ static void bench_extents(const struct bench_opts * o, long long * max_depth, lo
     *max_tok = *max_depth > *max_tok ? *max_depth : *max_tok;
 }
 
+/* The one error line of a failure with the model at 'path': the library's reason, after the
+ * file's name unless the reason names it already. */
+static void model_error(const char * path, const char * fallback) {
+    const char * why = cli_last_error(fallback);
+    if (strstr(why, path)) fprintf(stderr, "loom bench: %s\n", why);
+    else fprintf(stderr, "loom bench: %s: %s\n", path, why);
+}
+
 /* Every test at every depth for one configuration of the context (one context: its cache is
  * sized for the largest depth plus the longest test). Prints the rows; false after a reported failure. */
-static bool bench_context(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool use_mmap,
+static bool bench_context(const struct bench_opts * o, struct loom_model * model, const struct bench_load * ld,
                           struct loom_llama_context_params cp, bool * first) {
     long long max_depth, max_test, max_tok;
     bench_extents(o, &max_depth, &max_test, &max_tok);
@@ -341,17 +418,18 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
     const enum loom_status cst = toks ? loom_llama_context_new(model, cp, &lctx) : LOOM_ERR_OOM;
     if (cst != LOOM_OK) {
         cli_hint_last_error(cst, "use a smaller -p, -n or -d");
-        fprintf(stderr, "loom bench: %s\n", cli_last_error(toks ? "cannot create the context" : "out of memory"));
+        model_error(ld->path, toks ? "cannot create the context" : "out of memory");
         free(toks);
         return false;
     }
     bool ok = true;
     for (int di = 0; di < o->n_depths && ok; di++) {
         for (int i = 0; i < n_tests(o) && ok; i++) {
-            struct bench_result r = {.model_path = path, .size = loom_model_size(model), .n_params = loom_model_n_params(model),
-                                     .n_threads = cp.n_threads, .n_gpu_layers = ngl, .n_batch = cp.n_batch,
-                                     .n_depth = o->depths[di], .flash_attn = cp.flash_attn == LOOM_LLAMA_FLASH_ATTN_ON,
-                                     .type_k = cp.type_k, .type_v = cp.type_v, .use_mmap = use_mmap};
+            struct bench_result r = {.model_path = ld->path, .size = loom_model_size(model), .n_params = loom_model_n_params(model),
+                                     .n_threads = cp.n_threads, .n_gpu_layers = ld->ngl, .ngl_auto = ld->ngl_auto,
+                                     .n_batch = cp.n_batch, .n_depth = o->depths[di], .fa_mode = cp.flash_attn,
+                                     .n_fa_layers = loom_llama_n_flash_attn_layers(lctx), .n_layer = loom_model_hparams(model)->n_layer,
+                                     .type_k = cp.type_k, .type_v = cp.type_v, .use_mmap = ld->use_mmap};
             snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));
             /* several devices: the split mode after the names ("CUDA0+CUDA1+CPU/row") */
             snprintf(r.backend, sizeof r.backend, "%s%s%s", loom_model_backend_name(model), loom_model_n_devices(model) > 1 ? "/" : "",
@@ -360,7 +438,7 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
             if (r.n_prompt == 0 && r.n_gen == 0) continue;
             ok = bench_test(o, lctx, &r, toks, loom_model_hparams(model)->n_vocab);
             if (!ok) {
-                fprintf(stderr, "loom bench: %s\n", cli_last_error("the run failed"));
+                model_error(ld->path, "the run failed");
                 break;
             }
             print_result(o, &r, *first);
@@ -373,30 +451,29 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
     return ok;
 }
 
+/* Whether a context can have -fa 'fa' with a V cache of 'type_v': a block type is read by the
+ * fused attention only (with auto the library decides, and refuses where it cannot fuse every layer). */
+static bool fa_ctv_ok(enum loom_llama_flash_attn fa, enum loom_type type_v) {
+    return fa != LOOM_LLAMA_FLASH_ATTN_OFF || loom_blck_size(type_v) == 1;
+}
+
 /* Every combination of threads, batch size, flash attention and cache types for one loaded model;
- * a combination no context can have (a V cache of a block type without flash attention) is
- * skipped with one line on stderr, and counted in *n_skipped. */
-static bool bench_model(const struct bench_opts * o, struct loom_model * model, const char * path, long long ngl, bool use_mmap,
-                        bool * first, int * n_skipped) {
+ * a combination no context can have (fa_ctv_ok; said once, before the table) is skipped. */
+static bool bench_model(const struct bench_opts * o, struct loom_model * model, const struct bench_load * ld, bool * first) {
     for (int ti = 0; ti < o->n_threads; ti++)
         for (int bi = 0; bi < o->n_batches; bi++)
             for (int fi = 0; fi < o->n_fas; fi++)
                 for (int ki = 0; ki < o->n_types_k; ki++)
                     for (int vi = 0; vi < o->n_types_v; vi++) {
+                        if (!fa_ctv_ok(o->fas[fi], o->types_v[vi])) continue;
                         struct loom_llama_context_params cp = loom_llama_context_default_params();
                         cp.n_batch = (int32_t)o->batches[bi];
                         cp.n_ubatch = (int32_t)o->n_ubatch;
                         cp.n_threads = (int32_t)o->threads[ti];
-                        cp.flash_attn = o->fas[fi] ? LOOM_LLAMA_FLASH_ATTN_ON : LOOM_LLAMA_FLASH_ATTN_OFF;
+                        cp.flash_attn = o->fas[fi];
                         cp.type_k = o->types_k[ki];
                         cp.type_v = o->types_v[vi];
-                        if (!o->fas[fi] && loom_blck_size(cp.type_v) > 1) {
-                            fprintf(stderr, "loom bench: skipped -fa 0 -ctv %s: a V cache of a block type needs -fa 1\n",
-                                    loom_type_name(cp.type_v));
-                            (*n_skipped)++;
-                            continue;
-                        }
-                        if (!bench_context(o, model, path, ngl, use_mmap, cp, first)) return false;
+                        if (!bench_context(o, model, ld, cp, first)) return false;
                     }
     return true;
 }
@@ -416,10 +493,75 @@ static bool fit_auto(const struct bench_opts * o, struct loom_model_file * file,
     return cli_fit_layers(file, mp, cp, 1024);
 }
 
-/* Frees the opened model files; returns 'rc'. */
-static int bench_files_free(struct loom_model_file ** files, int n, int rc) {
-    for (int i = 0; i < n; i++) loom_model_file_free(files[i]);
-    return rc;
+/* Checks what can be refused before anything is measured: something to measure, a -fa / -ctv
+ * pair some context can have (the pairs none can have named once each, as skipped), cache types
+ * the models' heads can hold. False after the one error line. */
+static bool bench_check(const struct bench_opts * o, struct loom_model_file * const * files) {
+    bool any = false;
+    for (int i = 0; i < o->n_prompts; i++) any = any || o->prompts[i] > 0;
+    for (int i = 0; i < o->n_gens; i++) any = any || o->gens[i] > 0;
+    for (int i = 0; i < o->n_pgs; i++) any = any || o->pgs[i][0] + o->pgs[i][1] > 0;
+    if (!any) return fprintf(stderr, "loom bench: nothing to measure (-p, -n and -pg are all 0)\n"), false;
+    bool any_valid = false, any_off = false;
+    for (int fi = 0; fi < o->n_fas; fi++) {
+        any_off = any_off || o->fas[fi] == LOOM_LLAMA_FLASH_ATTN_OFF;
+        for (int vi = 0; vi < o->n_types_v; vi++) any_valid = any_valid || fa_ctv_ok(o->fas[fi], o->types_v[vi]);
+    }
+    if (!any_valid) {
+        fprintf(stderr, "loom bench: -ctv %s needs -fa 1 or auto (a V cache of a block type is read by flash attention only)\n",
+                loom_type_name(o->types_v[0]));
+        return false;
+    }
+    for (int vi = 0; vi < o->n_types_v && any_off; vi++) {
+        bool repeat = false; /* a type given twice is named once */
+        for (int j = 0; j < vi; j++) repeat = repeat || o->types_v[j] == o->types_v[vi];
+        if (repeat || fa_ctv_ok(LOOM_LLAMA_FLASH_ATTN_OFF, o->types_v[vi])) continue;
+        fprintf(stderr, "loom bench: skipped -fa 0 -ctv %s (every configuration with both): a V cache of a block type needs -fa 1 or auto\n",
+                loom_type_name(o->types_v[vi]));
+    }
+    /* a cache type a model's heads cannot hold: no context could run with it (the library would
+     * refuse each such context) */
+    for (int mi = 0; mi < o->n_models; mi++) {
+        const struct loom_hparams * hp = loom_model_file_hparams(files[mi]);
+        const int64_t head_dim = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
+        for (int kv = 0; kv < 2; kv++) {
+            const enum loom_type * types = kv ? o->types_v : o->types_k;
+            for (int i = 0; i < (kv ? o->n_types_v : o->n_types_k); i++) {
+                const int64_t blck = loom_blck_size(types[i]);
+                if (head_dim % blck == 0) continue;
+                fprintf(stderr, "loom bench: %s: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
+                        o->models[mi], loom_type_name(types[i]), kv ? "V" : "K", (long long)blck, (long long)head_dim);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* Every -ngl value with every -mmp value for model 'mi': one load each. False after the one error line. */
+static bool bench_file(const struct bench_opts * o, int mi, struct loom_model_file * file, bool * first) {
+    for (int gi = 0; gi < o->n_ngls * o->n_mmaps; gi++) {
+        struct loom_model_params mp = loom_model_default_params();
+        mp.n_gpu_layers = (int)o->ngls[gi / o->n_mmaps];
+        mp.device = o->device;
+        mp.use_mmap = o->mmaps[gi % o->n_mmaps] != 0;
+        cli_split_apply(&o->split, &mp);
+        struct bench_load ld = {.path = o->models[mi], .ngl_auto = mp.n_gpu_layers == CLI_NGL_AUTO, .use_mmap = mp.use_mmap};
+        if (ld.ngl_auto && !fit_auto(o, file, &mp)) {
+            model_error(ld.path, "cannot measure what fits on the device");
+            return false;
+        }
+        struct loom_model * model = NULL;
+        if (loom_model_load_file(file, mp, &model) != LOOM_OK) {
+            model_error(ld.path, "cannot load the model");
+            return false;
+        }
+        ld.ngl = strcmp(loom_model_backend_name(model), "CPU") ? mp.n_gpu_layers : 0; /* nothing offloaded: label 0 */
+        const bool ok = bench_model(o, model, &ld, first);
+        loom_model_free(model);
+        if (!ok) return false;
+    }
+    return true;
 }
 
 int loom_cmd_bench(int argc, char ** argv) {
@@ -431,74 +573,20 @@ int loom_cmd_bench(int argc, char ** argv) {
         return cli_stdout_ok("bench") ? 0 : 1;
     }
     cli_log_setup(LOOM_LOG_WARN);
-    bool any = false;
-    for (int i = 0; i < o.n_prompts; i++) any = any || o.prompts[i] > 0;
-    for (int i = 0; i < o.n_gens; i++) any = any || o.gens[i] > 0;
-    for (int i = 0; i < o.n_pgs; i++) any = any || o.pgs[i][0] + o.pgs[i][1] > 0;
-    if (!any) {
-        fprintf(stderr, "loom bench: nothing to measure (-p, -n and -pg are all 0)\n");
-        return 1;
-    }
-    bool any_valid = false; /* some -fa / -ctv pair a context can have */
-    for (int fi = 0; fi < o.n_fas; fi++)
-        for (int vi = 0; vi < o.n_types_v; vi++) any_valid = any_valid || o.fas[fi] || loom_blck_size(o.types_v[vi]) == 1;
-    if (!any_valid) {
-        fprintf(stderr, "loom bench: -ctv %s needs -fa 1 (a V cache of a block type is read by flash attention only)\n",
-                loom_type_name(o.types_v[0]));
-        return 1;
-    }
     /* every file opened and parsed once, before anything is measured; the weights load per -ngl value */
     struct loom_model_file * files[MAX_LIST] = {NULL};
-    for (int mi = 0; mi < o.n_models; mi++) {
-        if (loom_model_file_open(o.models[mi], &files[mi]) != LOOM_OK) {
-            const char * why = cli_last_error("cannot read the model");
-            if (strstr(why, o.models[mi])) fprintf(stderr, "loom bench: %s\n", why); /* the message names the file */
-            else fprintf(stderr, "loom bench: %s: %s\n", o.models[mi], why);
-            return bench_files_free(files, o.n_models, 1);
-        }
+    bool ok = true;
+    for (int mi = 0; mi < o.n_models && ok; mi++) {
+        ok = loom_model_file_open(o.models[mi], &files[mi]) == LOOM_OK;
+        if (!ok) model_error(o.models[mi], "cannot read the model");
     }
-    /* a cache type a model's heads cannot hold is refused before the table starts (no context could
-     * run with it; the library would refuse each such context) */
-    for (int mi = 0; mi < o.n_models; mi++) {
-        const struct loom_hparams * hp = loom_model_file_hparams(files[mi]);
-        const int64_t head_dim = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
-        for (int kv = 0; kv < 2; kv++) {
-            const enum loom_type * types = kv ? o.types_v : o.types_k;
-            for (int i = 0; i < (kv ? o.n_types_v : o.n_types_k); i++) {
-                const int64_t blck = loom_blck_size(types[i]);
-                if (head_dim % blck == 0) continue;
-                fprintf(stderr, "loom bench: %s: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
-                        o.models[mi], loom_type_name(types[i]), kv ? "V" : "K", (long long)blck, (long long)head_dim);
-                return bench_files_free(files, o.n_models, 1);
-            }
-        }
+    ok = ok && bench_check(&o, files);
+    if (ok) {
+        print_header(&o);
+        bool first = true;
+        for (int mi = 0; mi < o.n_models && ok; mi++) ok = bench_file(&o, mi, files[mi], &first);
+        print_footer(&o); /* after a failure too: the rows printed stay a whole table, array or file */
     }
-    print_header(&o);
-    bool first = true;
-    int n_skipped = 0; /* the combinations bench_model skipped (each said so) */
-    for (int mi = 0; mi < o.n_models; mi++) {
-        for (int gi = 0; gi < o.n_ngls * o.n_mmaps; gi++) { /* every -ngl value with every -mmp value: one load each */
-            struct loom_model_params mp = loom_model_default_params();
-            mp.n_gpu_layers = (int)o.ngls[gi / o.n_mmaps];
-            mp.device = o.device;
-            mp.use_mmap = o.mmaps[gi % o.n_mmaps] != 0;
-            cli_split_apply(&o.split, &mp);
-            struct loom_model * model = NULL;
-            if (mp.n_gpu_layers == CLI_NGL_AUTO && !fit_auto(&o, files[mi], &mp)) {
-                fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot measure what fits on the device"));
-                return bench_files_free(files, o.n_models, 1);
-            }
-            if (loom_model_load_file(files[mi], mp, &model) != LOOM_OK) {
-                fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot load the model"));
-                return bench_files_free(files, o.n_models, 1);
-            }
-            const long long ngl = strcmp(loom_model_backend_name(model), "CPU") ? mp.n_gpu_layers : 0; /* nothing offloaded: label 0 */
-            const bool ok = bench_model(&o, model, o.models[mi], ngl, mp.use_mmap, &first, &n_skipped);
-            loom_model_free(model);
-            if (!ok) return bench_files_free(files, o.n_models, 1);
-        }
-    }
-    bench_files_free(files, o.n_models, 0);
-    if (o.output == OUT_JSON) printf("\n]\n");
-    return cli_stdout_ok("bench") ? 0 : 1;
+    for (int i = 0; i < o.n_models; i++) loom_model_file_free(files[i]);
+    return ok && cli_stdout_ok("bench") ? 0 : 1;
 }

@@ -320,6 +320,12 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
 }
 
 int32_t loom_llama_n_ctx(const struct loom_llama_context * lctx) { return lctx->params.n_ctx; }
+
+int32_t loom_llama_n_flash_attn_layers(const struct loom_llama_context * lctx) {
+    int32_t n = 0;
+    for (int il = 0; il < lctx->model->hp.n_layer; il++) n += lctx->flash_attn[il];
+    return n;
+}
 loom_backend_sched_t loom_llama_get_sched(struct loom_llama_context * lctx) { return lctx->sched; }
 
 loom_backend_t loom_llama_layer_backend(const struct loom_llama_context * lctx, int il) {

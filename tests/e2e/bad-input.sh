@@ -91,6 +91,23 @@ expect_fail "bench -mmp 2" "$bin" bench -m "$model" -p 8 -n 0 -mmp 0,2
 # a thread count given twice (or twice after lowering to the CPUs) is measured once
 rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1,1 2>/dev/null | grep -c "pp8")
 [ "$rows" = 1 ] && echo "ok: bench -t 1,1 measures once" || { echo "FAIL: bench -t 1,1 gave $rows rows"; fails=$((fails + 1)); }
+# a list option given again adds to its list (as the field's bench does): 3 tests (pp8, pp4, tg2)
+# in each of the 2 x 2 x 2 configurations of -b, -fa and -ctk; -o jsonl: one whole object a line
+"$bin" bench -m "$model" -p 8 -p 4 -n 0 -n 2 -b 256 -b 64 -fa 0 -fa on -ctk f16 -ctk bf16 -r 1 -t 1 -o jsonl >"$tmp/b.jsonl" 2>"$tmp/err"
+objs=$(grep -c '^{"model_filename": .*\]}$' "$tmp/b.jsonl")
+confs=$(grep -o '"n_batch": [0-9]*, "type_k": "[a-z0-9]*", "type_v": "f16", "flash_attn": [a-z]*' "$tmp/b.jsonl" | sort -u | wc -l)
+tests=$(grep -o '"n_prompt": [0-9]*, "n_gen": [0-9]*' "$tmp/b.jsonl" | sort | uniq -c | awk '{ printf "%s:%s%s ", $1, $3, $5 }')
+[ "$(wc -l <"$tmp/b.jsonl")" = 24 ] && [ "$objs" = 24 ] && [ "$confs" = 8 ] && [ "$tests" = "8:0,2 8:4,0 8:8,0 " ] &&
+  echo "ok: bench list options given twice add up (-o jsonl)" ||
+  { echo "FAIL: bench repeated list options: $objs objects, $confs configurations, tests '$tests':"; head -3 "$tmp/b.jsonl" "$tmp/err"; fails=$((fails + 1)); }
+expect_fail "bench too many values in all" "$bin" bench -m "$model" -p 1,2,3,4,5,6,7,8 -p 1,2,3,4,5,6,7,8 -p 9
+expect_fail "bench -o sql" "$bin" bench -m "$model" -p 8 -n 0 -o sql
+grep -q "sql is not supported" "$tmp/err" || { echo "FAIL: bench -o sql: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+# -ngl auto is shown with the count it chose (none without a device), not as a second -ngl N row
+rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 -ngl 0 -ngl auto -d 0 -d 4 2>"$tmp/err")
+n0=$(grep -c '^| llama .* | 1 | 0 | 0 | f16 | f16 | pp8' <<<"$rows") na=$(grep -c '^| llama .* | 1 | auto ([0-9]*) | 0 | f16 | f16 | pp8' <<<"$rows")
+[ "$n0" = 2 ] && [ "$na" = 2 ] && grep -q 'pp8 @ d4' <<<"$rows" && echo "ok: bench -ngl 0 -ngl auto rows" ||
+  { echo "FAIL: bench -ngl 0 -ngl auto: $n0 rows of 0, $na of auto:"; echo "$rows"; cat "$tmp/err"; fails=$((fails + 1)); }
 mkfifo "$tmp/fifo.gguf"
 expect_fail "model is a FIFO (must not block)" timeout 20 "$bin" run -m "$tmp/fifo.gguf" -p hi
 expect_fail "info on a FIFO" timeout 20 "$bin" info "$tmp/fifo.gguf"
@@ -122,6 +139,17 @@ at=$(grep -obUa 'output_norm.weight' "$tmp/norm16.gguf" | head -1 | cut -d: -f1)
 printf '\x01' | dd of="$tmp/norm16.gguf" bs=1 seek=$((at + 18 + 4 + 8)) conv=notrunc status=none
 expect_fail "F16 norm weight" timeout 20 "$bin" run -m "$tmp/norm16.gguf" -p hi -n 4
 expect_fail "F16 norm weight (bench)" timeout 20 "$bin" bench -m "$tmp/norm16.gguf" -p 8 -n 2 -r 1
+# a later model that cannot load: its error line names it, the rows already printed stay a whole
+# JSON array (or CSV file, or one object a line), exit status 1
+for fmt in json:3 csv:2 jsonl:1; do
+  expect_fail "bench -o ${fmt%:*}, the second model unloadable" timeout 20 "$bin" bench -m "$model" -m "$tmp/norm16.gguf" -p 8 -n 0 -r 1 -t 1 -o ${fmt%:*}
+  grep -q "^loom bench: $tmp/norm16.gguf: .*norm weights" "$tmp/err" || { echo "FAIL: the unloadable model not named: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+  case ${fmt%:*} in
+  json) [ "$(sed -n '1p;$p' "$tmp/out" | tr '\n' ' ')" = "[ ] " ] && grep -q '^  {"model_filename": .*\]}$' "$tmp/out" ;;
+  csv) grep -q '^model_filename,' "$tmp/out" && [ "$(grep -c '^"' "$tmp/out")" = 1 ] ;;
+  jsonl) grep -q '^{"model_filename": .*\]}$' "$tmp/out" ;;
+  esac && [ "$(wc -l <"$tmp/out")" = "${fmt#*:}" ] || { echo "FAIL: bench -o ${fmt%:*} after a failed load:"; cat "$tmp/out"; fails=$((fails + 1)); }
+done
 # a hyper-parameter key stored with another value type (f32 = 6, u32 = 4: the same 4 value bytes), in
 # the type id after the key's name: refused with the key and the type found, never a default
 retype() { # KEY TYPE_ID TYPE_NAME

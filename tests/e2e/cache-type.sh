@@ -70,12 +70,15 @@ for t in q8_0:34 q4_0:18; do
   grep -q "^loom run: KV cache type $ct for K needs heads of a multiple of 32 elements; this model's have 8" "$tmp/q.err" ||
     fail "-ctk $ct on stories260K: $(cat "$tmp/q.err")"
 done
-# loom bench over -fa 0,1 and a quantized V: the one combination no context can have is skipped
-# with one line, the others measured; V quantized with only -fa 0 is refused in one line
-rows=$("$bin" bench -m "$tmp/h64.gguf" -p 8 -n 0 -fa 0,1 -ctv f16,q4_0 -r 1 -t 1 2>"$tmp/b.err")
-n=$(grep -c "^| llama" <<<"$rows") q4=$(grep -c "| 1 | f16 | q4_0 | pp8 |" <<<"$rows")
-[ "$n" = 3 ] && [ "$q4" = 1 ] && [ "$(wc -l <"$tmp/b.err")" = 1 ] && grep -q "skipped -fa 0 -ctv q4_0" "$tmp/b.err" ||
-  fail "bench -fa 0,1 -ctv f16,q4_0: $n rows, $q4 q4_0 rows: $rows $(cat "$tmp/b.err")"
+# loom bench over -fa 0,on,auto, two K types and a quantized V: the pair no context can have (-fa 0
+# with q4_0) is skipped, said in one line however many -ctk values meet it, the other 2 + 4 + 4
+# configurations measured (auto fuses every layer on the CPU: shown as auto (1)); V quantized with
+# only -fa 0 is refused in one line
+rows=$("$bin" bench -m "$tmp/h64.gguf" -p 8 -n 0 -fa 0,on,auto -ctk f16,q8_0 -ctv f16,q4_0 -r 1 -t 1 2>"$tmp/b.err")
+n=$(grep -c "^| llama" <<<"$rows") q4=$(grep -c "| 1 | [a-z0-9_]* | q4_0 | pp8 |" <<<"$rows")
+auto=$(grep -c "| auto (1) | [a-z0-9_]* | [a-z0-9_]* | pp8 |" <<<"$rows")
+[ "$n" = 10 ] && [ "$q4" = 2 ] && [ "$auto" = 4 ] && [ "$(wc -l <"$tmp/b.err")" = 1 ] && grep -q "skipped -fa 0 -ctv q4_0" "$tmp/b.err" ||
+  fail "bench -fa 0,on,auto -ctk f16,q8_0 -ctv f16,q4_0: $n rows, $q4 fa-1 q4_0 rows, $auto auto rows: $rows $(cat "$tmp/b.err")"
 "$bin" bench -m "$tmp/h64.gguf" -p 8 -n 0 -fa 0 -ctv q8_0 -r 1 >/dev/null 2>"$tmp/b.err" && fail "bench -fa 0 -ctv q8_0 was not refused"
 [ "$(wc -l <"$tmp/b.err")" = 1 ] && grep -q "^loom bench: -ctv q8_0 needs -fa 1" "$tmp/b.err" ||
   fail "bench -fa 0 -ctv q8_0: $(cat "$tmp/b.err")"
