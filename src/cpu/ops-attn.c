@@ -309,6 +309,7 @@ static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst,
 
 enum {
     FA_VROWS = 8,      /* cells per step of fa_tile_heads' value pass */
+    FA_KROWS = 16,     /* cells per step of its score pass with one query per head */
     FA_HEADS_MAX = 64, /* KV heads fa_tile_heads takes at most (more take fa_tile, head by head) */
 };
 
@@ -338,8 +339,21 @@ static void fa_tile_heads(const struct cpu_params * p, const struct loom_tensor 
     if (!fa_tile_mask(p, dst, pl, b, hk0, c0, nc, t0, nt, l, live)) return;
     const enum cpu_wtype wk = row_wtype(k->type), wv = row_wtype(v->type);
     const size_t ldk = k->nb[1], ldv = v->nb[1];
+    /* rows read in place are whole vectors (Dk == D, a multiple of FA_ROW_VEC): dot_rows takes them */
+    const bool one = nc == 1;
+    if (one) {
+        /* one query per head (token generation without grouped heads): FA_KROWS cells of every
+         * head at a time, each head's scores in one call that sums its rows a vector at a time */
+        for (int r0 = 0; r0 < nt; r0 += FA_KROWS) {
+            const int rows = nt - r0 < FA_KROWS ? nt - r0 : FA_KROWS;
+            for (int64_t j = 0; j < hb; j++) {
+                const uint8_t * kr = cpu_elem(k, 0, t0 + r0, hk0 + j, b);
+                vec->dot_rows[wk](Dk, kr, ldk, rows, fa_state_of(pl, l, j).q, l->s + j * FA_COLS * FA_TILE + r0);
+            }
+        }
+    }
     /* scores, a block of dmr cells of every head at a time */
-    for (int r0 = 0; r0 < nt; r0 += dmr) {
+    for (int r0 = 0; !one && r0 < nt; r0 += dmr) {
         const int mr = nt - r0 < dmr ? nt - r0 : dmr;
         for (int64_t j = 0; j < hb; j++) {
             const struct fa_state st = fa_state_of(pl, l, j);
