@@ -10,7 +10,9 @@
  * cache, so a tile's rows of all heads are one dense stretch of memory (a head alone would read
  * 128 of every 1,536 bytes on a 110m model, which ran 5x below the memory's streaming speed), and
  * where the rows are read in place the tile is swept cell block by cell block for every head at
- * once (fa_tile_heads), so that the stretch is read front to back. Each
+ * once (fa_tile_heads), so that the stretch is read front to back; with one query per head its
+ * scores take the table's dot_rows (a vector's length of rows summed together), not 4-row tiles
+ * that end in one horizontal sum per row. Each
  * item leaves its partial maximum, sum and weighted values in scratch memory and, after a barrier,
  * the chunks of each column are merged in chunk order. The cut depends only on the shapes, so
  * results do not depend on the thread count.
@@ -325,9 +327,10 @@ static bool fa_heads_at_once(const struct loom_tensor * dst, const struct fa_pla
  * them out: the scores of a few cells for every head, then the next cells, and so for the values,
  * so that the tile's K rows (and then its V rows) are read as one forward stream (the heads of a
  * cell are adjacent: 110m reads 1,536 bytes per cell, where head by head each pass read 128 of
- * them and skipped the rest, a pattern that ran at a third of the memory's speed). Every score and
- * every value sum is computed as fa_tile computes it, in the same order, so the results are the
- * same bits. */
+ * them and skipped the rest, a pattern that ran at a third of the memory's speed). With several
+ * columns every score and every value sum is computed as fa_tile computes it, in the same order;
+ * with one column the scores come from dot_rows (summed in another fixed order: the results
+ * still depend only on the shapes). */
 static void fa_tile_heads(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
                           int64_t hk0, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l) {
     const struct loom_tensor * k = dst->src[1], * v = dst->src[2];
