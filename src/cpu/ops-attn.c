@@ -10,7 +10,9 @@
  * cache, so a tile's rows of all heads are one dense stretch of memory (a head alone would read
  * 128 of every 1,536 bytes on a 110m model, which ran 5x below the memory's streaming speed), and
  * where the rows are read in place the tile is swept cell block by cell block for every head at
- * once (fa_tile_heads), so that the stretch is read front to back. Each
+ * once (fa_tile_heads), so that the stretch is read front to back; with one query per head its
+ * scores take the table's dot_rows (a vector's length of rows summed together), not 4-row tiles
+ * that end in one horizontal sum per row. Each
  * item leaves its partial maximum, sum and weighted values in scratch memory and, after a barrier,
  * the chunks of each column are merged in chunk order. The cut depends only on the shapes, so
  * results do not depend on the thread count.
@@ -309,6 +311,7 @@ static void fa_tile(const struct cpu_params * p, const struct loom_tensor * dst,
 
 enum {
     FA_VROWS = 8,      /* cells per step of fa_tile_heads' value pass */
+    FA_KROWS = 16,     /* cells per step of its score pass with one query per head */
     FA_HEADS_MAX = 64, /* KV heads fa_tile_heads takes at most (more take fa_tile, head by head) */
 };
 
@@ -324,9 +327,10 @@ static bool fa_heads_at_once(const struct loom_tensor * dst, const struct fa_pla
  * them out: the scores of a few cells for every head, then the next cells, and so for the values,
  * so that the tile's K rows (and then its V rows) are read as one forward stream (the heads of a
  * cell are adjacent: 110m reads 1,536 bytes per cell, where head by head each pass read 128 of
- * them and skipped the rest, a pattern that ran at a third of the memory's speed). Every score and
- * every value sum is computed as fa_tile computes it, in the same order, so the results are the
- * same bits. */
+ * them and skipped the rest, a pattern that ran at a third of the memory's speed). With several
+ * columns every score and every value sum is computed as fa_tile computes it, in the same order;
+ * with one column the scores come from dot_rows (summed in another fixed order: the results
+ * still depend only on the shapes). */
 static void fa_tile_heads(const struct cpu_params * p, const struct loom_tensor * dst, const struct fa_plan * pl, int64_t b,
                           int64_t hk0, int64_t c0, int nc, int64_t t0, int nt, const struct fa_local * l) {
     const struct loom_tensor * k = dst->src[1], * v = dst->src[2];
@@ -338,8 +342,21 @@ static void fa_tile_heads(const struct cpu_params * p, const struct loom_tensor 
     if (!fa_tile_mask(p, dst, pl, b, hk0, c0, nc, t0, nt, l, live)) return;
     const enum cpu_wtype wk = row_wtype(k->type), wv = row_wtype(v->type);
     const size_t ldk = k->nb[1], ldv = v->nb[1];
+    /* rows read in place are whole vectors (Dk == D, a multiple of FA_ROW_VEC): dot_rows takes them */
+    const bool one = nc == 1;
+    if (one) {
+        /* one query per head (token generation without grouped heads): FA_KROWS cells of every
+         * head at a time, each head's scores in one call that sums its rows a vector at a time */
+        for (int r0 = 0; r0 < nt; r0 += FA_KROWS) {
+            const int rows = nt - r0 < FA_KROWS ? nt - r0 : FA_KROWS;
+            for (int64_t j = 0; j < hb; j++) {
+                const uint8_t * kr = cpu_elem(k, 0, t0 + r0, hk0 + j, b);
+                vec->dot_rows[wk](Dk, kr, ldk, rows, fa_state_of(pl, l, j).q, l->s + j * FA_COLS * FA_TILE + r0);
+            }
+        }
+    }
     /* scores, a block of dmr cells of every head at a time */
-    for (int r0 = 0; r0 < nt; r0 += dmr) {
+    for (int r0 = 0; !one && r0 < nt; r0 += dmr) {
         const int mr = nt - r0 < dmr ? nt - r0 : dmr;
         for (int64_t j = 0; j < hb; j++) {
             const struct fa_state st = fa_state_of(pl, l, j);

@@ -102,6 +102,7 @@ static const struct cpu_vec g_table = {
     .qdot = {CPU_QDOT_LEGACY(avx2), CPU_QDOT_K_TABLE(avx2)},
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .dot_rows = {[CPU_W_F32] = dot_rows_f32_avx2, [CPU_W_F16] = dot_rows_f16_avx2, [CPU_W_BF16] = dot_rows_bf16_avx2},
     .qgemm = {CPU_QGEMM_LEGACY(avx2)},
     .quantize_q8_0x = lcpu_quantize_q8_0x_avx2,
     .qgemm_nr = 4,

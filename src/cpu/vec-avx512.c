@@ -188,6 +188,7 @@ static struct cpu_vec g_table = {
     .qdot = {CPU_QDOT_LEGACY(avx2), CPU_QDOT_K_TABLE(avx2)}, /* 256-bit integer kernels (qdot-*-avx2.c; VNNI ones set below) */
     .dot_mr = DOT_MR,
     .dot_nr = DOT_NR,
+    .dot_rows = {[CPU_W_F32] = dot_rows_f32_avx512, [CPU_W_F16] = dot_rows_f16_avx512, [CPU_W_BF16] = dot_rows_bf16_avx512},
     .qgemm = {CPU_QGEMM_LEGACY(avx2)}, /* VNNI ones set below */
     .quantize_q8_0x = lcpu_quantize_q8_0x_avx2,
     .qgemm_nr = 4,

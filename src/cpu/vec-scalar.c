@@ -72,6 +72,18 @@ static void dot_bf16(int64_t k, const uint8_t * w, size_t ldw, int mr, const uin
     dot_impl(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
 }
 
+static inline void dot_rows_impl(enum cpu_wtype wt, int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) {
+    for (int r = 0; r < n; r++) {
+        float s = 0.0f;
+        for (int64_t i = 0; i < k; i++) s += wload(wt, w + (size_t)r * ldw, i) * b[i];
+        c[r] = s;
+    }
+}
+
+static void dot_rows_f32(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) { dot_rows_impl(CPU_W_F32, k, w, ldw, n, b, c); }
+static void dot_rows_f16(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) { dot_rows_impl(CPU_W_F16, k, w, ldw, n, b, c); }
+static void dot_rows_bf16(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) { dot_rows_impl(CPU_W_BF16, k, w, ldw, n, b, c); }
+
 static inline void mad_impl(enum cpu_wtype wt, int64_t n, const uint8_t * x, size_t ldx, int nrows, const float * a, float * y) {
     for (int64_t i = 0; i < n; i++) {
         float s = y[i];
@@ -127,6 +139,7 @@ static const struct cpu_vec scalar_table = {
 
     .dot_mr = 4,
     .dot_nr = 4,
+    .dot_rows = {[CPU_W_F32] = dot_rows_f32, [CPU_W_F16] = dot_rows_f16, [CPU_W_BF16] = dot_rows_bf16},
     .mad = {[CPU_W_F32] = mad_f32, [CPU_W_F16] = mad_f16, [CPU_W_BF16] = mad_bf16},
     .pack = pack,
     .gemm_f32 = gemm_f32,

@@ -228,6 +228,50 @@ TARGET static void TMPL(dot_bf16)(int64_t k, const uint8_t * w, size_t ldw, int 
     TMPL(dot_any)(CPU_W_BF16, k, w, ldw, mr, b, ldb, nr, c, ldc);
 }
 
+/* cpu_dot_rows_fn: VLEN rows at a time, one accumulator per row (VLEN independent chains), the
+ * accumulators transposed so that one vector sum gives the VLEN results; the last n % VLEN rows
+ * one by one, each as lane r of such a group would sum it (the same bits whatever 'n'). */
+ALWAYS_INLINE void TMPL(dot_rows_impl)(const enum cpu_wtype wt, int64_t k, const uint8_t * w, size_t ldw, int n,
+                                       const float * b, float * c) {
+    int r0 = 0;
+    for (; r0 + VLEN <= n; r0 += VLEN) {
+        const uint8_t * rows = w + (size_t)r0 * ldw;
+        VF t[VLEN];
+#pragma GCC unroll 16
+        for (int r = 0; r < VLEN; r++) t[r] = VF_ZERO();
+        for (int64_t i = 0; i < k; i += VLEN) {
+            const VF q = VF_LOADU(b + i);
+#pragma GCC unroll 16
+            for (int r = 0; r < VLEN; r++) t[r] = VF_FMA(TMPL(wload)(wt, rows + (size_t)r * ldw, i), q, t[r]);
+        }
+        VF_TRANSPOSE(t);
+        VF sum = t[0];
+#pragma GCC unroll 16
+        for (int j = 1; j < VLEN; j++) sum = VF_ADD(sum, t[j]);
+        VF_STOREU(c + r0, sum);
+    }
+    for (; r0 < n; r0++) {
+        const uint8_t * row = w + (size_t)r0 * ldw;
+        VF a = VF_ZERO();
+        for (int64_t i = 0; i < k; i += VLEN) a = VF_FMA(TMPL(wload)(wt, row, i), VF_LOADU(b + i), a);
+        float lane[VLEN];
+        VF_STOREU(lane, a);
+        float s = lane[0];
+        for (int j = 1; j < VLEN; j++) s += lane[j];
+        c[r0] = s;
+    }
+}
+
+TARGET static void TMPL(dot_rows_f32)(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) {
+    TMPL(dot_rows_impl)(CPU_W_F32, k, w, ldw, n, b, c);
+}
+TARGET static void TMPL(dot_rows_f16)(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) {
+    TMPL(dot_rows_impl)(CPU_W_F16, k, w, ldw, n, b, c);
+}
+TARGET static void TMPL(dot_rows_bf16)(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c) {
+    TMPL(dot_rows_impl)(CPU_W_BF16, k, w, ldw, n, b, c);
+}
+
 /* ---------------------------------------------------------------- weighted row sums */
 
 /* y[i] += sum_r a[r] * x_r[i] for i < n: blocks of four vectors of 'y' stay in registers while

@@ -26,6 +26,15 @@ typedef void (*cpu_from_f32_fn)(const float * x, uint16_t * y, int64_t n);
 typedef void (*cpu_dot_fn)(int64_t k, const uint8_t * w, size_t ldw, int mr, const uint8_t * b, size_t ldb, int nr,
                            uint8_t * c, size_t ldc);
 
+/* One F32 column against 'n' rows (the scores of one query in fused attention), 'k' elements each,
+ * k a multiple of 16:
+ *   c[r] = sum_i w[r][i] * b[i]      r < n
+ * Row r of 'w' starts at w + r*ldw (bytes) and holds the kernel's row type densely; 'b' and 'c'
+ * are F32. The rows are taken a vector's length at a time, their sums reduced together (one
+ * transpose, not one horizontal sum per row); each result is summed in a fixed order that depends
+ * only on 'k' and on r's place in its group of rows (not on 'n'). */
+typedef void (*cpu_dot_rows_fn)(int64_t k, const uint8_t * w, size_t ldw, int n, const float * b, float * c);
+
 /* Weighted sum of rows added to 'y' (the value accumulation of fused attention):
  *   y[i] += sum_r a[r] * x[r][i]     i < n, r < nrows
  * Row r of 'x' holds 'n' dense elements of the kernel's weight type at x + r*ldx (bytes); 'a' and
@@ -186,6 +195,7 @@ struct cpu_vec {
     cpu_dot_fn dot[CPU_W_COUNT];  /* by weight type */
     struct cpu_qdot qdot[LOOM_TYPE_COUNT]; /* by quantized weight type (LOOM_TYPE_*) */
     int dot_mr, dot_nr;           /* largest tile of the dot kernels */
+    cpu_dot_rows_fn dot_rows[CPU_W_COUNT]; /* one column against many rows, by row type */
     struct cpu_qgemm qgemm[LOOM_TYPE_COUNT]; /* by quantized weight type */
     lcpu_quantize_act_fn quantize_q8_0x; /* F32 -> cpu_q8_0x columns (set with any qgemm entry) */
     int qgemm_nr;                 /* most columns per qgemm call */
