@@ -5,12 +5,8 @@
 # usage: cli-run.sh LOOM_BIN MODEL
 set -u
 bin=$1 model=$2
-tmp=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 . "$(dirname "$0")/lib.sh"
+e2e_start
 # rc 1 and one error line matching PATTERN, the last on stderr (load details may come before it)
 expect_error() {
   local what=$1 want=$2; shift 2

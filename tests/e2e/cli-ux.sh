@@ -6,13 +6,8 @@
 # usage: cli-ux.sh LOOM_BIN MODEL
 set -u
 bin=$1 model=$2
-tmp=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
 . "$(dirname "$0")/lib.sh"
+e2e_start
 gen() { "$bin" run -m "$model" --temp 0 "$@" 2>/dev/null; }
 
 # 1. -n -2 (until the context is full: run never shifts it, so as -1) and --repeat-last-n -1 (the context)
