@@ -43,27 +43,32 @@ enum loom_status lc_get_rows(struct lc_backend * be, struct loom_tensor * dst) {
     return LC_CHECK_LAUNCH("lc_get_rows_kernel");
 }
 
-__global__ void lc_set_rows_kernel(struct lc_tensor b, struct lc_tensor ids, struct lc_tensor d, int * err) {
-    lc_pdl_trigger();
-    lc_pdl_wait();
-    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i0 >= b.ne[0]) return;
-    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < b.ne[1]; r += (int64_t)gridDim.y * blockDim.y) {
-        const int32_t id = *(const int32_t *)(ids.data + r * ids.nb[0]);
-        if (id < 0 || id >= d.ne[1]) {
-            if (i0 == 0) atomicCAS(err, 0, LC_ERR_SET_ROWS);
-            continue;
-        }
-        lc_store(d.data + i0 * d.nb[0] + id * d.nb[1], d.type, lc_load(b.data + i0 * b.nb[0] + r * b.nb[1], b.type));
+/* Element i0 (W = 1) or elements i0 .. i0 + 3 (W = 4: dense rows of whole 16-byte runs, one
+ * 16-byte load, one 16- or 8-byte store) of row r of b stored into row 'id' of d. */
+template <int W> static __device__ __forceinline__ void lc_set_rows_put(const struct lc_tensor & b, const struct lc_tensor & d, int64_t i0, int64_t r,
+                                                                        int64_t id) {
+    char * p = d.data + i0 * d.nb[0] + id * d.nb[1];
+    if (W == 1) {
+        lc_store(p, d.type, lc_load(b.data + i0 * b.nb[0] + r * b.nb[1], b.type));
+        return;
+    }
+    const float4 v = *(const float4 *)(b.data + i0 * 4 + r * b.nb[1]);
+    if (d.type == LOOM_TYPE_F32) {
+        *(float4 *)p = v;
+    } else if (d.type == LOOM_TYPE_F16) {
+        const __half2 h0 = __floats2half2_rn(v.x, v.y), h1 = __floats2half2_rn(v.z, v.w);
+        *(uint2 *)p = make_uint2(*(const uint32_t *)&h0, *(const uint32_t *)&h1);
+    } else {
+        const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
+        *(uint2 *)p = make_uint2(*(const uint32_t *)&h0, *(const uint32_t *)&h1);
     }
 }
 
-/* lc_set_rows_kernel for dense rows of whole 16-byte runs: a thread per 4 elements (one 16-byte
- * load, one 16- or 8-byte store). */
-__global__ void lc_set_rows4_kernel(struct lc_tensor b, struct lc_tensor ids, struct lc_tensor d, int * err) {
+/* Rows of b stored into the rows of d that ids names; a thread per W elements of a row. */
+template <int W> __global__ void lc_set_rows_kernel(struct lc_tensor b, struct lc_tensor ids, struct lc_tensor d, int * err) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    const int64_t i0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    const int64_t i0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (i0 >= b.ne[0]) return;
     for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < b.ne[1]; r += (int64_t)gridDim.y * blockDim.y) {
         const int32_t id = *(const int32_t *)(ids.data + r * ids.nb[0]);
@@ -71,17 +76,7 @@ __global__ void lc_set_rows4_kernel(struct lc_tensor b, struct lc_tensor ids, st
             if (i0 == 0) atomicCAS(err, 0, LC_ERR_SET_ROWS);
             continue;
         }
-        const float4 v = *(const float4 *)(b.data + i0 * 4 + r * b.nb[1]);
-        char * p = d.data + i0 * d.nb[0] + id * d.nb[1];
-        if (d.type == LOOM_TYPE_F32) {
-            *(float4 *)p = v;
-        } else if (d.type == LOOM_TYPE_F16) {
-            const __half2 h0 = __floats2half2_rn(v.x, v.y), h1 = __floats2half2_rn(v.z, v.w);
-            *(uint2 *)p = make_uint2(*(const uint32_t *)&h0, *(const uint32_t *)&h1);
-        } else {
-            const __nv_bfloat162 h0 = __floats2bfloat162_rn(v.x, v.y), h1 = __floats2bfloat162_rn(v.z, v.w);
-            *(uint2 *)p = make_uint2(*(const uint32_t *)&h0, *(const uint32_t *)&h1);
-        }
+        lc_set_rows_put<W>(b, d, i0, r, id);
     }
 }
 
@@ -104,6 +99,6 @@ enum loom_status lc_set_rows(struct lc_backend * be, struct loom_tensor * dst) {
     struct lc_rows_launch l = lc_rows_launch_for(vec ? b.ne[0] / 4 : b.ne[0], b.ne[1]);
     int * err = be->err_dev;
     void * args[] = {&b, &ids, &d, &err};
-    lc_launch(be, vec ? (const void *)lc_set_rows4_kernel : (const void *)lc_set_rows_kernel, l.grid, l.block, args);
+    lc_launch(be, vec ? (const void *)lc_set_rows_kernel<4> : (const void *)lc_set_rows_kernel<1>, l.grid, l.block, args);
     return LC_CHECK_LAUNCH("lc_set_rows_kernel");
 }
