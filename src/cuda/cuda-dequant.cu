@@ -188,18 +188,11 @@ static __device__ void lc_quantize_q4_0(const char * x, int64_t snb0, char * blk
     }
 }
 
-/* Up to two quantizations in one launch (blockIdx.y picks one): d[i] (quantized) from s[i] (F32),
- * 'ids' set: SET_ROWS. */
-struct lc_quant_jobs {
-    struct lc_tensor s[2], d[2], ids[2];
-};
-
-/* Job blockIdx.y; thread t: block t % nblk of row t / nblk of d (quantized, d.type), from the same
- * elements of s (F32, same shape, any strides). 'ids' set (SET_ROWS): row r of s goes to row ids[r] of d. */
-__global__ void lc_quantize_kernel(struct lc_quant_jobs jobs, int * err) {
+/* Thread t: block t % nblk of row t / nblk of d (quantized, d.type), from the same elements of s
+ * (F32, same shape, any strides). 'ids' set (SET_ROWS): row r of s goes to row ids[r] of d. */
+__global__ void lc_quantize_kernel(struct lc_tensor s, struct lc_tensor d, struct lc_tensor ids, int * err) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    const struct lc_tensor &s = jobs.s[blockIdx.y], &d = jobs.d[blockIdx.y], &ids = jobs.ids[blockIdx.y];
     const int64_t nblk = s.ne[0] / 32, nrows = s.ne[1] * s.ne[2] * s.ne[3];
     const int64_t bs = d.type == LOOM_TYPE_Q8_0 ? 34 : 18;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -223,27 +216,16 @@ __global__ void lc_quantize_kernel(struct lc_quant_jobs jobs, int * err) {
     }
 }
 
-enum loom_status lc_set_rows_quant_run(const struct lc_backend * be, const struct lc_tensor * s, const struct lc_tensor * d,
-                                       const struct lc_tensor * ids, int n, int * err) {
-    struct lc_quant_jobs jobs;
-    memset(&jobs, 0, sizeof jobs);
-    int64_t most = 0;
-    for (int i = 0; i < n && i < 2; i++) {
-        jobs.s[i] = s[i];
-        jobs.d[i] = d[i];
-        if (ids) jobs.ids[i] = ids[i];
-        const int64_t nb = lc_nelements(&s[i]) / 32;
-        most = nb > most ? nb : most;
-    }
-    if (most == 0) return LOOM_OK;
-    void * args[] = {&jobs, &err};
-    lc_launch(be, (const void *)lc_quantize_kernel, dim3(lc_flat_blocks(most), (unsigned)(n < 2 ? n : 2)), dim3(128), args);
-    return LC_CHECK_LAUNCH("lc_quantize_kernel");
-}
-
 static enum loom_status lc_quantize_run(const struct lc_backend * be, const struct lc_tensor * s, const struct lc_tensor * d,
                                         const struct lc_tensor * ids, int * err) {
-    return lc_set_rows_quant_run(be, s, d, ids, 1, err);
+    const int64_t n = lc_nelements(s) / 32;
+    if (n == 0) return LOOM_OK;
+    struct lc_tensor ts = *s, td = *d, ti;
+    if (ids) ti = *ids;
+    else memset(&ti, 0, sizeof ti);
+    void * args[] = {&ts, &td, &ti, &err};
+    lc_launch(be, (const void *)lc_quantize_kernel, dim3(lc_flat_blocks(n)), dim3(128), args);
+    return LC_CHECK_LAUNCH("lc_quantize_kernel");
 }
 
 /* ---------------------------------------------------------------- the ops */

@@ -27,10 +27,5 @@ enum loom_status lc_get_rows_quant(struct lc_backend * be, struct loom_tensor * 
  * outside the table writes nothing and raises the error flag. */
 bool lc_set_rows_quant_supported(const struct loom_tensor * op);
 enum loom_status lc_set_rows_quant(struct lc_backend * be, struct loom_tensor * dst);
-/* Quantizes F32 s[i] into d[i] (Q8_0 or Q4_0, same shape; with ids: SET_ROWS, row r of s[i] to row
- * ids[i][r] of d[i], a row id outside d[i] raising *err and leaving that row unwritten) for i < n
- * (1 or 2), in one launch; the rounding of src/quant/quant-quantize.c. */
-enum loom_status lc_set_rows_quant_run(const struct lc_backend * be, const struct lc_tensor * s, const struct lc_tensor * d,
-                                       const struct lc_tensor * ids, int n, int * err);
 
 #endif

@@ -438,10 +438,6 @@ static enum loom_status prepare(struct lc_backend * be, struct loom_cgraph * g, 
             size_t s = lc_flash_attn_scratch(be, node);
             if (s > scratch) scratch = s;
         }
-        if (node->op == LOOM_OP_SET_ROWS) { /* rows staged for a quantized cache (lc_mul_mat_group) */
-            size_t s = lc_kv_store_scratch(node);
-            if (s > scratch) scratch = s;
-        }
         *gathers = *gathers || node->op == LOOM_OP_GET_ROWS || node->op == LOOM_OP_SET_ROWS;
     }
     const enum loom_status st = reserve_buffer(be, &be->scratch, &be->scratch_size, scratch, true, "of scratch memory for mul_mat");

@@ -3,7 +3,6 @@
  * -- epilogue, SwiGLU, q/k/v in one launch, last-block tail, pre-norm -- where the pattern and
  * the memory allow it (the rules: docs/CUDA.md), and fills the launch description that
  * cuda-matvec.cu's kernels consume. */
-#include "cuda-dequant.cuh"
 #include "cuda-matvec.cuh"
 #include "cuda-mulmat.cuh"
 #include "cuda-norm.cuh"
@@ -338,64 +337,6 @@ static bool pre_norm_fits(const struct lc_backend * be, struct lc_pre_plan * pl,
 #undef PRE_NO
 }
 
-/* A store into a quantized KV cache (SET_ROWS into Q8_0 / Q4_0) of a several-product launch: the
- * store's rows cannot be written by the product's warps (a block of 32 values takes one scale), so
- * the segment's epilogue copies its result, dense F32, to 'stage' (scratch) and one launch after the
- * products quantizes every store from there (lc_set_rows_quant_run). */
-struct lc_kv_store {
-    struct lc_tensor s, d, ids; /* s: the staged rows */
-};
-
-#define LC_STAGE_ALIGN 256
-
-static int64_t stage_bytes(int64_t n) { return (n * (int64_t)sizeof(float) + LC_STAGE_ALIGN - 1) / LC_STAGE_ALIGN * LC_STAGE_ALIGN; }
-
-size_t lc_kv_store_scratch(const struct loom_tensor * op) {
-    if (op->op != LOOM_OP_SET_ROWS || !lc_set_rows_quant_supported(op) || loom_blck_size(op->type) == 1 || op->src[0]->ne[1] != 1) return 0;
-    return (size_t)(2 * stage_bytes(loom_nelements(op->src[0])));
-}
-
-/* The store 'st' of the result of 'src' (the product 'mm' or its rotation), staged at be->scratch +
- * '*used' (advanced past it), into 'out' and the epilogue 'epi' of the product (none, or a rotation
- * without a copy), or false. */
-static bool kv_store_plan(struct lc_backend * be, const struct loom_tensor * st, const struct loom_tensor * src, const struct loom_tensor * mm,
-                          struct lc_mv_epi * epi, int64_t * used, struct lc_kv_store * out) {
-    if (st->op != LOOM_OP_SET_ROWS || !lc_set_rows_quant_supported(st) || loom_blck_size(st->type) == 1) return false;
-    if (!(epi->kind == LC_EPI_NONE || (epi->kind == LC_EPI_ROPE && !epi->has_sc))) return false;
-    const struct loom_tensor * x = st->src[0];
-    /* the rows are the result itself: a contiguous view from its first element, one column */
-    if (!lc_reads_result_of(st, src) || (x != src && x->view_offs != 0) || !loom_is_contiguous(x) || !loom_is_contiguous(src) ||
-        loom_nelements(x) != loom_nelements(src) || loom_nelements(src) != mm->ne[0] || x->ne[1] != 1) {
-        return false;
-    }
-    struct lc_tensor s;
-    if (lc_operands_of(be, st, &s, &out->ids, &out->d) != LOOM_OK) return false;
-    const int64_t bytes = stage_bytes(loom_nelements(x));
-    if (!be->scratch || *used + bytes > (int64_t)be->scratch_size) return false;
-    out->s = lc_tensor_contiguous(be->scratch + *used, LOOM_TYPE_F32, x->ne);
-    /* the epilogue's copy: the product's element e (byte offset 4 e) to staged element e */
-    struct lc_scatter sc;
-    memset(&sc, 0, sizeof sc);
-    sc.data = out->s.data;
-    sc.type = LOOM_TYPE_F32;
-    sc.rows_dim = -1;
-    sc.nfd = 1;
-    sc.prow = -1;
-    sc.fd[0] = lc_fastdiv_make((uint32_t)loom_nelements(x));
-    sc.pdnb[0] = sizeof(float);
-    for (int k = 0; k < 4; k++) sc.sne[k] = sc.snb[k] = sc.dnb[k] = 1;
-    epi->sc = sc;
-    if (epi->kind == LC_EPI_ROPE) {
-        epi->has_sc = 1;
-    } else {
-        epi->kind = LC_EPI_COPY;
-        epi->e = out->s.data;
-        for (int k = 0; k < 4; k++) epi->e_nb[k] = out->s.nb[k];
-    }
-    *used += bytes;
-    return true;
-}
-
 static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_tensor * const * nodes, int n, const struct lc_pre_plan * pp,
                                          int * used) {
     *used = 0;
@@ -403,9 +344,6 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
     /* per segment: results (0 the product, 1 the first fused node's, 2 the rotated copy), inputs */
     struct lc_tensor outs[LC_MV_MAX_SEG][3], ins[LC_MV_MAX_SEG][4];
     int n_out[LC_MV_MAX_SEG], nseg = 0, at = 0;
-    struct lc_kv_store kvs[2]; /* stores into a quantized cache, after the products */
-    int nkv = 0;
-    int64_t staged = 0;
     const struct loom_tensor * x = nodes[0]->src[1];
     while (nseg < LC_MV_MAX_SEG && at < n) {
         const struct loom_tensor * mm = nodes[at];
@@ -430,31 +368,12 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
             lc_tensor_of(be, nodes[at + 1]->src[nodes[at + 1]->src[0] == mm ? 1 : 0], false, &ins[nseg][3]) != LOOM_OK) {
             return LOOM_OK;
         }
-        const int st_at = at + 1 + f; /* a store of the segment's result into a quantized cache */
-        const bool kv = st_at < n && nkv < 2 && kv_store_plan(be, nodes[st_at], nodes[st_at - 1], mm, &epi, &staged, &kvs[nkv]);
         lc_matvec_args(&a, &b, &d, &epi, true, NULL, NULL, m.s[nseg]);
         if (m.s[nseg].vec != m.s[0].vec || m.s[nseg].K != m.s[0].K) break;
         nseg++;
         at += 1 + f;
-        if (kv) {
-            nkv++;
-            at++;
-        }
     }
     if (nseg < 2) return LOOM_OK;
-    for (int i = 0; i < nkv; i++) { /* the caches and the row ids apart from what the products read and write */
-        for (int sg = 0; sg < nseg; sg++) {
-            for (int k = 0; k < 4; k++) {
-                if (lc_overlap_of(&kvs[i].d, &ins[sg][k]) != LC_DISJOINT) return LOOM_OK;
-            }
-            for (int o = 0; o < n_out[sg]; o++) {
-                if (lc_overlap_of(&kvs[i].d, &outs[sg][o]) != LC_DISJOINT || lc_overlap_of(&kvs[i].ids, &outs[sg][o]) != LC_DISJOINT) return LOOM_OK;
-            }
-        }
-        for (int j = 0; j < nkv; j++) {
-            if (j != i && (lc_overlap_of(&kvs[i].d, &kvs[j].d) != LC_DISJOINT || lc_overlap_of(&kvs[i].d, &kvs[j].ids) != LC_DISJOINT)) return LOOM_OK;
-        }
-    }
     for (int s1 = 0; s1 < nseg; s1++) {
         for (int s2 = 0; s2 < nseg; s2++) {
             if (s1 == s2) continue;
@@ -488,16 +407,7 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
     for (int sg = 0; sg < nseg; sg++) {
         if (m.s[sg].epi.kind != LC_EPI_NONE) lc_note_fusion(be, LOOM_CUDA_FUSION_EPILOGUE);
     }
-    const enum loom_status st = lc_matvec_queue_multi(be, m, nseg);
-    if (st != LOOM_OK || nkv == 0) return st;
-    be->conv.src = NULL; /* the staged rows replace a product's converted operand in scratch */
-    struct lc_tensor ks[2], kd[2], ki[2];
-    for (int i = 0; i < nkv; i++) {
-        ks[i] = kvs[i].s;
-        kd[i] = kvs[i].d;
-        ki[i] = kvs[i].ids;
-    }
-    return lc_set_rows_quant_run(be, ks, kd, ki, nkv, be->err_dev);
+    return lc_matvec_queue_multi(be, m, nseg);
 }
 
 /* The softmax 'sm' of the product's result d (a, b: its operands) as the launch's tail, or false

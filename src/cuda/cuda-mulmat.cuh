@@ -20,9 +20,6 @@ bool lc_mul_mat_supported(const struct loom_tensor * op);
 /* Bytes of backend scratch memory 'op' needs (converted or compacted operands, pointer arrays);
  * depends only on shapes, types and strides. */
 size_t lc_mul_mat_scratch(const struct loom_tensor * op);
-/* Scratch bytes a SET_ROWS of one row into a Q8_0 / Q4_0 cache may take when lc_mul_mat_group
- * stores it after a several-product launch (room for two such stores; 0 for other nodes). */
-size_t lc_kv_store_scratch(const struct loom_tensor * op);
 /* Queues dst[i, j, i2, i3] = sum_k a[k, i, i2/r2, i3/r3] * b[k, j, i2, i3] (F32 result). Uses
  * be->scratch, which must hold lc_mul_mat_scratch(dst) bytes. */
 enum loom_status lc_mul_mat(struct lc_backend * be, struct loom_tensor * dst);
@@ -38,9 +35,7 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
  *  - SwiGLU -- gate = MUL_MAT(wg, x), act = SILU(gate), up = MUL_MAT(wu, x), out = MUL(act, up) --
  *    reading x once for both matrices; or
  *  - two or three one-column products of the same activations by weights (a layer's q, k and v),
- *    each with its epilogue, and the stores of their results into a Q8_0 / Q4_0 KV cache (SET_ROWS
- *    after a product or its rotation: the rows staged in scratch by the epilogue, quantized by one
- *    launch after the products); or
+ *    each with its epilogue; or
  *  - one product with an epilogue: ADD or MUL of its result and another F32 tensor of its shape,
  *    SILU of its result, a copy of a permutation of its result (CPY, DUP, CONT, SET_ROWS: the V
  *    cache store, the merge of the attention heads), or a normal-mode ROPE of its result viewed as
@@ -51,8 +46,7 @@ bool lc_mul_mat_is_matvec(const struct loom_tensor * op);
  *    last block -- or, when one-column products read that MUL's
  *    result, what their pre-norm needs: the result times the weight row and each block's sum of
  *    squares (the norm's nodes are then the next launch's).
- * Sets '*used' to the number of nodes queued: 0 when nothing applies (nothing queued). Uses
- * be->scratch for the staged rows (lc_kv_store_scratch). */
+ * Sets '*used' to the number of nodes queued: 0 when nothing applies (nothing queued). */
 enum loom_status lc_mul_mat_group(struct lc_backend * be, struct loom_tensor * const * nodes, int n, int * used);
 
 
