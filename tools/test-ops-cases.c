@@ -418,6 +418,11 @@ static void cases_flash_attn(struct test_case_list * l) {
         push_flash_attn_kv(l, qkv[t], LOOM_TYPE_F16, 64, 3, 4, 1, 100, LOOM_TYPE_F32, 1, true);
         push_flash_attn_kv(l, LOOM_TYPE_F16, qkv[t], 96, 2, 4, 2, 300, LOOM_TYPE_F16, 0, false);
         push_flash_attn_kv(l, qkv[t], qkv[t], 64, 1, 8, 4, 300, LOOM_TYPE_F16, 0, true);
+        /* rows of whole 8-byte words (heads of 128 and 256, dense): the decode kernel's 8-byte loads;
+         * one column per KV head, eight (query 0 fully masked), two over rows of 256 */
+        push_flash_attn_kv(l, qkv[t], qkv[t], 128, 1, 8, 8, 1000, LOOM_TYPE_F16, 0, false);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 128, 2, 16, 4, 333, LOOM_TYPE_F32, 1, false);
+        push_flash_attn_kv(l, qkv[t], qkv[t], 256, 1, 4, 2, 129, LOOM_TYPE_F16, 0, false);
     }
     /* the prompt of a 7B model's layer and its token generation at depth 4096 */
     struct test_case big = {.op = LOOM_OP_FLASH_ATTN_EXT, .n_src = 4, .perf_only = true,

@@ -8,8 +8,10 @@
  * Two kernels compute the attention:
  *  - lc_fa_vec_kernel, for few columns per KV head (token generation) and every KV type: a block
  *    takes up to NCOL columns and one span ("split") of the KV cells; groups of lanes walk cells of
- *    the span, each lane holding 8 consecutive values of a row, the next rows loaded while the
- *    current ones are used, and keep a running maximum, sum and weighted values per column; the
+ *    the span, each lane holding 8 consecutive values of a row (F16: one 16-byte load; Q8_0 / Q4_0:
+ *    two 8-byte loads around its codes, the block scale shared by shuffle, the codes turned into
+ *    floats by byte permutes and the scale applied once per dot product and once per weight), the
+ *    next rows loaded while the current ones are used, and keep a running maximum, sum and weighted values per column; the
  *    groups are merged by shuffles, the warps in shared memory. When the cells are
  *    split over several blocks (flash-decoding: Dao et al. 2023), each block leaves its partial
  *    maximum, sum and values in scratch and lc_fa_merge_kernel combines the spans in span order
@@ -132,7 +134,10 @@ __device__ __forceinline__ float * fa_out_row(const struct lc_fa_args & a, int i
 /* ---------------------------------------------------------------- few columns: split KV cells */
 
 /* The 8 consecutive K or V values of a row that one lane holds, loaded ahead and converted at use:
- * any type (KV < 0) converted at load; F16 kept as 16 raw bytes. */
+ * any type (KV < 0) converted at load; F16 kept as 16 raw bytes; Q8_0 / Q4_0 kept as the 16 raw
+ * bytes around the lane's 8 codes (below). get() gives the values without the row's block scale,
+ * scale() that scale (1 for float types); scale() exchanges registers across the lanes of a quad,
+ * so every lane of the warp calls it together. */
 template <int KV> struct fa_raw {
     float f[8];
     __device__ __forceinline__ void load(const char * row, int type, int e0, bool vec) { fa_load_row<8>(row, type, e0, vec, f); }
@@ -140,10 +145,12 @@ template <int KV> struct fa_raw {
 #pragma unroll
         for (int i = 0; i < 8; i++) f[i] = 0.0f;
     }
-    __device__ __forceinline__ void get(float * out) const {
+    __device__ __forceinline__ void get(float * out, int e0) const {
+        (void)e0;
 #pragma unroll
         for (int i = 0; i < 8; i++) out[i] = f[i];
     }
+    __device__ __forceinline__ float scale(int e0) const { return (void)e0, 1.0f; }
 };
 
 template <> struct fa_raw<LOOM_TYPE_F16> {
@@ -162,7 +169,8 @@ template <> struct fa_raw<LOOM_TYPE_F16> {
         }
     }
     __device__ __forceinline__ void zero() { u = make_uint4(0, 0, 0, 0); }
-    __device__ __forceinline__ void get(float * out) const {
+    __device__ __forceinline__ void get(float * out, int e0) const {
+        (void)e0;
         const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -171,7 +179,79 @@ template <> struct fa_raw<LOOM_TYPE_F16> {
             out[2 * i + 1] = f.y;
         }
     }
+    __device__ __forceinline__ float scale(int e0) const { return (void)e0, 1.0f; }
 };
+
+/* Q8_0 and Q4_0 rows on 8-byte boundaries. The lane holding elements e0 .. e0 + 7 (a quarter of a
+ * block: part s = e0 % 32 / 8 of block e0 / 32) needs 8 bytes of codes at byte 'o' of the row: Q8_0
+ * the 8 codes themselves (o = 34 * block + 2 + 8 s), Q4_0 the 8 bytes whose low (s < 2) or high
+ * nibbles hold them (o = 18 * block + 2 + 8 (s % 2)). Bytes o - 2 .. o + 7 lie in the two aligned
+ * 8-byte words from (o - 2) & ~7 (o - 2 is even), inside the row: two 8-byte loads, where a lane
+ * reading the codes byte by byte made 9. For the first lane of each quad (s = 0) bytes o - 2, o - 1
+ * are the block's F16 scale; the other three lanes of the block take it from that lane. */
+template <int KV> __device__ __forceinline__ int fa_q_codes_at(int e0) {
+    const int blk = e0 / FA_QK, s = e0 % FA_QK / 8;
+    return KV == LOOM_TYPE_Q8_0 ? blk * FA_Q8_0_BYTES + 2 + 8 * s : blk * FA_Q4_0_BYTES + 2 + 8 * (s & 1);
+}
+
+/* Bytes 'h2' (the 16-bit step from the window's start: 0 .. 3, as (o - 2) % 8 / 2) of the window
+ * w[0..3]: the 16 bits there, and the 8 bytes after them as two words. */
+__device__ __forceinline__ void fa_q_window(const uint4 & u, int h2, uint32_t & half, uint32_t & lo, uint32_t & hi) {
+    const bool q = h2 >= 2; /* the window's words from 1 on */
+    const uint32_t w0 = q ? u.y : u.x, w1 = q ? u.z : u.y, w2 = q ? u.w : u.z;
+    const bool odd = h2 & 1;
+    half = odd ? w0 >> 16 : w0 & 0xffffu;
+    const unsigned sh = odd ? 32u : 16u;
+    lo = __funnelshift_rc(w0, w1, sh);
+    hi = __funnelshift_rc(w1, w2, sh);
+}
+
+/* Byte i of 'x' (0 .. 255) as a float, exactly: the byte as the low mantissa bits of 2^23. */
+__device__ __forceinline__ float fa_byte_f(uint32_t x, int i, float bias) {
+    return __int_as_float((int)__byte_perm(x, 0x4B000000u, 0x7650u | (unsigned)i)) - bias;
+}
+
+template <int KV> struct fa_raw_q {
+    uint4 u;
+    __device__ __forceinline__ void load(const char * row, int type, int e0, bool vec) {
+        (void)type, (void)vec;
+        const int w = (fa_q_codes_at<KV>(e0) - 2) & ~7;
+        const uint2 a = *(const uint2 *)(row + w), b = *(const uint2 *)(row + w + 8);
+        u = make_uint4(a.x, a.y, b.x, b.y);
+    }
+    __device__ __forceinline__ void zero() { u = make_uint4(0, 0, 0, 0); }
+    __device__ __forceinline__ void get(float * out, int e0) const {
+        uint32_t half, lo, hi;
+        fa_q_window(u, (fa_q_codes_at<KV>(e0) - 2) % 8 / 2, half, lo, hi);
+        if (KV == LOOM_TYPE_Q8_0) { /* signed codes: flip the sign bits, take 128 off */
+            lo ^= 0x80808080u;
+            hi ^= 0x80808080u;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                out[i] = fa_byte_f(lo, i, 8388736.0f);
+                out[4 + i] = fa_byte_f(hi, i, 8388736.0f);
+            }
+        } else { /* 4-bit codes 0..15 stand for -8..7 */
+            const unsigned sh = e0 % FA_QK >= 16 ? 4u : 0u;
+            lo = (lo >> sh) & 0x0f0f0f0fu;
+            hi = (hi >> sh) & 0x0f0f0f0fu;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                out[i] = fa_byte_f(lo, i, 8388616.0f);
+                out[4 + i] = fa_byte_f(hi, i, 8388616.0f);
+            }
+        }
+    }
+    __device__ __forceinline__ float scale(int e0) const {
+        uint32_t half, lo, hi;
+        fa_q_window(u, (fa_q_codes_at<KV>(e0) - 2) % 8 / 2, half, lo, hi);
+        half = __shfl_sync(0xffffffffu, half, (threadIdx.x % 32) & ~3);
+        return __half2float(__ushort_as_half((unsigned short)half));
+    }
+};
+
+template <> struct fa_raw<LOOM_TYPE_Q8_0> : fa_raw_q<LOOM_TYPE_Q8_0> {};
+template <> struct fa_raw<LOOM_TYPE_Q4_0> : fa_raw_q<LOOM_TYPE_Q4_0> {};
 
 /* Loads the K and V values and the mask values of this lane's U cells from 'cell' on, 'step' apart
  * (cells at or past t1 read cell t1 - 1 and are masked). */
@@ -198,7 +278,8 @@ __device__ __forceinline__ void fa_fetch(const struct lc_fa_args & a, const char
  * (8 values each), so a warp reads 32 / lpr rows at once; each lane group keeps its own running
  * maximum, sum and values, merged across the warp and then across the warps at the end. The next
  * cells' rows are loaded while the current ones are used. KV: LOOM_TYPE_F16 when K and V are both
- * F16 (the default cache), -1 for any types (read by type). */
+ * F16 (the default cache), LOOM_TYPE_Q8_0 / LOOM_TYPE_Q4_0 when both are of that type with rows of
+ * whole 8-byte words on 8-byte boundaries (fa_raw_q), -1 for any types (read by type). */
 template <int NCOL, int KV>
 __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
@@ -254,18 +335,20 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
             for (int c = 0; c < NCOL; c++) mv[c][j] = mn[c][j];
         }
         if (wb + round < t1) fa_fetch<NCOL, KV, U>(a, kbase, vbase, ktype, vtype, kon, von, e0, wb + round + grp, step, t1, mrow, kn, vn, mn);
-        float s[NCOL][U];
+        float s[NCOL][U], vs[U];
 #pragma unroll
         for (int j = 0; j < U; j++) {
             float kf[E];
-            kc[j].get(kf);
+            kc[j].get(kf, e0);
+            const float ks = kc[j].scale(e0); /* the row's block scale (1 for float rows) */
 #pragma unroll
             for (int c = 0; c < NCOL; c++) {
                 float dot = 0.0f;
 #pragma unroll
                 for (int i = 0; i < E; i++) dot = fmaf(qr[c][i], kf[i], dot);
-                s[c][j] = dot;
+                s[c][j] = dot * ks;
             }
+            vs[j] = vc[j].scale(e0); /* here, where the whole warp runs */
         }
         /* the group's dot products: a butterfly over its lanes (uniform across the warp) */
         for (int o = lpr / 2; o > 0; o >>= 1) {
@@ -299,10 +382,11 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
 #pragma unroll
                 for (int j = 0; j < U; j++) {
                     float vf[E];
-                    vc[j].get(vf);
+                    vc[j].get(vf, e0);
+                    const float pj = p[j] * vs[j];
 #pragma unroll
                     for (int i = 0; i < E; i++) {
-                        const float pv = p[j] * vf[i];
+                        const float pv = pj * vf[i];
                         acc[c][i] += p[j] > 0.0f ? pv : 0.0f; /* 0 * garbage of a masked cell stays out */
                     }
                 }
@@ -875,21 +959,32 @@ size_t lc_flash_attn_scratch(const struct lc_backend * be, const struct loom_ten
     return fa_scratch_of(op, &p);
 }
 
+/* The bytes of one row of K or V (ne[0] elements of its type). */
+static int64_t fa_row_bytes(const struct loom_tensor * t) {
+    return t->ne[0] / loom_blck_size(t->type) * (int64_t)loom_type_size(t->type);
+}
+
 /* Whether every row of 't' (from its base) starts on an 'align'-byte boundary. */
 static bool fa_rows_aligned(const struct lc_tensor * t, int64_t align) {
     return (uintptr_t)t->data % align == 0 && t->nb[1] % align == 0 && t->nb[2] % align == 0 && t->nb[3] % align == 0;
 }
 
-template <int NCOL> static const void * fa_vec_kernel_for(bool f16) {
-    return f16 ? (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_F16> : (const void *)lc_fa_vec_kernel<NCOL, -1>;
+/* kv: LOOM_TYPE_F16, LOOM_TYPE_Q8_0 or LOOM_TYPE_Q4_0 for the kernels of one K and V type, -1 for any types. */
+template <int NCOL> static const void * fa_vec_kernel_for(int kv) {
+    switch (kv) {
+    case LOOM_TYPE_F16: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_F16>;
+    case LOOM_TYPE_Q8_0: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_Q8_0>;
+    case LOOM_TYPE_Q4_0: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_Q4_0>;
+    default: return (const void *)lc_fa_vec_kernel<NCOL, -1>;
+    }
 }
 
-static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
+static const void * fa_vec_kernel_ncol(int ncol, int kv) {
     switch (ncol) {
-    case 1: return fa_vec_kernel_for<1>(f16);
-    case 2: return fa_vec_kernel_for<2>(f16);
-    case 4: return fa_vec_kernel_for<4>(f16);
-    default: return fa_vec_kernel_for<8>(f16);
+    case 1: return fa_vec_kernel_for<1>(kv);
+    case 2: return fa_vec_kernel_for<2>(kv);
+    case 4: return fa_vec_kernel_for<4>(kv);
+    default: return fa_vec_kernel_for<8>(kv);
     }
 }
 
@@ -959,8 +1054,14 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
         a.part = (float *)be->scratch;
         be->conv.src = NULL; /* a product's converted operand there is gone */
     }
-    const bool f16 = k->type == LOOM_TYPE_F16 && v->type == LOOM_TYPE_F16;
-    const void * fn = fa_vec_kernel_ncol(p.ncol, f16);
+    /* one K and V type: F16, or Q8_0 / Q4_0 with every row on an 8-byte boundary (two 8-byte loads a lane) */
+    int kv = -1;
+    if (k->type == v->type && k->type == LOOM_TYPE_F16) kv = LOOM_TYPE_F16;
+    if (k->type == v->type && (k->type == LOOM_TYPE_Q8_0 || k->type == LOOM_TYPE_Q4_0) && fa_rows_aligned(&a.k, 8) && fa_rows_aligned(&a.v, 8) &&
+        fa_row_bytes(k) % 8 == 0 && fa_row_bytes(v) % 8 == 0) {
+        kv = k->type;
+    }
+    const void * fn = fa_vec_kernel_ncol(p.ncol, kv);
     a.lpr = p.lpr;
     void * args[] = {&a};
     lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(FA_WARPS * 32), args);
