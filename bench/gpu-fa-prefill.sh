@@ -46,17 +46,16 @@ el "profiles done"
     env "$v" timeout 60 $B/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT 2>&1 | grep -E "FAIL|passed"
   done
 } >"$OUT/tests.txt" 2>&1
-(timeout 120 $B/loom test-ops -b CUDA0 >/tmp/to.log 2>&1; echo "== test-ops whole rc=$?"; grep -E "FAIL|passed" /tmp/to.log | head -20) >/tmp/t1 2>&1 &
-(timeout 150 $B/test-cuda >/tmp/tc.log 2>&1; echo "== test-cuda rc=$?"; grep -E "op cases|all checks|check\(s\) failed|check failed" /tmp/tc.log | cut -c1-200 | head -20) >/tmp/t2 2>&1 &
-(timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT >/tmp/mc.log 2>&1
-  echo "== memcheck FA test-ops rc=$?"; grep -E "ERROR SUMMARY|passed" /tmp/mc.log) >/tmp/t3 2>&1 &
-(timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT >/tmp/rc.log 2>&1
-  echo "== racecheck FA test-ops rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|passed" /tmp/rc.log | head -5) >/tmp/t4 2>&1 &
+(timeout 120 $B/loom test-ops -b CUDA0 >/tmp/to.log 2>&1; echo "== test-ops whole rc=$?"; grep -E "FAIL|passed" /tmp/to.log | head -20) 2>&1 | cat >>"$OUT/tests.txt" &
+(timeout 120 $B/test-cuda >/tmp/tc.log 2>&1; echo "== test-cuda rc=$?"; grep -E "op cases|all checks|check\(s\) failed|check failed" /tmp/tc.log | cut -c1-200 | head -20) 2>&1 | cat >>"$OUT/tests.txt" &
+(timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT >/tmp/mc.log 2>&1
+  echo "== memcheck FA test-ops rc=$?"; grep -E "ERROR SUMMARY|passed" /tmp/mc.log) 2>&1 | cat >>"$OUT/tests.txt" &
+(timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 $B/loom test-ops -b CUDA0 -o FLASH_ATTN_EXT >/tmp/rc.log 2>&1
+  echo "== racecheck FA test-ops rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard|passed" /tmp/rc.log | head -5) 2>&1 | cat >>"$OUT/tests.txt" &
 (bash bench/greedy-grid.sh $B/loom "$MODELS" /tmp/e2e "0 99" "-fa on" "-fa off" >/tmp/e2e.txt 2>&1; echo "== greedy stories260K: $(tail -1 /tmp/e2e.txt)"
   head -c 6000 "$MODELS/text/stories.txt" >/tmp/prompt.txt
   for x in $A $B; do $x/loom run -m $M7 -f /tmp/prompt.txt -n 24 --temp 0 -c 4096 -ngl 99 -fa on 2>/dev/null | md5sum >/tmp/g7-$(basename $x); done
-  cmp -s /tmp/g7-b-base /tmp/g7-b-new && echo "== 7B greedy (-fa on, ~1500-token prompt): new = base" || echo "== 7B greedy: new DIFFERS from base") >/tmp/t5 2>&1 &
+  cmp -s /tmp/g7-b-base /tmp/g7-b-new && echo "== 7B greedy (-fa on, ~1500-token prompt): new = base" || echo "== 7B greedy: new DIFFERS from base") 2>&1 | cat >>"$OUT/tests.txt" &
 wait
-cat /tmp/t1 /tmp/t2 /tmp/t3 /tmp/t4 /tmp/t5 >>"$OUT/tests.txt"
 cat "$OUT/tests.txt"
 el "tests done"
