@@ -29,10 +29,11 @@
 #include "cuda-attn.cuh"
 
 enum {
-    FA_WARPS = 4,         /* warps per block of the decode kernel */
+    FA_WARPS = 4,         /* warps per block of both kernels */
     FA_MAX_D = 256,       /* longest K and V rows */
     FA_MIN_SPAN = 64,     /* fewest KV cells a split takes */
     FA_MAX_SPLITS = 128,
+    FA_TILE_Q = 64,       /* columns of a tensor-core block */
     FA_TILE_KV = 64,      /* KV cells per tensor-core tile */
 };
 
@@ -470,60 +471,55 @@ __device__ __forceinline__ uint32_t fa_pack_h2(float x, float y) {
     return *(const uint32_t *)&h;
 }
 
-/* Shared memory of lc_fa_mma_kernel for NW warps and rows of D values: two stages, each a K tile
- * and a V tile of FA_TILE_KV rows (the next live tile loads while this one is used), and with
- * MS > 0 the mask tile of the block's 16 NW columns as it is in memory (MS bytes per value: F16 or
- * F32), two stages; q is staged in the second stage's K and V. */
-template <int D, int MS, int NW> struct fa_mma_layout {
-    static constexpr int TQ = 16 * NW; /* columns of a block */
+/* Shared memory of lc_fa_mma_kernel for rows of D values: K and V tiles of FA_TILE_KV rows, two
+ * stages each (the next live tile loads while this one is used), and with MS > 0 the mask tile of
+ * the block's columns as it is in memory (MS bytes per value: F16 or F32), two stages; q is staged
+ * in K's second stage. */
+template <int D, int MS> struct fa_mma_layout {
     static constexpr int LDK = D + 8; /* halves per row: 16-byte rows that ldmatrix reads without bank conflicts */
     static constexpr int LDM = FA_TILE_KV + (MS == 4 ? 4 : 8); /* values per mask row (16-byte rows, a quad's rows spread over the banks) */
     static constexpr size_t TILE_BYTES = (size_t)FA_TILE_KV * LDK * 2;
-    static constexpr size_t STAGE_BYTES = 2 * TILE_BYTES; /* K, then V */
-    static constexpr size_t MASK_BYTES = (size_t)TQ * LDM * (MS > 0 ? MS : 1);
-    static constexpr size_t BYTES = 2 * STAGE_BYTES + (MS > 0 ? 2 * MASK_BYTES : 0);
-    static_assert((size_t)TQ * LDK * 2 <= STAGE_BYTES, "q fits one stage");
+    static constexpr size_t MASK_BYTES = (size_t)FA_TILE_Q * LDM * (MS > 0 ? MS : 1);
+    static constexpr size_t BYTES = 4 * TILE_BYTES + (MS > 0 ? 2 * MASK_BYTES : 0);
 };
 
 enum { FA_SCAN = 8 }; /* tiles whose liveness one mask scan decides */
 
-/* grid (n_cblk, Hk * B), NW warps; warp w owns columns c0 + 16w .. c0 + 16w + 15 (FlashAttention-2's
- * split: each warp its own rows, no exchange between warps; the K and V tiles shared by the NW
- * warps). Per tile of FA_TILE_KV cells: the scores S = q K^T (16 x 64 per warp) stay in the mma
- * accumulators, the online softmax works on them in registers (a row lives in the 4 lanes of a
- * quad), and S's fragments, rounded to F16, are the A operand of P V; the output (16 x D per warp)
- * stays in accumulators to the end. q and P are rounded to F16 (the unfused path's products round
- * them the same way), K and V are F16 already. Tiles every column of the block masks out are
- * skipped without loading K and V (a causal prompt's upper triangle), decided FA_SCAN tiles at a
- * time. MS = 2 or 4 (an F16 or F32 mask whose rows start on 16-byte boundaries, n_kv a multiple of
- * the 16 / MS values of a 16-byte run): the liveness from 16-byte loads, and the mask tile staged in
- * shared memory by cp.async with K and V -- except in "plain" tiles, whose mask values the same scan
- * found all +-0 for every column of the block, inside n_kv (a causal prompt's tiles below the
- * diagonal): those load K and V only and add no mask (x + 0 is x, so the result is the same). MS =
- * 0: each lane reads its mask values one by one; without a mask every whole tile is plain. */
-template <int D, int MS, int NW>
-__global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a) {
+/* grid (n_cblk, Hk * B), FA_WARPS warps; warp w owns columns c0 + 16w .. c0 + 16w + 15 (FlashAttention-2's
+ * split: each warp its own rows, no exchange between warps). Per tile of FA_TILE_KV cells: the scores
+ * S = q K^T (16 x 64 per warp) stay in the mma accumulators, the online softmax works on them in
+ * registers (a row lives in the 4 lanes of a quad), and S's fragments, rounded to F16, are the A
+ * operand of P V; the output (16 x D per warp) stays in accumulators to the end. q and P are rounded
+ * to F16 (the unfused path's products round them the same way), K and V are F16 already. Tiles
+ * every column of the block masks out are skipped without loading K and V (a causal prompt's upper
+ * triangle), decided FA_SCAN tiles at a time. MS = 2 or 4 (an F16 or F32 mask whose rows start
+ * on 16-byte boundaries, n_kv a multiple of the 16 / MS values of a 16-byte run): the liveness from
+ * 16-byte loads, and the mask tile staged in shared memory by cp.async with K and V; MS = 0: each
+ * lane reads its mask values one by one. */
+template <int D, int MS>
+__global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_mma_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
     lc_pdl_wait();
-    using L = fa_mma_layout<D, MS, NW>;
-    constexpr int TQ = L::TQ, LDK = L::LDK, LDM = L::LDM, NTH = NW * 32;
+    using L = fa_mma_layout<D, MS>;
+    constexpr int LDK = L::LDK, LDM = L::LDM;
     constexpr int KS = D / 16;         /* k-steps of q K^T */
     constexpr int NT = FA_TILE_KV / 8; /* 8-cell column tiles of S */
     constexpr int DT = D / 8;          /* 8-value column tiles of the output (even for 64..128) */
     extern __shared__ __align__(128) char smem[];
-    __shared__ unsigned s_vote[2][NW]; /* the scan's votes, two windows in turn */
-    char * const Mb0 = smem + 2 * L::STAGE_BYTES; /* MS > 0 only */
+    __half * const Kb0 = (__half *)smem;
+    __half * const Vb0 = (__half *)(smem + 2 * L::TILE_BYTES);
+    char * const Mb0 = smem + 4 * L::TILE_BYTES; /* MS > 0 only */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gid = lane / 4, tig = lane % 4;
     const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
-    const int c0 = (a.n_cblk - 1 - (int)blockIdx.x) * TQ; /* the last queries (longest rows of a causal prompt) first */
+    const int c0 = (a.n_cblk - 1 - (int)blockIdx.x) * FA_TILE_Q; /* the last queries (longest rows of a causal prompt) first */
     const char * kbase = a.k.data + (int64_t)hk * a.k.nb[2] + (int64_t)b * a.k.nb[3];
     const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
     const bool vec = a.vec_k && a.vec_v;
 
     /* MS > 0: this thread's 16-byte mask runs of a tile (VPC values each, CPR per row): rows
      * threadIdx.x / CPR + RSTEP k, cells mch .. mch + VPC - 1 */
-    constexpr int VPC = MS > 0 ? 16 / MS : 8, CPR = FA_TILE_KV / VPC, RSTEP = NTH / CPR;
-    constexpr int MR = MS > 0 ? TQ / RSTEP : 1;
+    constexpr int VPC = MS > 0 ? 16 / MS : 8, CPR = FA_TILE_KV / VPC, RSTEP = FA_WARPS * 32 / CPR;
+    constexpr int MR = MS > 0 ? FA_TILE_Q / RSTEP : 1;
     const char * mst[MR];
     bool mst_on[MR];
     const int mch = ((int)threadIdx.x % CPR) * VPC;
@@ -536,10 +532,10 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
         mst[k] = fa_mask_row(a, qi, qh, b);
     }
 
-    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), and with MS > 0 unless
-     * 'plain' the mask tile, as one cp.async group */
-    auto load_tile = [&](int64_t t0, int s, bool plain) {
-        if (MS > 0 && !plain) {
+    /* K and V rows t0 .. t0 + 63 into stage s (cells past n_kv: zeros), and with MS > 0 the mask
+     * tile, as one cp.async group */
+    auto load_tile = [&](int64_t t0, int s) {
+        if (MS > 0) {
             char * Ms = Mb0 + (size_t)s * L::MASK_BYTES;
 #pragma unroll
             for (int k = 0; k < MR; k++) {
@@ -548,9 +544,9 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
             }
         }
         constexpr int V8 = D / 8;
-        __half * Ks = (__half *)(smem + (size_t)s * L::STAGE_BYTES);
-        __half * Vs = (__half *)(smem + (size_t)s * L::STAGE_BYTES + L::TILE_BYTES);
-        for (int idx = threadIdx.x; idx < FA_TILE_KV * V8; idx += NTH) {
+        __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
+        __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
+        for (int idx = threadIdx.x; idx < FA_TILE_KV * V8; idx += FA_WARPS * 32) {
             const int t = idx / V8, e = (idx % V8) * 8;
             const bool in = t0 + t < a.n_kv;
             const int64_t tc = in ? t0 + t : a.n_kv - 1;
@@ -589,47 +585,33 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
     };
 
     /* the first live tile at or after t (n_kv when none); the liveness of FA_SCAN tiles at a time
-     * (each thread reads its own cells of them, then one vote of the block: bit i live, bit
-     * FA_SCAN + i not plain), kept for the next calls; 'plain' receives the found tile's */
+     * (each thread reads its own cells of them, then one vote per tile), kept for the next calls */
     int64_t scan0 = -1;
     unsigned scan_bits = 0;
-    int vpar = 0;
-    auto next_live = [&](int64_t t, bool & plain) -> int64_t {
+    auto next_live = [&](int64_t t) -> int64_t {
         for (; t < a.n_kv; t += FA_TILE_KV) {
-            if (!a.has_mask) {
-                plain = t + FA_TILE_KV <= a.n_kv;
-                return t;
-            }
+            if (!a.has_mask) return t;
             if (scan0 < 0 || t < scan0 || t >= scan0 + FA_SCAN * FA_TILE_KV) {
                 scan0 = t;
                 unsigned bits = 0;
                 if (MS > 0) { /* every 16-byte load of the window in flight at once; -inf is 0xfc00 (F16), 0xff800000 (F32) */
 #pragma unroll
                     for (int i = 0; i < FA_SCAN; i++) {
-                        bool live = false, nz = false;
+                        bool live = false;
 #pragma unroll
                         for (int k = 0; k < MR; k++) {
                             const int64_t cell = t + (int64_t)i * FA_TILE_KV + mch;
-                            if (mst_on[k]) {
-                                if (cell < a.n_kv) {
-                                    const uint4 u = *(const uint4 *)(mst[k] + cell * MS);
-                                    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+                            if (mst_on[k] && cell < a.n_kv) {
+                                const uint4 u = *(const uint4 *)(mst[k] + cell * MS);
+                                const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-                                    for (int e = 0; e < 4; e++) {
-                                        if (MS == 2) {
-                                            live |= (w[e] & 0xffffu) != 0xfc00u || (w[e] >> 16) != 0xfc00u;
-                                            nz |= (w[e] & 0x7fff7fffu) != 0; /* not +-0 */
-                                        } else {
-                                            live |= w[e] != 0xff800000u;
-                                            nz |= (w[e] & 0x7fffffffu) != 0;
-                                        }
-                                    }
-                                } else {
-                                    nz = true;
+                                for (int e = 0; e < 4; e++) {
+                                    if (MS == 2) live |= (w[e] & 0xffffu) != 0xfc00u || (w[e] >> 16) != 0xfc00u;
+                                    else live |= w[e] != 0xff800000u;
                                 }
                             }
                         }
-                        bits |= (unsigned)live << i | (unsigned)nz << (FA_SCAN + i);
+                        bits |= (unsigned)live << i;
                     }
                 } else {
 #pragma unroll
@@ -645,37 +627,25 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
                                 live |= mask_at((u / 2) % 2, cell) != -INFINITY;
                             }
                         }
-                        bits |= (unsigned)live << i | 1u << (FA_SCAN + i); /* never plain: the values are not all read */
+                        bits |= (unsigned)live << i;
                     }
                 }
-                /* the block's vote: each warp's OR, then the warps' through shared memory (two slots
-                 * in turn: a scan writes one while slower threads may still read the last) */
-                bits = __reduce_or_sync(0xffffffffu, bits);
-                if (lane == 0) s_vote[vpar][warp] = bits;
-                __syncthreads();
                 scan_bits = 0;
 #pragma unroll
-                for (int w = 0; w < NW; w++) scan_bits |= s_vote[vpar][w];
-                vpar ^= 1;
+                for (int i = 0; i < FA_SCAN; i++) scan_bits |= (unsigned)__syncthreads_or((bits >> i) & 1) << i;
             }
-            const int i = (int)((t - scan0) / FA_TILE_KV);
-            if ((scan_bits >> i) & 1) {
-                plain = !((scan_bits >> (FA_SCAN + i)) & 1);
-                return t;
-            }
+            if ((scan_bits >> ((t - scan0) / FA_TILE_KV)) & 1) return t;
         }
-        plain = false;
         return a.n_kv;
     };
 
-    bool plain = false;
-    int64_t t = next_live(0, plain);
-    if (t < a.n_kv) load_tile(t, 0, plain);
+    int64_t t = next_live(0);
+    if (t < a.n_kv) load_tile(t, 0);
 
-    /* q of the block's columns, rounded to F16, staged in the second stage, then into A fragments */
+    /* q of the block's columns, rounded to F16, staged in K's second stage, then into A fragments */
     {
-        __half * Qs = (__half *)(smem + L::STAGE_BYTES);
-        for (int idx = threadIdx.x; idx < TQ * (D / 2); idx += NTH) {
+        __half * Qs = Kb0 + (size_t)FA_TILE_KV * LDK;
+        for (int idx = threadIdx.x; idx < FA_TILE_Q * (D / 2); idx += FA_WARPS * 32) {
             const int r = idx / (D / 2), e = (idx % (D / 2)) * 2;
             float x0 = 0.0f, x1 = 0.0f;
             if (c0 + r < a.n_cols) {
@@ -691,7 +661,7 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
     }
     uint32_t qf[KS][4];
     {
-        const __half * Qs = (const __half *)(smem + L::STAGE_BYTES);
+        const __half * Qs = Kb0 + (size_t)FA_TILE_KV * LDK;
         const int row = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8, cofs = (lane / 16) * 8;
 #pragma unroll
         for (int k = 0; k < KS; k++) fa_ldsm4(qf[k], Qs + row * LDK + k * 16 + cofs);
@@ -705,17 +675,16 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
 
     int s = 0;
     while (t < a.n_kv) {
-        bool plain_n = false;
-        const int64_t tn = next_live(t + FA_TILE_KV, plain_n);
+        const int64_t tn = next_live(t + FA_TILE_KV);
         if (tn < a.n_kv) {
-            load_tile(tn, s ^ 1, plain_n);
+            load_tile(tn, s ^ 1);
             fa_cp_wait<1>();
         } else {
             fa_cp_wait<0>();
         }
         __syncthreads(); /* tile t is in stage s for every thread */
-        const __half * Ks = (const __half *)(smem + (size_t)s * L::STAGE_BYTES);
-        const __half * Vs = (const __half *)(smem + (size_t)s * L::STAGE_BYTES + L::TILE_BYTES);
+        const __half * Ks = Kb0 + (size_t)s * FA_TILE_KV * LDK;
+        const __half * Vs = Vb0 + (size_t)s * FA_TILE_KV * LDK;
         const char * Ms = Mb0 + (size_t)s * L::MASK_BYTES;
 
         /* S = q K^T: B fragments from K rows (cells) read as 8x8 matrices, two k-steps per load */
@@ -738,40 +707,25 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
             }
         }
 
-        /* the scores scaled, plus the mask unless the tile is plain; cells n * 8 + 2 tig + j of
-         * rows gid (sc[.][0..1]) and gid + 8 (sc[.][2..3]) */
-        if (plain) {
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) sc[n][e] *= a.scale;
-            }
-        } else {
-#pragma unroll
-            for (int rr = 0; rr < 2; rr++) {
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    float2 m2 = make_float2(0.0f, 0.0f);
-                    const size_t mo = ((size_t)(warp * 16 + gid + rr * 8) * LDM + n * 8 + tig * 2) * (MS > 0 ? MS : 1);
-                    if (MS == 2) m2 = __half22float2(*(const __half2 *)(Ms + mo));
-                    if (MS == 4) m2 = *(const float2 *)(Ms + mo);
-#pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        const int64_t cell = t + n * 8 + tig * 2 + j;
-                        const float mv = MS == 0 ? mask_at(rr, cell) : on[rr] && cell < a.n_kv ? (j ? m2.y : m2.x) : -INFINITY;
-                        const float x = sc[n][rr * 2 + j] * a.scale;
-                        sc[n][rr * 2 + j] = mv == -INFINITY ? -INFINITY : x + mv;
-                    }
-                }
-            }
-        }
-
-        /* online softmax of the two rows */
+        /* online softmax of rows gid (sc[.][0..1]) and gid + 8 (sc[.][2..3]); cells n * 8 + 2 tig + j */
 #pragma unroll
         for (int rr = 0; rr < 2; rr++) {
             float tmax = -INFINITY;
 #pragma unroll
-            for (int n = 0; n < NT; n++) tmax = fmaxf(tmax, fmaxf(sc[n][rr * 2], sc[n][rr * 2 + 1]));
+            for (int n = 0; n < NT; n++) {
+                float2 m2 = make_float2(0.0f, 0.0f);
+                const size_t mo = ((size_t)(warp * 16 + gid + rr * 8) * LDM + n * 8 + tig * 2) * (MS > 0 ? MS : 1);
+                if (MS == 2) m2 = __half22float2(*(const __half2 *)(Ms + mo));
+                if (MS == 4) m2 = *(const float2 *)(Ms + mo);
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const int64_t cell = t + n * 8 + tig * 2 + j;
+                    const float mv = MS == 0 ? mask_at(rr, cell) : on[rr] && cell < a.n_kv ? (j ? m2.y : m2.x) : -INFINITY;
+                    const float x = sc[n][rr * 2 + j] * a.scale;
+                    sc[n][rr * 2 + j] = mv == -INFINITY ? -INFINITY : x + mv;
+                    tmax = fmaxf(tmax, sc[n][rr * 2 + j]);
+                }
+            }
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
             tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
             const float mnew = fmaxf(mx[rr], tmax);
@@ -812,7 +766,6 @@ __global__ void __launch_bounds__(NW * 32) lc_fa_mma_kernel(struct lc_fa_args a)
             }
         }
         t = tn;
-        plain = plain_n;
         s ^= 1;
         __syncthreads(); /* every warp is done with stage s ^ 1 before the next load into it */
     }
@@ -877,16 +830,6 @@ static bool fa_use_mma(const struct loom_tensor * op, int64_t n_cols) {
            (D == 64 || D == 80 || D == 96 || D == 128);
 }
 
-/* Warps per block of the tensor-core kernel (16 columns each). EXPERIMENT: LOOM_FA_X_NW=4|8. */
-static int fa_mma_warps(void) {
-    static int nw = 0;
-    if (!nw) {
-        const char * e = getenv("LOOM_FA_X_NW");
-        nw = e && atoi(e) == 4 ? 4 : 8;
-    }
-    return nw;
-}
-
 static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
     const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
     struct fa_plan p = {};
@@ -896,8 +839,7 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
     p.n_splits = 1;
     p.span = n_kv;
     if (p.mma) {
-        const int tq = 16 * fa_mma_warps();
-        p.n_cblk = (p.n_cols + tq - 1) / tq;
+        p.n_cblk = (p.n_cols + FA_TILE_Q - 1) / FA_TILE_Q;
         return p;
     }
     const int64_t lanes = (q->ne[0] > v->ne[0] ? q->ne[0] : v->ne[0]) / 8;
@@ -951,25 +893,21 @@ static const void * fa_vec_kernel_ncol(int ncol, bool f16) {
     }
 }
 
-template <int D, int MS, int NW> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
-    const size_t smem = fa_mma_layout<D, MS, NW>::BYTES;
+template <int D, int MS> static enum loom_status fa_launch_mma(struct lc_backend * be, struct lc_fa_args * a, dim3 grid) {
+    const size_t smem = fa_mma_layout<D, MS>::BYTES;
     static uint32_t raised; /* devices (bit per CUDA ordinal < 32) whose dynamic shared memory limit is raised for this kernel */
     const uint32_t bit = be->dev->id < 32 ? 1u << be->dev->id : 0u;
     if (!(raised & bit)) {
-        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D, MS, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        LC_TRY(cudaFuncSetAttribute((const void *)lc_fa_mma_kernel<D, MS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         raised |= bit;
     }
     void * args[] = {a};
-    lc_launch(be, (const void *)lc_fa_mma_kernel<D, MS, NW>, grid, dim3(NW * 32), args, smem);
+    lc_launch(be, (const void *)lc_fa_mma_kernel<D, MS>, grid, dim3(FA_WARPS * 32), args, smem);
     return LC_CHECK_LAUNCH("lc_fa_mma_kernel");
 }
 
-template <int D, int NW> static enum loom_status fa_launch_mma_ms(struct lc_backend * be, struct lc_fa_args * a, dim3 grid, int ms) {
-    return ms == 2 ? fa_launch_mma<D, 2, NW>(be, a, grid) : ms == 4 ? fa_launch_mma<D, 4, NW>(be, a, grid) : fa_launch_mma<D, 0, NW>(be, a, grid);
-}
-
 template <int D> static enum loom_status fa_launch_mma_d(struct lc_backend * be, struct lc_fa_args * a, dim3 grid, int ms) {
-    return fa_mma_warps() == 4 ? fa_launch_mma_ms<D, 4>(be, a, grid, ms) : fa_launch_mma_ms<D, 8>(be, a, grid, ms);
+    return ms == 2 ? fa_launch_mma<D, 2>(be, a, grid) : ms == 4 ? fa_launch_mma<D, 4>(be, a, grid) : fa_launch_mma<D, 0>(be, a, grid);
 }
 
 enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst) {
