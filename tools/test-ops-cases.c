@@ -408,8 +408,8 @@ static void cases_flash_attn(struct test_case_list * l) {
         const enum loom_type mt = t ? LOOM_TYPE_F32 : LOOM_TYPE_F16;
         push_flash_attn(l, LOOM_TYPE_F16, 64, 200, 2, 1, 264, mt, 1, 1, 0);
         push_flash_attn(l, LOOM_TYPE_F16, 128, 136, 1, 1, 648, mt, 1, 0, 2);
-        /* a llama context's mask (0 or -inf, some -0): tiles whose mask is all +-0 ("plain") are
-         * computed without it, beside tiles with other values or -inf, several column blocks */
+        /* a llama context's mask (0 or -inf, some -0): whole tiles of +-0, as a real prompt
+         * passes, beside tiles with other values or scattered -inf; several column blocks */
         push_flash_attn(l, LOOM_TYPE_F16, 128, 300, 2, 1, 648, mt, 1, 3, 0);
         push_flash_attn(l, LOOM_TYPE_F16, 64, 260, 1, 1, 520, mt, 1, 3, 0);
     }
