@@ -3,7 +3,8 @@
  *
  * Data variants (ip[3]): GET_ROWS and SET_ROWS 1 = some ids out of range; SOFT_MAX 1 = one mask row all -inf;
  * ARGMAX 1 = many ties, 2 = NaNs sprinkled in; FLASH_ATTN_EXT 1 = query 0's mask row all -inf,
- * 2 = scores near the float limit (the scale makes them ~1e37). */
+ * 2 = scores near the float limit (the scale makes them ~1e37), 3 = a llama context's mask (0 or -inf,
+ * some -0; other values and scattered -inf only in some 64 x 128 tiles). */
 #include "test-ops.h"
 
 #include <math.h>
@@ -407,6 +408,10 @@ static void cases_flash_attn(struct test_case_list * l) {
         const enum loom_type mt = t ? LOOM_TYPE_F32 : LOOM_TYPE_F16;
         push_flash_attn(l, LOOM_TYPE_F16, 64, 200, 2, 1, 264, mt, 1, 1, 0);
         push_flash_attn(l, LOOM_TYPE_F16, 128, 136, 1, 1, 648, mt, 1, 0, 2);
+        /* a llama context's mask (0 or -inf, some -0): whole tiles of +-0, as a real prompt
+         * passes, beside tiles with other values or scattered -inf; several column blocks */
+        push_flash_attn(l, LOOM_TYPE_F16, 128, 300, 2, 1, 648, mt, 1, 3, 0);
+        push_flash_attn(l, LOOM_TYPE_F16, 64, 260, 1, 1, 520, mt, 1, 3, 0);
     }
     /* a quantized KV cache (Q8_0, Q4_0: dense rows of blocks, in place or strided), dequantized a
      * tile at a time; K and V of different types */

@@ -221,6 +221,12 @@ static double gen_value(const struct test_case * c, int s, const int64_t * i, ui
         const int64_t n_kv = c->ne[3][0], n_q = c->ne[0][1];
         if (c->ip[3] == 1 && i[1] == 0) return -INFINITY;
         if (i[0] > n_kv - n_q + i[1]) return -INFINITY;
+        if (c->ip[3] == 3) { /* a llama context's: 0 (some -0) below the diagonal; other values, and -inf, in some 64 x 128 tiles */
+            const int64_t tile = i[0] / 64 + i[1] / 128;
+            if (tile % 3 == 1 && i[0] % 5 == 0) return rng_uniform(rng, -1, 1);
+            if (tile % 3 == 2 && rng_uniform(rng, 0, 1) < 0.05) return -INFINITY;
+            return i[0] % 7 == 3 ? -0.0 : 0.0;
+        }
         return rng_uniform(rng, 0, 1) < 0.1 ? -INFINITY : rng_uniform(rng, -1, 1);
     }
     if (c->op == LOOM_OP_SOFT_MAX && s == 1) {
