@@ -169,8 +169,6 @@ static bool is_cuda_backend(loom_backend_t backend) { return backend && backend-
 
 /* One "key=value" of the init parameters into 'o'; false (logged) when the key is unknown or the
  * value is not one it takes. 'len': the item's length (items are separated by commas). */
-extern int lc_qmv_variant; /* TEMPORARY (session 14): cuda-matvec-q.cu */
-
 static bool parse_option(const char * dev, const char * item, size_t len, struct lc_options * o) {
     char buf[64];
     if (len >= sizeof buf) len = sizeof buf - 1;
@@ -185,7 +183,6 @@ static bool parse_option(const char * dev, const char * item, size_t len, struct
     else if (num && v <= 1 && !strcmp(buf, "fuse")) o->fuse = v;
     else if (num && v <= 2 && !strcmp(buf, "profile")) o->profile = (int)v;
     else if (num && v <= 65535 && !strcmp(buf, "mv_blocks")) o->mv_blocks = (int)v;
-    else if (num && v <= 5 && !strcmp(buf, "qmv")) lc_qmv_variant = (int)v; /* TEMPORARY (session 14) */
     else {
         loom_log(LOOM_LOG_ERROR, "%s: backend parameter '%.*s' unknown or out of range (graphs=0|1, fuse=0|1, profile=0|1|2, mv_blocks=N)",
                  dev, (int)len, item);

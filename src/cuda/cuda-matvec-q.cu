@@ -8,49 +8,6 @@
 
 LC_QMV_TYPES(LC_QMV_EXTERN)
 
-/* TEMPORARY (session 14): the variant shapes of the one-column kernels of Q4_0, Q8_0, Q4_K and
- * Q6_K (cuda-matvec-q-var*.cu); LOOM_CUDA_PARAMS qmv=N picks one (0: the kernels of main;
- * variant 4 exists for Q4_0 and Q8_0 only, the K-quants take main's kernels there). */
-int lc_qmv_variant = 0;
-#define LC_QMV_VAR_EXT4(S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q4_0, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q8_0, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q4_K, S) LC_QMV_VAR_EXTERN(LOOM_TYPE_Q6_K, S)
-LC_QMV_VAR_EXT4(lc_qmv_v1)
-LC_QMV_VAR_EXT4(lc_qmv_v2)
-LC_QMV_VAR_EXT4(lc_qmv_v3)
-LC_QMV_VAR_EXTERN(LOOM_TYPE_Q4_0, lc_qmv_v4)
-LC_QMV_VAR_EXTERN(LOOM_TYPE_Q8_0, lc_qmv_v4)
-LC_QMV_VAR_EXT4(lc_qmv_v5)
-
-/* Calls f.template run<S>() for the variant shape of type T; false: main's kernels. */
-template <int T, class F> static bool lc_qmv_var(F && f) {
-    if constexpr (T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q8_0 || T == LOOM_TYPE_Q4_K || T == LOOM_TYPE_Q6_K) {
-        switch (lc_qmv_variant) {
-        case 1: f.template run<lc_qmv_v1>(); return true;
-        case 2: f.template run<lc_qmv_v2>(); return true;
-        case 3: f.template run<lc_qmv_v3>(); return true;
-        case 4:
-            if constexpr (T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q8_0) {
-                f.template run<lc_qmv_v4>();
-                return true;
-            }
-            return false;
-        case 5: f.template run<lc_qmv_v5>(); return true;
-        default: return false;
-        }
-    }
-    return false;
-}
-template <int T> struct lc_qmv_var_one_f {
-    const struct lc_backend * be;
-    const struct lc_mv_args & p;
-    template <class S> void run() { lc_qmv_one_v<T, S>(be, p); }
-};
-template <int T> struct lc_qmv_var_multi_f {
-    const struct lc_backend * be;
-    const struct lc_mv_multi & m;
-    int n;
-    template <class S> void run() { lc_qmv_multi_v<T, S>(be, m, n); }
-};
-
 bool lc_matvec_q_supported(int type) {
 #define LC_CASE(T) case T:
     switch (type) {
@@ -144,7 +101,7 @@ enum loom_status lc_matvec_q_queue(const struct lc_backend * be, const struct lc
         const int left = ncols - j0;
         const int nc = left < LC_MATVEC_MAX_COLS ? left : LC_MATVEC_MAX_COLS;
         g.j0 = j0;
-#define LC_CASE(T) case T: if (nc != 1 || !lc_qmv_var<T>(lc_qmv_var_one_f<T>{be, g})) lc_qmv_one_t<T>(be, g, nc); break;
+#define LC_CASE(T) case T: lc_qmv_one_t<T>(be, g, nc); break;
         switch (p.type) {
         LC_QMV_TYPES(LC_CASE)
         default: return LOOM_ERR_UNSUPPORTED;
@@ -169,7 +126,7 @@ enum loom_status lc_matvec_q_queue_multi(const struct lc_backend * be, const str
             g.s[i].q8_nb3 = g.s[0].q8_nb3;
         }
     }
-#define LC_CASE(T) case T: if (!lc_qmv_var<T>(lc_qmv_var_multi_f<T>{be, g, n})) lc_qmv_multi_t<T>(be, g, n); break;
+#define LC_CASE(T) case T: lc_qmv_multi_t<T>(be, g, n); break;
     switch (m.s[0].type) {
     LC_QMV_TYPES(LC_CASE)
     default: return LOOM_ERR_UNSUPPORTED;

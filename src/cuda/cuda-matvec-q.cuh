@@ -51,17 +51,6 @@ static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const flo
 #define LC_QMV_WARPS 4
 static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS == LC_TAIL_WARPS, "the tail's kernel shape");
 
-/* TEMPORARY (session 14): the shape of a family's one-column kernels -- R rows per warp, W warps
- * per block (TR, TW for the tail kernels: TR * TW rows per block, the planner's partial sums),
- * BULK: each row's bytes prefetched into L2 by one cp.async.bulk.prefetch, STAGE: activations
- * staged in shared memory, REG4 / REG6: the register caps of Q4_K / Q6_K (0: none). */
-template <int R_, int W_, int TR_, int TW_, bool BULK_, bool STAGE_, int REG4_, int REG6_> struct lc_qmv_shape {
-    static const int R = R_, W = W_, TR = TR_, TW = TW_, REG4 = REG4_, REG6 = REG6_;
-    static const bool BULK = BULK_, STAGE = STAGE_;
-    static_assert(TR * TW == LC_TAIL_ROWS * LC_TAIL_WARPS, "the tail's rows per block");
-};
-typedef lc_qmv_shape<LC_QMV_ROWS, LC_QMV_WARPS, LC_TAIL_ROWS, LC_TAIL_WARPS, false, true, 80, 128> lc_qmv_base;
-
 /* The activations a block stages in shared memory: column j's element e at float
  * j * lc_qmv_kp(K) + (e / 32) * 36 + e % 32 -- 4 floats of padding per 32, so that lanes reading
  * the runs of consecutive units (32 elements apart) hit different banks. */
@@ -69,16 +58,15 @@ static __host__ __device__ __forceinline__ int64_t lc_qmv_kp(int64_t K) { return
 #define LC_QMV_SMEM_MAX (200 * 1024) /* bytes of staged activations at most; beyond, they are read from global memory */
 
 /* Rows a warp of a quantized kernel takes (SwiGLU: of each matrix). */
-template <int ROWS = LC_QMV_ROWS> static __device__ __forceinline__ int64_t lc_qmv_warp_rows(const struct lc_mv_args & p) { return p.a2 ? ROWS / 2 : ROWS; }
+static __device__ __forceinline__ int64_t lc_qmv_warp_rows(const struct lc_mv_args & p) { return p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS; }
 
 /* A quantized kernel's start: the next kernel may launch (lc_pdl_trigger); row0 = the first row
  * of this thread's warp; false: the block has no rows (a shorter product of a several-product
  * launch; a block with a tail still takes part in the tail). */
-template <int ROWS = LC_QMV_ROWS, int WARPS = LC_QMV_WARPS>
 static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args & p, bool tail, int64_t & row0) {
     lc_pdl_trigger();
-    row0 = ((int64_t)blockIdx.x * WARPS + threadIdx.x / 32) * lc_qmv_warp_rows<ROWS>(p);
-    return tail || (int64_t)blockIdx.x * WARPS * lc_qmv_warp_rows<ROWS>(p) < p.M;
+    row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
+    return tail || (int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) < p.M;
 }
 
 /* Batch (i2, i3)'s start in a quantized kernel: the row pointers a[] of the warp whose first row
@@ -86,28 +74,14 @@ static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args 
  * 105 bytes apart from the next lane's), so that the loads after find their bytes in L2 instead of
  * waiting for DRAM one unit at a time, and the wait for the previous kernel (once: lc_mv_wait;
  * constant weights are prefetched before it). */
-template <class Q, int ROWS, bool PRE, bool BULK = false>
+template <class Q, int ROWS, bool PRE>
 __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, const char * (&a)[ROWS],
                                              bool & waited, float & scale) {
     lc_mv_rows<ROWS>(p, row0, i2, i3, a);
     if (!waited && !p.a_const) lc_mv_wait<PRE>(p, waited, scale);
-    if (BULK) { /* TEMPORARY (session 14): lane r prefetches row r's bytes: the 16-byte aligned middle in one bulk request, the ends' lines */
+    for (int64_t u = lane; u < p.K / Q::UE; u += 32) {
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if (lane != r) continue;
-            const uintptr_t s0 = (uintptr_t)a[r], s1 = s0 + (uintptr_t)(p.K / Q::QK) * Q::BS;
-            const uintptr_t lo = (s0 + 15) & ~(uintptr_t)15, hi = s1 & ~(uintptr_t)15;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r]));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(s1 - 1)));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            if (hi > lo) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"((unsigned)(hi - lo)) : "memory");
-#endif
-        }
-    } else {
-        for (int64_t u = lane; u < p.K / Q::UE; u += 32) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
-        }
+        for (int r = 0; r < ROWS; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(a[r] + (u / Q::NU) * Q::BS + (u % Q::NU) * Q::BS / Q::NU));
     }
     if (!waited) lc_mv_wait<PRE>(p, waited, scale);
 }
@@ -115,7 +89,7 @@ __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_
 /* Batch bt's end in a quantized kernel: the lanes' sums 'acc' summed over the warp, PRE: scaled
  * (and the norm's slice stored from the activations 'u'), written with what is fused
  * (lc_mv_finish), then the tail's arrival ('tail_sh': LC_MV_TAIL_SHARED bytes of shared memory). */
-template <int NC, int ROWS, int X, int WARPS = LC_QMV_WARPS>
+template <int NC, int ROWS, int X>
 __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t row0, int64_t bt, int64_t i2, int64_t i3, int lane, float (&acc)[ROWS][NC],
                                            float scale, const char * u, float * tail_sh) {
 #pragma unroll
@@ -125,7 +99,7 @@ __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t 
     if (X == LC_MV_PRE) {
 #pragma unroll
         for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
-        if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)WARPS * lc_qmv_warp_rows<ROWS>(p), lane);
+        if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)LC_QMV_WARPS * lc_qmv_warp_rows(p), lane);
     }
     const float hsq = lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc);
     if (X == LC_MV_TAIL) lc_mv_tail_arrive(p, bt, tail_sh, hsq);
@@ -240,25 +214,25 @@ __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], cons
 /* lc_matvec_q_body for the types with integer dot products (lc_q8dot): the activations are
  * p.q8's 8-bit runs (the launch's first kernel wrote them); each block stages its NC columns in
  * shared memory when they fit in 'smem_b' bytes (0: read from global memory). */
-template <int T, class S, int NC, int X>
+template <int T, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, unsigned smem_b) {
     typedef lc_q<T> Q;
-    constexpr int ROWS = X == LC_MV_TAIL ? S::TR : S::R, WARPS = X == LC_MV_TAIL ? S::TW : S::W, RPU = Q::UE / 32;
+    constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32;
     static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
     int64_t row0;
-    if (!lc_qmv_first_row<ROWS, WARPS>(p, X == LC_MV_TAIL, row0)) return;
+    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     char * sb = (char *)lc_qmv_dyn;
-    const bool staged = S::STAGE && smem_b > 0;
+    const bool staged = smem_b > 0;
     const int64_t nunits = p.K / Q::UE, cs = nunits * lc_a8_ustride(Q::UE);
     bool waited = false;
     float scale = 1.0f;
     for (int64_t bt = blockIdx.y; bt < p.nbatch; bt += gridDim.y) {
         const int64_t i2 = bt % p.ne2, i3 = bt / p.ne2;
         const char * a[ROWS];
-        lc_qmv_start<Q, ROWS, X == LC_MV_PRE, S::BULK>(p, row0, i2, i3, lane, a, waited, scale);
+        lc_qmv_start<Q, ROWS, X == LC_MV_PRE>(p, row0, i2, i3, lane, a, waited, scale);
         const char * b = p.b + i2 * p.b_nb2 + i3 * p.b_nb3 + p.j0 * p.b_nb1;
         const char * q8 = p.q8 + i2 * p.q8_nb2 + i3 * p.q8_nb3 + p.j0 * p.q8_nb1;
         float acc[ROWS][NC];
@@ -282,7 +256,7 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
         } else {
             lc_qmv8_rows<T, NC, ROWS, false>(a, q8, p.q8_nb1, nunits, lane, acc);
         }
-        lc_qmv_end<NC, ROWS, X, WARPS>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
+        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
     }
 }
 
@@ -310,15 +284,12 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
  * computes NC columns (at most LC_MATVEC_MAX_COLS), 'smem' sizes a launch's staged activations. */
 template <class Q> struct lc_qmv_f32 {
     static const int TYPE = -1; /* no register cap (lc_qmv_min_blocks) */
-    template <class S, int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) {
-        static_assert(S::R == LC_QMV_ROWS && S::W == LC_QMV_WARPS && S::TR == LC_TAIL_ROWS && S::TW == LC_TAIL_WARPS, "the base shape only");
-        lc_matvec_q_body<Q, NC, X>(p, smem_b);
-    }
+    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
     static const int TYPE = T;
-    template <class S, int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, S, NC, X>(p, smem_b); }
+    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
     static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) { return lc_qmv8_smem(lc_q<T>::UE, K, nc); }
 };
 template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
@@ -331,79 +302,59 @@ template <int T> struct lc_qmv_family { typedef typename lc_qmv_if<lc_q8dot_on<T
  * and 128-168 (3-5 blocks), and the capped kernels stream faster (measured on an H200:
  * bench/cuda-notes.md, session 13). The other types and the kernels of several columns keep the
  * compiler's choice (1: no cap). */
-template <class S> static constexpr int lc_qmv_min_blocks(int type, int nc, int threads) {
-    return nc != 1 ? 0 : type == LOOM_TYPE_Q4_K && S::REG4 ? 65536 / (threads * S::REG4) : type == LOOM_TYPE_Q6_K && S::REG6 ? 65536 / (threads * S::REG6) : 0;
-}
-/* warps per block of the kernels of shape S with fusion X */
-template <class S> static constexpr int lc_qmv_w(int x) { return x == LC_MV_TAIL ? S::TW : S::W; }
-
-template <class B, class S, int NC, int X>
-__global__ void __launch_bounds__(32 * lc_qmv_w<S>(X), lc_qmv_min_blocks<S>(B::TYPE, NC, 32 * lc_qmv_w<S>(X)))
-    lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
-    B::template body<S, NC, X>(p, smem_b);
+static constexpr int lc_qmv_min_blocks(int type, int nc) {
+    return nc != 1 ? 0 : type == LOOM_TYPE_Q4_K ? 6 : type == LOOM_TYPE_Q6_K ? 4 : 0;
 }
 
-template <class B, class S, int X>
-__global__ void __launch_bounds__(32 * S::W, lc_qmv_min_blocks<S>(B::TYPE, 1, 32 * S::W))
-    lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
-    B::template body<S, 1, X>(m.s[blockIdx.z], smem_b);
+template <class B, int NC, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, NC)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
+    B::template body<NC, X>(p, smem_b);
 }
 
-/* Blocks along x for M rows (SwiGLU: M rows of each matrix), ROWS per warp, WARPS per block. */
-static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p, int rows = LC_QMV_ROWS, int warps = LC_QMV_WARPS) {
-    const int64_t per_block = (p.a2 ? rows / 2 : rows) * warps;
+template <class B, int X>
+__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, 1)) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
+    B::template body<1, X>(m.s[blockIdx.z], smem_b);
+}
+
+/* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
+static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
+    const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * LC_QMV_WARPS;
     return (unsigned)((p.M + per_block - 1) / per_block);
 }
 
-/* Queues kernel f of family B (blocks of 'warps' warps; nc staged columns of K, none without
- * 'stage'; 'set': the shared-memory bytes allowed for f so far, per device id) on 'grid', with
- * 'desc' its launch description. */
-template <class B> static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, bool stage, int64_t K, int nc, unsigned * set,
-                                         const void * desc) {
-    unsigned smem = stage ? B::smem(be, f, K, nc, set) : 0;
+/* Queues kernel f of family B (nc staged columns of K; 'set': the shared-memory bytes allowed for
+ * f so far, per device id) on 'grid', with 'desc' its launch description. */
+template <class B> static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int64_t K, int nc, unsigned * set, const void * desc) {
+    unsigned smem = B::smem(be, f, K, nc, set);
     void * args[] = {(void *)desc, &smem};
-    lc_launch(be, f, grid, dim3(32 * warps, 1, 1), args, smem);
-}
-
-/* One product of one column (a tail or pre-norm among them) in the kernels of shape S. */
-template <class B, class S> static void lc_qmv_one1(const struct lc_backend * be, const struct lc_mv_args & p) {
-    static unsigned set[3][16]; /* per kernel below */
-    const unsigned ny = (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535);
-    if (p.tail.kind != LC_TAIL_NONE)
-        lc_qmv_go<B>(be, (const void *)lc_qmv_kernel<B, S, 1, LC_MV_TAIL>, dim3(lc_qmv_blocks(p, S::TR, S::TW), ny, 1), S::TW, S::STAGE, p.K, 1, set[0], &p);
-    else if (p.pre.parts)
-        lc_qmv_go<B>(be, (const void *)lc_qmv_kernel<B, S, 1, LC_MV_PRE>, dim3(lc_qmv_blocks(p, S::R, S::W), ny, 1), S::W, S::STAGE, p.K, 1, set[1], &p);
-    else
-        lc_qmv_go<B>(be, (const void *)lc_qmv_kernel<B, S, 1, LC_MV_PLAIN>, dim3(lc_qmv_blocks(p, S::R, S::W), ny, 1), S::W, S::STAGE, p.K, 1, set[2], &p);
+    lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
 }
 
 /* One product of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS; a tail or pre-norm: 1). */
 template <class B> static void lc_qmv_one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-    typedef lc_qmv_base S;
-    if (ncols == 1 || p.tail.kind != LC_TAIL_NONE || p.pre.parts) {
-        lc_qmv_one1<B, S>(be, p);
-        return;
-    }
-    static unsigned set[3][16]; /* per kernel below */
+    static unsigned set[6][16]; /* per kernel below */
     const void * f;
     int k, nc = ncols;
-    if (ncols == 2) f = (const void *)lc_qmv_kernel<B, S, 2, LC_MV_PLAIN>, k = 0;
-    else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, S, 3, LC_MV_PLAIN>, k = 1;
-    else f = (const void *)lc_qmv_kernel<B, S, 4, LC_MV_PLAIN>, k = 2, nc = 4;
-    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), LC_QMV_WARPS, true, p.K, nc, set[k], &p);
+    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
+    else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE>, k = 1, nc = 1;
+    else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN>, k = 2;
+    else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
+    else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
+    else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
+    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), p.K, nc, set[k], &p);
 }
 
-/* The n one-column products of 'm' in one launch (blockIdx.z: the product), kernels of shape S. */
-template <class B, class S = lc_qmv_base> static void lc_qmv_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
+/* The n one-column products of 'm' in one launch (blockIdx.z: the product). */
+template <class B> static void lc_qmv_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
     static unsigned set[2][16];
     const bool pre = m.s[0].pre.parts != NULL;
-    const void * f = pre ? (const void *)lc_qmv_multi_kernel<B, S, LC_MV_PRE> : (const void *)lc_qmv_multi_kernel<B, S, LC_MV_PLAIN>;
+    const void * f = pre ? (const void *)lc_qmv_multi_kernel<B, LC_MV_PRE> : (const void *)lc_qmv_multi_kernel<B, LC_MV_PLAIN>;
     unsigned blocks = 0;
     for (int i = 0; i < n; i++) {
-        const unsigned b = lc_qmv_blocks(m.s[i], S::R, S::W);
+        const unsigned b = lc_qmv_blocks(m.s[i]);
         blocks = b > blocks ? b : blocks;
     }
-    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), S::W, S::STAGE, m.s[0].K, 1, set[pre], &m);
+    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), m.s[0].K, 1, set[pre], &m);
 }
 
 /* Queue one product (at most LC_MATVEC_MAX_COLS columns) / a several-product launch with
@@ -421,27 +372,5 @@ template <int T> void lc_qmv_multi_t(const struct lc_backend * be, const struct 
 #define LC_QMV_EXTERN(T)                                                                                      \
     extern template void lc_qmv_one_t<T>(const struct lc_backend * be, const struct lc_mv_args & p, int ncols); \
     extern template void lc_qmv_multi_t<T>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
-
-/* TEMPORARY (session 14): the one-column kernels of type T in shape S (cuda-matvec-q-var*.cu). */
-template <int T, class S> void lc_qmv_one_v(const struct lc_backend * be, const struct lc_mv_args & p) {
-    lc_qmv_one1<typename lc_qmv_family<T>::type, S>(be, p);
-}
-template <int T, class S> void lc_qmv_multi_v(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-    lc_qmv_multi<typename lc_qmv_family<T>::type, S>(be, m, n);
-}
-#define LC_QMV_VAR_INSTANTIATE(T, S)                                                             \
-    template void lc_qmv_one_v<T, S>(const struct lc_backend * be, const struct lc_mv_args & p); \
-    template void lc_qmv_multi_v<T, S>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
-#define LC_QMV_VAR_EXTERN(T, S)                                                                         \
-    extern template void lc_qmv_one_v<T, S>(const struct lc_backend * be, const struct lc_mv_args & p); \
-    extern template void lc_qmv_multi_v<T, S>(const struct lc_backend * be, const struct lc_mv_multi & m, int n);
-/* the variants: 1 four rows per warp (tail: 4 x 2 warps; caps Q4_K 128, Q6_K 168), 2 bulk L2
- * prefetch, 3 both, 4 eight-warp blocks (not the tail), 5 activations read from global memory
- * (no staging) */
-typedef lc_qmv_shape<4, 4, 4, 2, false, true, 128, 168> lc_qmv_v1;
-typedef lc_qmv_shape<2, 4, 2, 4, true, true, 80, 128> lc_qmv_v2;
-typedef lc_qmv_shape<4, 4, 4, 2, true, true, 128, 168> lc_qmv_v3;
-typedef lc_qmv_shape<2, 8, 2, 4, false, true, 80, 128> lc_qmv_v4;
-typedef lc_qmv_shape<2, 4, 2, 4, false, false, 80, 128> lc_qmv_v5;
 
 #endif
