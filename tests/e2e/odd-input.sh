@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Unusual input a llama.cpp user may give: a corrupt block_count to `loom quantize` (no undefined
+# behaviour in its layer rules), escapes in `loom tokenize -p` (the reference's ids), and the KV
+# cache flags of `loom perplexity`.
+# usage: odd-input.sh LOOM_BIN MODEL (stories260K, F32)
+set -u
+bin=$1 model=$2
+. "$(dirname "$0")/lib.sh"
+e2e_start
+
+# block_count 2^31 (a u32 beyond int's range): quantize uses it only in its layer rules; under the
+# sanitizers the rules' arithmetic must not overflow
+cp "$model" "$tmp/bc.gguf"
+off=$(grep -obUa 'llama\.block_count' "$tmp/bc.gguf" | head -1 | cut -d: -f1)
+printf '\000\000\000\200' | dd of="$tmp/bc.gguf" bs=1 seek=$((off + 17 + 4)) conv=notrunc status=none
+"$bin" quantize "$tmp/bc.gguf" "$tmp/bc-q.gguf" Q4_K_M 1 >"$tmp/out" 2>"$tmp/err" </dev/null
+rc=$?
+if [ $rc -gt 1 ] || grep -q 'runtime error' "$tmp/err"; then fail "quantize with block_count 2^31: exit $rc: $(head -3 "$tmp/err")"
+else ok "quantize with block_count 2^31: exit $rc"; fi
+
+[ "$fails" = 0 ]
