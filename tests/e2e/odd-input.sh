@@ -18,4 +18,19 @@ rc=$?
 if [ $rc -gt 1 ] || grep -q 'runtime error' "$tmp/err"; then fail "quantize with block_count 2^31: exit $rc: $(head -3 "$tmp/err")"
 else ok "quantize with block_count 2^31: exit $rc"; fi
 
+# escapes as the reference's -e reads them: \n \r \t \\ \' \" and \xHH with two hex digits; any
+# other backslash (\a, \0, \?, \x4 at the end) is kept. The ids are llama-tokenize's on this model:
+#   llama-tokenize -m stories260K-llamacpp.gguf -p 'TEXT' --ids --log-disable
+check_ids() {
+  local got
+  got=$("$bin" tokenize -m "$model" -p "$1" --ids 2>&1)
+  [ "$got" = "$2" ] && ok "tokenize escapes '$1': $got" || fail "tokenize escapes '$1': $got, the reference's $2"
+}
+check_ids 'a\x4' '[1, 261, 500, 444, 484]'
+check_ids '\0b' '[1, 410, 500, 477, 430]'
+check_ids 'x\r\n\t\a' '[1, 410, 444, 16, 13, 12, 500, 412]'
+check_ids "\\'\\\"\\?" '[1, 410, 439, 436, 500, 450]'
+check_ids 'a\x41b' '[1, 261, 447, 430]'
+check_ids 'a\xZZ\u00e9\q\' '[1, 261, 500, 444, 469, 469, 500, 425, 477, 477, 411, 483, 500, 456, 500]'
+
 [ "$fails" = 0 ]
