@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Unusual input a llama.cpp user may give: a corrupt block_count to `loom quantize` (no undefined
-# behaviour in its layer rules), escapes in `loom tokenize -p` (the reference's ids), and the KV
-# cache flags of `loom perplexity`.
+# behaviour in its layer rules), escapes in `loom tokenize -p` (the reference's ids), the KV cache
+# flags of `loom perplexity` and a comma list of models for `loom bench -m`.
 # usage: odd-input.sh LOOM_BIN MODELS (the shared models folder)
 set -u
 bin=$1 models=$2 model=$2/stories260K-llamacpp.gguf
@@ -43,5 +43,12 @@ if [ -n "$base" ] && [ -n "$q8" ] && awk -v a="$base" -v b="$q8" 'BEGIN { d = (b
 else fail "perplexity -ctk q8_0 -ctv q8_0: '$q8' against '$base' with f16"; fi
 expect_fail "perplexity quantized V without flash attention" "needs flash attention" \
   "$bin" perplexity -m "$models/quant/kq/kq-F32.gguf" -f "$tmp/text.txt" -c 64 -ctv q8_0 -fa off
+
+# bench -m takes a comma list, as llama-bench splits every parameter: one row per model
+kq="$models/quant/kq/kq-Q8_0.gguf"
+"$bin" bench -m "$model,$kq" -p 4 -n 0 -r 1 -t 1 -o csv >"$tmp/out" 2>"$tmp/err" </dev/null
+files=$(tail -n +2 "$tmp/out" | cut -d, -f1 | tr '\n' ' ')
+[ "$files" = "\"$model\" \"$kq\" " ] && ok "bench -m A,B: $files" || fail "bench -m A,B: rows of '$files': $(head -2 "$tmp/err")"
+expect_fail "bench -m with an empty name" "invalid list of models" "$bin" bench -m "$model,,$kq" -p 4 -n 0 -r 1
 
 [ "$fails" = 0 ]
