@@ -55,3 +55,5 @@ set_tests_properties(e2e-cli-ux PROPERTIES FIXTURES_REQUIRED stories260K TIMEOUT
 if(LOOM_SANITIZE)
   set_property(TEST e2e-cli-ux APPEND PROPERTY ENVIRONMENT "LOOM_TEST_SANITIZE=1")
 endif()
+add_test(NAME e2e-odd-input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/odd-input.sh $<TARGET_FILE:loom-cli> ${LOOM_SHARED_MODELS})
+set_tests_properties(e2e-odd-input PROPERTIES TIMEOUT 120)

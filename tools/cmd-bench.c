@@ -122,6 +122,26 @@ static bool add_names(const char * opt, const char * arg, bool fa, void * list, 
     return fa ? list_add(opt, list, n, modes, k, sizeof *modes) : list_add(opt, list, n, types, k, sizeof *types);
 }
 
+/* -m's value added to 'models': a comma list of files, as the field's tool splits it, unless the
+ * whole value names a file (a path with a comma in it). The commas of 'arg' (argv's storage) are
+ * overwritten by the NULs that end the names. */
+static bool add_models(char * arg, struct bench_opts * o) {
+    if (!strchr(arg, ',') || access(arg, F_OK) == 0) return list_add("-m", o->models, &o->n_models, &arg, 1, sizeof arg);
+    const char * names[MAX_LIST];
+    int k = 0;
+    for (char * p = arg; p; k++) {
+        char * comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        if (!*p || k >= MAX_LIST) {
+            fprintf(stderr, "loom bench: invalid list of models for -m (an empty name, or more than %d)\n", MAX_LIST);
+            return false;
+        }
+        names[k] = p;
+        p = comma ? comma + 1 : NULL;
+    }
+    return list_add("-m", o->models, &o->n_models, names, k, sizeof *names);
+}
+
 static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"n-prompt", required_argument, 0, 'p'},
@@ -149,7 +169,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
     while ((c = cli_getopt(argc, argv, ":m:p:n:r:t:b:o:d:h", opts)) != -1) {
         bool ok = true;
         switch (c) {
-        case 'm': ok = list_add("-m", o->models, &o->n_models, &optarg, 1, sizeof optarg); break;
+        case 'm': ok = add_models(optarg, o); break;
         case 'p': ok = add_ints("-p", optarg, 0, 1 << 20, false, o->prompts, &o->n_prompts); break;
         case 'n': ok = add_ints("-n", optarg, 0, 1 << 20, false, o->gens, &o->n_gens); break;
         case 't': ok = add_ints("-t", optarg, 1, 1024, false, o->threads, &o->n_threads); break;

@@ -1,6 +1,7 @@
 /* cmd-perplexity.c -- `loom perplexity`: a model's perplexity on a text, measured in chunks of the context as the field's tool does. */
 #include "cli-util.h"
 #include "cli-devices.h"
+#include "cli-kv.h"
 #include "cli-split.h"
 #include "commands.h"
 #include "loom-llama.h"
@@ -20,6 +21,8 @@ struct ppl_opts {
     const char * device;
     long long n_ctx, n_batch, n_threads, n_gpu_layers, fit_margin;
     struct cli_split split;
+    enum loom_type type_k, type_v;
+    enum loom_llama_flash_attn flash_attn;
     bool no_mmap;
 };
 
@@ -36,6 +39,9 @@ static void usage(FILE * f) {
             "  -c, --ctx-size N          chunk size in tokens (default 512; at least 4)\n"
             "  -b, --batch-size N        tokens per decode call (default 2048, at most the chunk size)\n"
             "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"
+            "  -ctk, --cache-type-k T    KV cache type for K: f32, f16 (default), bf16, q8_0, q4_0\n"
+            "  -ctv, --cache-type-v T    KV cache type for V (the same types; q8_0 and q4_0 need flash attention)\n"
+            "  -fa, --flash-attn on|off|auto  the fused attention op (default auto)\n"
             "  -ngl, --n-gpu-layers N    layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (CUDA0, sim0, ...); none: no offload\n"
@@ -45,7 +51,7 @@ static void usage(FILE * f) {
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN };
+enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN, OPT_CACHE_K, OPT_CACHE_V, OPT_FA };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"file", required_argument, 0, 'f'},
@@ -54,6 +60,9 @@ static const struct option long_opts[] = {
     {"n-gpu-layers", required_argument, 0, OPT_NGL}, {"no-mmap", no_argument, 0, OPT_NOMMAP},
     {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE}, CLI_SPLIT_LONG_OPTS,
     {"fit-margin", required_argument, 0, OPT_FIT_MARGIN},
+    {"ctk", required_argument, 0, OPT_CACHE_K}, {"cache-type-k", required_argument, 0, OPT_CACHE_K},
+    {"ctv", required_argument, 0, OPT_CACHE_V}, {"cache-type-v", required_argument, 0, OPT_CACHE_V},
+    {"fa", required_argument, 0, OPT_FA},       {"flash-attn", required_argument, 0, OPT_FA},
     {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
 };
 
@@ -62,7 +71,8 @@ static const struct option long_opts[] = {
 
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct ppl_opts * o) {
-    *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048, .fit_margin = 1024};
+    *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048, .fit_margin = 1024, .type_k = LOOM_TYPE_F16, .type_v = LOOM_TYPE_F16,
+                           .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO};
     cli_split_init(&o->split);
     opterr = 0;
     optind = 1;
@@ -79,6 +89,9 @@ static int parse(int argc, char ** argv, struct ppl_opts * o) {
         case OPT_NOMMAP: o->no_mmap = true; break;
         case OPT_FIT_MARGIN: ok = cli_parse_int("perplexity", "--fit-margin", optarg, 0, 1 << 30, &o->fit_margin); break;
         case OPT_DEVICE: o->device = optarg; break;
+        case OPT_CACHE_K: ok = cli_parse_cache_type("perplexity", "--cache-type-k", optarg, &o->type_k); break;
+        case OPT_CACHE_V: ok = cli_parse_cache_type("perplexity", "--cache-type-v", optarg, &o->type_v); break;
+        case OPT_FA: ok = cli_parse_flash_attn("perplexity", "--flash-attn", optarg, &o->flash_attn); break;
         case CLI_OPT_SPLIT_MODE:
         case CLI_OPT_TENSOR_SPLIT:
         case CLI_OPT_MAIN_GPU: ok = cli_split_option("perplexity", c, optarg, &o->split); break;
@@ -175,7 +188,7 @@ int loom_cmd_perplexity(int argc, char ** argv) {
                 n_tokens, n_tokens == 1 ? "" : "s", n_ctx, 2 * n_ctx);
         return finish(&s, 1, NULL);
     }
-    fprintf(stderr, "perplexity: tokenized the input in %.2f ms: %d tokens\n", (loom_time_us() - t0) / 1000.0, n_tokens);
+    const double tok_ms = (loom_time_us() - t0) / 1000.0; /* reported once the context is made: an error there is the one line */
 
     struct loom_model_params mp = loom_model_default_params();
     mp.n_gpu_layers = (int)o.n_gpu_layers;
@@ -187,6 +200,9 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     cp.n_batch = (int32_t)o.n_batch;
     cp.n_threads = (int32_t)cli_cap_threads("perplexity", o.n_threads);
     cp.logits_all = true;
+    cp.type_k = o.type_k;
+    cp.type_v = o.type_v;
+    cp.flash_attn = o.flash_attn;
     if (o.n_gpu_layers == CLI_NGL_AUTO && !cli_fit_layers(s.file, &mp, cp, o.fit_margin)) return finish(&s, 1, "cannot measure what fits on the device");
     if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
     cli_warn_ctx_train(n_ctx, loom_model_hparams(s.model)->n_ctx_train);
@@ -195,6 +211,7 @@ int loom_cmd_perplexity(int argc, char ** argv) {
         cli_hint_last_error(cst, "use a smaller -c");
         return finish(&s, 1, "cannot create the context");
     }
+    fprintf(stderr, "perplexity: tokenized the input in %.2f ms: %d tokens\n", tok_ms, n_tokens);
 
     const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;
     const int32_t n_chunk = n_tokens / n_ctx, n_batch = (int32_t)o.n_batch;

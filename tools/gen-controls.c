@@ -42,18 +42,16 @@ static int hex_value(char c) {
 }
 
 size_t process_escapes(char * s, size_t len) {
-    static const char from[] = "nrt\\'\"?abfv0", to[] = "\n\r\t\\'\"?\a\b\f\v";
+    static const char from[] = "nrt\\'\"", to[] = "\n\r\t\\'\"";
     size_t w = 0;
     for (size_t r = 0; r < len; r++) {
         const char * e = s[r] == '\\' && r + 1 < len && s[r + 1] ? strchr(from, s[r + 1]) : NULL;
         if (e) {
-            s[w++] = to[e - from]; /* '0' maps to the terminating NUL of 'to' */
+            s[w++] = to[e - from];
             r++;
-        } else if (s[r] == '\\' && r + 2 < len && s[r + 1] == 'x' && hex_value(s[r + 2]) >= 0) {
-            int v = hex_value(s[r + 2]);
-            r += 2;
-            if (r + 1 < len && hex_value(s[r + 1]) >= 0) v = v * 16 + hex_value(s[++r]);
-            s[w++] = (char)v;
+        } else if (s[r] == '\\' && r + 3 < len && s[r + 1] == 'x' && hex_value(s[r + 2]) >= 0 && hex_value(s[r + 3]) >= 0) {
+            s[w++] = (char)(hex_value(s[r + 2]) * 16 + hex_value(s[r + 3]));
+            r += 3;
         } else {
             s[w++] = s[r];
         }

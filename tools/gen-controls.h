@@ -19,10 +19,10 @@ bool logit_bias_parse(const char * cmd, const char * arg, struct logit_bias * ou
 /* True when every bias names a token in [0, n_vocab); else prints the one that does not. */
 bool logit_bias_check(const char * cmd, const struct logit_bias * b, int n, int32_t n_vocab);
 
-/* Replaces, in place, the escapes \n \r \t \\ \' \" \? \a \b \f \v \0 and \xHH (one or two hex
- * digits) in the 'len' bytes of 's' (which has room for a NUL after them) by the bytes they stand
- * for, as the field's -e does; other backslashes are kept as they are. Returns the new length
- * (a NUL is written after it). */
+/* Replaces, in place, the escapes \n \r \t \\ \' \" and \xHH (exactly two hex digits) in the 'len'
+ * bytes of 's' (which has room for a NUL after them) by the bytes they stand for, as the field's -e
+ * does (so that a prompt gives the reference's tokens); any other backslash, \a, \0 or \x4 among
+ * them, is kept as it is written. Returns the new length (a NUL is written after it). */
 size_t process_escapes(char * s, size_t len);
 
 /* Stop strings: generation ends when the generated text ends with one of them (the field's -r,

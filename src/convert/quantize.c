@@ -109,8 +109,9 @@ static bool quantizable(const char * name, int n_dims) {
            !has(name, "ssm_conv1d") && !has(name, "attn_rel_b.weight");
 }
 
-/* The first eighth, the last eighth and every third layer between get more bits. */
-static bool use_more_bits(int i_layer, int n_layers) {
+/* The first eighth, the last eighth and every third layer between get more bits (in 64 bits: a
+ * corrupt file's block_count may be any 32-bit value). */
+static bool use_more_bits(int64_t i_layer, int64_t n_layers) {
     return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 

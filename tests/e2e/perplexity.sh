@@ -61,6 +61,7 @@ expect_fail "an empty text (BOS alone)" "the text is 1 token;" "$bin" perplexity
 expect_fail "-c too small" "invalid value '2' for -c" "$bin" perplexity -m "$model" -f "$text" -c 2
 expect_fail "missing text file" "none.txt" "$bin" perplexity -m "$model" -f "$tmp/none.txt"
 expect_fail "missing model" "none.gguf" "$bin" perplexity -m "$tmp/none.gguf" -f "$text"
-expect_fail "unknown option" "unknown option '-fa'" "$bin" perplexity -m "$model" -f "$text" -fa
+expect_fail "unknown option" "unknown option '--bogus'" "$bin" perplexity -m "$model" -f "$text" --bogus
+expect_fail "-fa without its value" "option '-fa' needs a value" "$bin" perplexity -m "$model" -f "$text" -fa
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all perplexity checks passed"
