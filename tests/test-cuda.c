@@ -644,6 +644,7 @@ struct decode_layer {
 };
 
 static int64_t g_decode_d = 64, g_decode_ff = 96; /* the layer's embedding and feed-forward sizes */
+static bool g_decode_fa = false; /* the attention as FLASH_ATTN_EXT (a V cache of rows, as K's) instead of the scores' softmax */
 
 static struct decode_layer build_decode_layer(struct loom_context * ctx, enum loom_type wt, int64_t T, int64_t n_past, int64_t n_head_kv) {
     const int64_t d = g_decode_d, n_head = 4, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = g_decode_ff, n_ctx = 40;
@@ -663,7 +664,7 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     loom_set_name(pos, "inp_pos");
     struct loom_tensor * mask = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, n_kv, T);
     struct loom_tensor * kc = loom_new_tensor_2d(ctx, g_cache_type, n_kv_embd, n_ctx);
-    struct loom_tensor * vc = loom_new_tensor_2d(ctx, g_cache_type, n_ctx, n_kv_embd);
+    struct loom_tensor * vc = g_decode_fa ? loom_new_tensor_2d(ctx, g_cache_type, n_kv_embd, n_ctx) : loom_new_tensor_2d(ctx, g_cache_type, n_ctx, n_kv_embd);
     loom_set_name(kc, "cache_k");
     loom_set_name(vc, "cache_v");
     /* weights: the matrix-vector kernels may read them before the previous kernel is done */
@@ -677,15 +678,21 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
                                        10000.0f, 1.0f);
     struct loom_tensor * v = loom_mul_mat(ctx, wv, cur);
     L.k_store = loom_set_rows(ctx, kc, loom_reshape_2d(ctx, k, n_kv_embd, T), pos);
-    L.v_store = loom_set_rows(ctx, loom_transpose(ctx, vc), v, pos);
+    L.v_store = loom_set_rows(ctx, g_decode_fa ? vc : loom_transpose(ctx, vc), v, pos);
     struct loom_tensor * q = loom_rope(ctx, loom_reshape_3d(ctx, loom_mul_mat(ctx, wq, cur), hd, n_head, T), pos, hd, LOOM_ROPE_NORMAL,
                                        10000.0f, 1.0f);
     struct loom_tensor * Q = loom_permute(ctx, q, 0, 2, 1, 3);
     struct loom_tensor * K = loom_view_3d(ctx, kc, hd, n_kv, n_head_kv, (size_t)n_kv_embd * es, (size_t)hd * es, 0);
     struct loom_tensor * V = loom_view_3d(ctx, vc, n_kv, hd, n_head_kv, (size_t)n_ctx * es, (size_t)n_ctx * hd * es, 0);
-    struct loom_tensor * kq = loom_soft_max_ext(ctx, loom_mul_mat(ctx, K, Q), mask, 0.25f);
-    struct loom_tensor * kqv = loom_mul_mat(ctx, V, kq);
-    struct loom_tensor * attn = loom_cont_2d(ctx, loom_permute(ctx, kqv, 0, 2, 1, 3), d, T);
+    struct loom_tensor * attn;
+    if (g_decode_fa) { /* q [hd, T, n_head]; V rows as K's; the result's heads adjacent: [d, T] */
+        struct loom_tensor * Vr = loom_view_3d(ctx, vc, hd, n_kv, n_head_kv, (size_t)n_kv_embd * es, (size_t)hd * es, 0);
+        attn = loom_reshape_2d(ctx, loom_flash_attn_ext(ctx, Q, K, Vr, mask, 0.25f), d, T);
+    } else {
+        struct loom_tensor * kq = loom_soft_max_ext(ctx, loom_mul_mat(ctx, K, Q), mask, 0.25f);
+        struct loom_tensor * kqv = loom_mul_mat(ctx, V, kq);
+        attn = loom_cont_2d(ctx, loom_permute(ctx, kqv, 0, 2, 1, 3), d, T);
+    }
     struct loom_tensor * x1 = loom_add(ctx, x, loom_mul_mat(ctx, wo, attn));
     struct loom_tensor * cur2 = loom_mul(ctx, loom_rms_norm(ctx, x1, 1e-5f), ffn_norm);
     struct loom_tensor * glu = loom_mul(ctx, loom_silu(ctx, loom_mul_mat(ctx, wg, cur2)), loom_mul_mat(ctx, wu, cur2));
@@ -873,13 +880,15 @@ static void test_decode_allocated(void) {
 
 /* Quantized weights (cuda-matvec-q.cu) in the allocated decode layer, rows of 256 and 512 (whole
  * K-quant super-blocks), for one token and for steps of 6 and 9 tokens (several sequences' step:
- * products of 6 and 9 columns, in launches of a few columns each): the fused launches
- * (pre-norm, q/k/v in one launch, rotation, SwiGLU, tails, cache stores) leave the result and
- * caches that one kernel per node leaves (fuse=0; each product's kernel is checked against the
- * double reference by `loom test-ops -b CUDA0`). */
+ * products of 6 and 9 columns, in launches of a few columns each), and for one token with the
+ * attention as FLASH_ATTN_EXT (heads of 64: the attention writes the 8-bit activations of the
+ * product after it, as the SwiGLU and the residual's tail do for theirs): the fused launches
+ * (pre-norm, q/k/v in one launch, rotation, SwiGLU, tails, cache stores, 8-bit handoffs) leave
+ * the result and caches that one kernel per node leaves (fuse=0; each product's kernel is checked
+ * against the double reference by `loom test-ops -b CUDA0`). */
 static void test_decode_quant(void) {
     static const enum loom_type types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q3_K};
-    static const int64_t steps[] = {1, 6, 9};
+    static const int64_t steps[] = {1, 6, 9, 1};
     const int64_t d0 = g_decode_d, ff0 = g_decode_ff;
     g_decode_d = 256;
     g_decode_ff = 512;
@@ -887,13 +896,14 @@ static void test_decode_quant(void) {
     for (size_t t = 0; one && t < sizeof types / sizeof types[0]; t++) {
         for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
             const int64_t T = steps[si];
+            g_decode_fa = si == 3;
             struct layer_result want = {0}, got = {0};
             const bool ok = run_allocated_layer_t(one, 9, &want, types[t], T) && run_allocated_layer_t(g_be, 9, &got, types[t], T);
-            CHECK(ok, "allocated decode layer %s T%lld: compute", loom_type_name(types[t]), (long long)T);
+            CHECK(ok, "allocated decode layer %s T%lld%s: compute", loom_type_name(types[t]), (long long)T, g_decode_fa ? " flash" : "");
             if (ok) {
                 const size_t bad = layer_diff(&want, &got, (size_t)(g_decode_d * T), 1e-4f, 2e-3f); /* the F32 result, then the F16 caches */
-                CHECK(bad == 0, "allocated decode layer %s T%lld: %zu values differ from one launch per product", loom_type_name(types[t]),
-                      (long long)T, bad);
+                CHECK(bad == 0, "allocated decode layer %s T%lld%s: %zu values differ from one launch per product", loom_type_name(types[t]),
+                      (long long)T, g_decode_fa ? " flash" : "", bad);
             }
             free(want.mem);
             free(got.mem);
@@ -901,6 +911,7 @@ static void test_decode_quant(void) {
         }
     }
     if (one) loom_backend_free(one);
+    g_decode_fa = false;
     g_decode_d = d0;
     g_decode_ff = ff0;
 }

@@ -29,6 +29,7 @@
  * is cleared at creation; cells past n_kv are zeros in the tile). A column whose every cell is
  * masked gets zeros. */
 #include "cuda-attn.cuh"
+#include "cuda-quant-dot.cuh"
 
 enum {
     FA_WARPS = 4,         /* warps per block of both kernels */
@@ -56,7 +57,20 @@ struct lc_fa_args {
     int lpr;             /* vector kernel: lanes per K/V row (8 values each; a power of 2) */
     float * part;        /* partial results (n_splits > 1) */
     int vec_k, vec_v;    /* rows aligned for vector loads */
+    int krb, vrb;        /* vector kernel: bytes of a K / V row, prefetched into L2 before the wait */
+    char * q8;           /* vector kernel, one split, one column of one sequence: also the result's 8-bit runs
+                          * (lc_a8 records of the [Dv * H] column) for the product after; NULL: not */
 };
+
+/* The rows of cells t0 .. t1 - 1 ('rb' bytes each, 'nb1' apart from 'base') prefetched into L2 by
+ * the block: the cache's cells before this step's are there before the previous kernel ends. */
+__device__ __forceinline__ void fa_prefetch_rows(const char * base, int64_t nb1, int rb, int64_t t0, int64_t t1) {
+    const int lines = (rb + 127) / 128 + 1; /* a row may straddle one more line than it fills */
+    for (int64_t i = threadIdx.x; i < (t1 - t0) * lines; i += blockDim.x) {
+        const int l = (int)(i % lines), off = l * 128 < rb ? l * 128 : rb - 1;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (t0 + i / lines) * nb1 + off));
+    }
+}
 
 /* Column c of KV head hk -> query iq and head h. */
 __device__ __forceinline__ void fa_col(const struct lc_fa_args & a, int hk, int c, int & iq, int & h) {
@@ -283,6 +297,12 @@ __device__ __forceinline__ void fa_fetch(const struct lc_fa_args & a, const char
 template <int NCOL, int KV>
 __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
+    {
+        const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
+        const int64_t t0 = (int64_t)blockIdx.x * a.span, t1 = t0 + a.span < a.n_kv ? t0 + a.span : a.n_kv;
+        fa_prefetch_rows(a.k.data + (int64_t)hk * a.k.nb[2] + (int64_t)b * a.k.nb[3], a.k.nb[1], a.krb, t0, t1);
+        fa_prefetch_rows(a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3], a.v.nb[1], a.vrb, t0, t1);
+    }
     lc_pdl_wait();
     constexpr int E = 8;
     constexpr int U = NCOL >= 8 && KV < 0 ? 1 : NCOL >= 4 || KV < 0 ? 2 : 4; /* cells per lane group in flight */
@@ -444,7 +464,10 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
         if (nsplit == 1) {
             int iq, h;
             fa_col(a, hk, c0 + c, iq, h);
-            fa_out_row(a, iq, h, b)[e] = L > 0.0f ? A / L : 0.0f;
+            const float o = L > 0.0f ? A / L : 0.0f;
+            fa_out_row(a, iq, h, b)[e] = o;
+            /* a warp holds 32 consecutive elements of one row (Dv % 32 == 0): a run of the column */
+            if (a.q8) lc_a8_quant_run(o, lane, a.q8 + ((int64_t)h * a.Dv + e - lane) / 32 * LC_A8_RUN);
         } else {
             const int64_t item = ((int64_t)blockIdx.y * a.n_cblk + cblk) * nsplit + split;
             float * pc = a.part + (item * NCOL + c) * (int64_t)(a.Dv + 2);
@@ -1063,6 +1086,17 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     }
     const void * fn = fa_vec_kernel_ncol(p.ncol, kv);
     a.lpr = p.lpr;
+    a.krb = (int)fa_row_bytes(k);
+    a.vrb = (int)fa_row_bytes(v);
+    /* one token of one sequence, one split: the result's 8-bit runs for a quantized product after */
+    a.q8 = NULL;
+    if (p.n_splits == 1 && be->opts.fuse && q->ne[1] == 1 && q->ne[3] == 1 && a.Dv % 32 == 0 && lc_is_contiguous(&a.d) &&
+        (int64_t)a.Dv * dst->ne[1] <= LC_PRE_MAX_K) {
+        a.q8 = be->q8_hand;
+        be->q8_next.valid = true;
+        be->q8_next.src = a.d.data;
+        be->q8_next.K = (int64_t)a.Dv * dst->ne[1];
+    }
     void * args[] = {&a};
     lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(FA_WARPS * 32), args);
     st = LC_CHECK_LAUNCH("lc_fa_vec_kernel");

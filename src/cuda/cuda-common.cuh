@@ -80,6 +80,17 @@ struct lc_pre_handoff {
     int nparts;
 };
 
+/* What the last launch left for the quantized product after it: the 8-bit runs (lc_a8 records,
+ * one column) of its F32 result 'src' (device address, K elements) in be->q8_hand, written by the
+ * launch itself (the attention of one token), so the product reading 'src' needs no quantization
+ * kernel of its own (cuda-mulmat-plan.cu). */
+struct lc_q8_handoff {
+    bool valid;
+    const char * src;
+    int64_t K;
+};
+#define LC_Q8_RUNS (LC_PRE_MAX_K / 32) /* the most runs of 32 a handoff's records take */
+
 /* What the last cuBLAS product left in scratch: 'src' converted to 'type' at scratch + 'off'
  * (cuda-mulmat.cu); reused by the next product of the same source in the same compute. */
 struct lc_conv_cache {
@@ -119,6 +130,9 @@ struct lc_backend {
     float * pre_parts;               /* LC_PRE_MAX_PARTS device floats: its partial sums of squares */
     struct lc_pre_handoff pre_next;  /* set by the launch group being queued */
     struct lc_pre_handoff pre_avail; /* left by the launch group queued before it */
+    char * q8_hand;                  /* LC_Q8_RUNS lc_a8 records: those of a lc_q8_handoff */
+    struct lc_q8_handoff q8_next;    /* set by the launch group being queued */
+    struct lc_q8_handoff q8_avail;   /* left by the launch group queued before it */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
     bool pdl_prev;                   /* the last work queued on the stream is one of our kernels (not a copy) */
     bool memcpy_queued;              /* a cudaMemcpyAsync was queued by the launch group in progress */

@@ -10,6 +10,7 @@
 #include "cuda-mulmat.cuh"
 #include "cuda-norm.cuh"
 #include "cuda-profile.cuh"
+#include "cuda-quant-dot.cuh"
 #include "cuda-rope.cuh"
 #include "cuda-softmax.cuh"
 #include "cuda-unary.cuh"
@@ -41,6 +42,7 @@ static void be_free(loom_backend_t backend) {
     if (be->tail_count) cudaFree(be->tail_count);
     if (be->pre_u) cudaFree(be->pre_u);
     if (be->pre_parts) cudaFree(be->pre_parts);
+    if (be->q8_hand) cudaFree(be->q8_hand);
     if (be->err_host) cudaFreeHost(be->err_host);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be);
@@ -223,6 +225,7 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
               LC_CHECK(cudaMemset(be->tail_count, 0, LC_TAIL_COUNTERS * sizeof(unsigned))) == LOOM_OK &&
               LC_CHECK(cudaMalloc((void **)&be->pre_u, LC_PRE_MAX_K * sizeof(float))) == LOOM_OK &&
               LC_CHECK(cudaMalloc((void **)&be->pre_parts, LC_PRE_MAX_PARTS * sizeof(float))) == LOOM_OK &&
+              LC_CHECK(cudaMalloc((void **)&be->q8_hand, LC_Q8_RUNS * (size_t)LC_A8_RUN)) == LOOM_OK &&
               LC_CHECK(cudaHostAlloc((void **)&be->err_host, sizeof(int), cudaHostAllocDefault)) == LOOM_OK &&
               LC_CHECK(cudaDeviceSynchronize()) == LOOM_OK;
     if (!ok) {

@@ -163,6 +163,8 @@ static enum loom_status launch_group(struct lc_backend * be, struct loom_cgraph 
     /* what the group before left for a pre-norm; only this group may use it */
     be->pre_avail = be->pre_next;
     be->pre_next.valid = false;
+    be->q8_avail = be->q8_next;
+    be->q8_next.valid = false;
     if (be->opts.fuse && j < g->n_nodes) {
         /* the node and the compute nodes after it: list[k] is g->nodes[idx[k]] */
         struct loom_tensor * list[12];
@@ -289,7 +291,7 @@ static enum loom_status graphs_failed(struct lc_backend * be, struct loom_cgraph
     loom_log(LOOM_LOG_WARN, "%s: CUDA graphs turned off (%s); launching kernels directly", be->dev->name, why);
     be->graphs = false;
     lc_graphs_free(be);
-    be->pre_next.valid = false; /* left by a group of the capture that did not run */
+    be->pre_next.valid = be->q8_next.valid = false; /* left by a group of the capture that did not run */
     return run_direct(be, g, from, n_groups);
 }
 
@@ -471,7 +473,7 @@ enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g
     if (st != LOOM_OK) return st;
     be->replay_gathers = gathers;
     be->conv.src = NULL; /* scratch from another compute may be stale */
-    be->pre_next.valid = false;
+    be->pre_next.valid = be->q8_next.valid = false;
     be->pdl_prev = false; /* copies or event waits may precede this compute's first kernel */
     memset(&be->cur, 0, sizeof be->cur);
     be->cur.computes = 1;

@@ -45,24 +45,19 @@ __global__ void lc_a8_quant_kernel(const char * b, int64_t K, int64_t N, int64_t
     for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < nruns; w += warps) {
         const int64_t r = w % per_col, j = (w / per_col) % N, bt = w / (per_col * N);
         const float x = *(const float *)(b + (bt % ne2) * b_nb2 + (bt / ne2) * b_nb3 + j * b_nb1 + (r * 32 + lane) * 4);
-        float amax = fabsf(x);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        const int q = __float2int_rn(x * id);
-        int h = q; /* the sum over this lane's half warp */
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
-        const int lo = __shfl_sync(0xffffffffu, h, 0), hi = __shfl_sync(0xffffffffu, h, 16);
-        char * run = out + w * LC_A8_RUN;
-        run[lane] = (char)(signed char)q;
-        if (lane == 0) *(int4 *)(run + 32) = make_int4(__float_as_int(d), (lo & 0xffff) | (hi << 16), __float_as_int(d * (float)(lo + hi)), 0);
+        lc_a8_quant_run(x, lane, out + w * LC_A8_RUN);
     }
 }
 
 /* Queues the quantization of the activations of 'p' (ncols columns) into be->act8 and sets p's
- * q8 fields; LOOM_ERR_BACKEND when act8 is too small (prepare() reserves it). */
+ * q8 fields -- or, when the launch before wrote them (p.q8_in, one column), only the fields;
+ * LOOM_ERR_BACKEND when act8 is too small (prepare() reserves it). */
 static enum loom_status lc_a8_queue(const struct lc_backend * be, struct lc_mv_args & p, int ncols) {
+    if (p.q8_in && ncols == 1 && p.nbatch == 1) {
+        p.q8 = p.q8_in;
+        p.q8_nb1 = p.q8_nb2 = p.q8_nb3 = p.K / 32 * LC_A8_RUN;
+        return LOOM_OK;
+    }
     const int64_t nruns = p.K / 32 * ncols * p.nbatch;
     const size_t need = (size_t)nruns * LC_A8_RUN;
     if (need > be->act8_size) {

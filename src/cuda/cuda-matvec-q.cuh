@@ -4,10 +4,11 @@
  * reads whole units of blocks (cuda-quant.cuh: lane l takes units l, l + 32, ... of the row, so a
  * warp's loads cover consecutive bytes). The types with integer dot products (lc_q8dot,
  * cuda-quant-dot.cuh) multiply the unit's codes by 8-bit activations that the launch's first
- * kernel quantized (lc_matvec_q8_body); the others decode the unit into F32 runs and multiply them
- * by the F32 activations (lc_matvec_q_body). The launch description, the epilogues, tails and
- * pre-norm are those of the float kernels (cuda-matvec.cuh, cuda-matvec-dev.cuh), so every fusion
- * the planner makes applies to quantized weights too. The kernels of each type are instantiated
+ * kernel quantized, or the attention before it wrote (lc_mv_args.q8_in; lc_matvec_q8_body); the
+ * others decode the unit into F32 runs and multiply them by the F32 activations (lc_matvec_q_body).
+ * The launch description, the epilogues, tails and pre-norm are those of the float kernels
+ * (cuda-matvec.cuh, cuda-matvec-dev.cuh), so every fusion the planner makes applies to quantized
+ * weights too. The kernels of each type are instantiated
  * in a file of their own (cuda-matvec-q-*.cu, built in parallel: LC_QMV_INSTANTIATE);
  * cuda-matvec-q.cu chooses by type. */
 #ifndef LOOM_CUDA_MATVEC_Q_CUH
@@ -290,7 +291,13 @@ template <class Q> struct lc_qmv_f32 {
 template <int T> struct lc_qmv_i8 {
     static const int TYPE = T;
     template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
-    static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) { return lc_qmv8_smem(lc_q<T>::UE, K, nc); }
+    /* one column of the legacy blocks (whole 32-element units) reads its runs from global memory:
+     * faster than staging them (7B tg128 Q4_0 +0-4%, Q8_0 +2-3% on an H200; the K-quants lose 2-3%:
+     * bench/results/cuda-quant.md, session 15) */
+    static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) {
+        const bool legacy = T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q4_1 || T == LOOM_TYPE_Q5_0 || T == LOOM_TYPE_Q5_1 || T == LOOM_TYPE_Q8_0;
+        return legacy && nc == 1 ? 0 : lc_qmv8_smem(lc_q<T>::UE, K, nc);
+    }
 };
 template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
 template <class A, class B> struct lc_qmv_if<false, A, B> { typedef B type; };

@@ -101,6 +101,7 @@ struct lc_mv_args {
      * lc_a8 runs of column j, batch (i2, i3) from q8 + j * q8_nb1 + i2 * q8_nb2 + i3 * q8_nb3 */
     const char * q8;
     int64_t q8_nb1, q8_nb2, q8_nb3;
+    const char * q8_in;              /* b's 8-bit runs (one column), written by the launch before (a handoff); NULL: the launch quantizes b */
     int vec;                         /* rows and columns 16-byte aligned: vector loads */
     int a_const;                     /* 'a' is a weight: its first loads may precede the wait for the previous kernel */
     /* in a several-product launch: the product's result (d) or the epilogue's (epi.e) is wholly

@@ -45,6 +45,7 @@ static void lc_matvec_args(const struct lc_tensor * a, const struct lc_tensor * 
     p.r2 = b->ne[2] / a->ne[2];
     p.r3 = b->ne[3] / a->ne[3];
     p.j0 = 0;
+    p.q8 = p.q8_in = NULL;
     bool vec = aligned16((int64_t)(uintptr_t)a->data) && aligned16((int64_t)(uintptr_t)b->data);
     for (int i = 1; i < 4; i++) {
         vec = vec && (a->ne[i] == 1 || aligned16(a->nb[i])) && (b->ne[i] == 1 || aligned16(b->nb[i]));
@@ -77,6 +78,9 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
                                   const struct lc_mv_glu * glu, const struct lc_mv_tail * tail = NULL, const struct lc_pre_plan * pre = NULL) {
     struct lc_mv_args p;
     lc_matvec_args(a, b, d, epi, a_const, a2, glu, p);
+    /* activations whose 8-bit runs the launch before wrote (one column, one batch) */
+    const struct lc_q8_handoff & q8 = be->q8_avail;
+    if (q8.valid && p.b == q8.src && p.K == q8.K && b->ne[1] == 1 && p.nbatch == 1) p.q8_in = be->q8_hand;
     if (tail) p.tail = *tail;
     if (pre) pre_norm_apply(pre, true, p);
     return lc_matvec_queue(be, p, (int)b->ne[1]);

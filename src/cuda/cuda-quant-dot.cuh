@@ -16,6 +16,24 @@
  * all 32 q), 0. 48 bytes, 16-byte aligned. */
 #define LC_A8_RUN 48
 
+/* Writes the lc_a8 record of one run of 32 activations at 'run' (16-byte aligned): lane l of the
+ * calling warp holds element l in 'x'. d = max|x| / 127, codes rounded to nearest (even); every
+ * writer of these records (the quantization kernel, the fused producers) calls this, so the
+ * records agree bit for bit. */
+static __device__ __forceinline__ void lc_a8_quant_run(float x, int lane, char * run) {
+    float amax = fabsf(x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int q = __float2int_rn(x * id);
+    int h = q; /* the sum over this lane's half warp */
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
+    const int lo = __shfl_sync(0xffffffffu, h, 0), hi = __shfl_sync(0xffffffffu, h, 16);
+    run[lane] = (char)(signed char)q;
+    if (lane == 0) *(int4 *)(run + 32) = make_int4(__float_as_int(d), (lo & 0xffff) | (hi << 16), __float_as_int(d * (float)(lo + hi)), 0);
+}
+
 struct lc_a8 {
     int4 q0, q1;                     /* codes 0..15, 16..31 */
     float d, s;                      /* the scale; d * (sum of the codes) */
