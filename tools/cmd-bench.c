@@ -83,7 +83,9 @@ static void usage(FILE * f) {
             "\n"
             "A list option takes comma-separated values or is given several times (-p 16 -p 32 is -p 16,32;\n"
             "at most 16 values in all); every combination of the lists is measured. -r, -ub, -dev, -sm, -ts\n"
-            "and -mg take one value (the last one given).\n"
+            "and -mg take one value (the last one given). A configuration that cannot run (a cache type the\n"
+            "model's heads cannot hold, a KV cache that does not fit) is one line on stderr; the other rows\n"
+            "are measured, and the exit status is then 1.\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
 
