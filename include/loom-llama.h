@@ -91,13 +91,17 @@ struct loom_model_params {
     bool use_mlock;             /* lock host weight memory (a warning, not a failure, when the limit is too low) */
     bool no_host_copy;          /* weights not offloaded stay in host memory the offload device reads in place
                                    (zero-copy) -- where that device can wrap host memory */
+    bool check_tensors;         /* scan every F32, F16 and BF16 weight for NaN and infinite values while it
+                                   loads (the field's --check-tensors; default off: a full pass over the
+                                   weights); quantized blocks' scales are checked always */
     loom_progress_callback progress;
     void * progress_user_data;
 };
 
 struct loom_model;
 
-/* Defaults: no offload, split mode LAYER over every non-CPU device by free memory, mmap on, mlock off. */
+/* Defaults: no offload, split mode LAYER over every non-CPU device by free memory, mmap on, mlock off,
+ * no check of float weights' values. */
 LOOM_API struct loom_model_params loom_model_default_params(void);
 
 /* Loading is two phases. Phase 1, loom_model_file_open: the file is opened and its header,
@@ -120,7 +124,9 @@ LOOM_API enum loom_status loom_model_load_file(struct loom_model_file * file, st
  * GGUF llama model. Errors (logged with the reason, *out set to NULL, nothing leaked):
  * LOOM_ERR_IO (cannot open/map/read), LOOM_ERR_FORMAT (malformed GGUF; a 'llama.*' hyper-parameter
  * key missing where required, out of range, or present with a value type other than an integer
- * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor),
+ * (any width, the value fitting) or f32/f64 as the key calls for; missing or misshapen tensor; a
+ * quantized block with a NaN or infinite scale, and with 'check_tensors' a NaN or infinite F32, F16
+ * or BF16 weight element: the message names the tensor and the block or element),
  * LOOM_ERR_UNSUPPORTED (an architecture other than those of enum loom_arch -- the message lists them --,
  * a RoPE scaling type other than none, linear and yarn, a tensor type Loom cannot compute; -sm row
  * over devices that cannot all-reduce, or heads / feed-forward rows that do not split into whole

@@ -20,7 +20,8 @@ bool cli_parse_cache_type(const char * cmd, const char * opt, const char * arg, 
 }
 
 bool cli_parse_flash_attn(const char * cmd, const char * opt, const char * arg, enum loom_llama_flash_attn * out) {
-    if (!strcmp(arg, "on") || !strcmp(arg, "1")) *out = LOOM_LLAMA_FLASH_ATTN_ON;
+    if (!arg) *out = LOOM_LLAMA_FLASH_ATTN_ON; /* a bare -fa: the field's llama-cli and llama-perplexity turn it on */
+    else if (!strcmp(arg, "on") || !strcmp(arg, "1")) *out = LOOM_LLAMA_FLASH_ATTN_ON;
     else if (!strcmp(arg, "off") || !strcmp(arg, "0")) *out = LOOM_LLAMA_FLASH_ATTN_OFF;
     else if (!strcmp(arg, "auto") || !strcmp(arg, "-1")) *out = LOOM_LLAMA_FLASH_ATTN_AUTO;
     else {
@@ -32,4 +33,10 @@ bool cli_parse_flash_attn(const char * cmd, const char * opt, const char * arg, 
 
 const char * cli_flash_attn_name(enum loom_llama_flash_attn fa) {
     return fa == LOOM_LLAMA_FLASH_ATTN_ON ? "on" : fa == LOOM_LLAMA_FLASH_ATTN_OFF ? "off" : "auto";
+}
+
+void cli_flash_attn_needs_value(const char * cmd, const char * opt, const char * got) {
+    if (got) fprintf(stderr, "loom %s: option '%s' needs a value (on, off or auto; 1, 0 or -1; a comma list for several), not the option '%s'\n",
+                     cmd, opt, got);
+    else fprintf(stderr, "loom %s: option '%s' needs a value (on, off or auto; 1, 0 or -1; a comma list for several)\n", cmd, opt);
 }

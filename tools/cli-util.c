@@ -291,6 +291,12 @@ int cli_getopt(int argc, char ** argv, const char * shortopts, const struct opti
         optopt = 0;
         return '?'; /* an abbreviation: refused, so that options mean exactly what they say */
     }
+    /* an optional value may also be the next element ("-fa on"), unless that is an option; a
+     * negative number ("-fa -1") is a value */
+    if (longopts[idx].has_arg == optional_argument && !optarg && optind < argc) {
+        const char * v = argv[optind];
+        if (v[0] != '-' || (v[1] >= '0' && v[1] <= '9')) optarg = argv[optind++];
+    }
     return c;
 }
 

@@ -33,7 +33,10 @@ int cli_parse_ngl_list(const char * cmd, const char * arg, long long * out, int 
  * single dash ("-ngl", "-fa") is a long option named exactly so or an unknown option (returns
  * '?'), never a cluster of one-letter options ("-fa" is not "-f a"); and parsing stops at the first
  * argument that is not an option (the caller reports it as unexpected). The field's multi-letter
- * short spellings are thus added to a command by adding them to its 'longopts'. */
+ * short spellings are thus added to a command by adding them to its 'longopts'. An option with an
+ * optional_argument takes its value as "--opt=value" or as the next element, "-fa on", unless that
+ * element is an option (begins with '-' and is not a negative number): "-fa -p hi" and a last "-fa"
+ * leave 'optarg' NULL. */
 int cli_getopt(int argc, char ** argv, const char * shortopts, const struct option * longopts);
 /* The command-line element of the option cli_getopt returned last (for error messages). */
 const char * cli_option_text(void);

@@ -83,7 +83,9 @@ static void usage(FILE * f) {
             "\n"
             "A list option takes comma-separated values or is given several times (-p 16 -p 32 is -p 16,32;\n"
             "at most 16 values in all); every combination of the lists is measured. -r, -ub, -dev, -sm, -ts\n"
-            "and -mg take one value (the last one given).\n"
+            "and -mg take one value (the last one given). A configuration that cannot run (a cache type the\n"
+            "model's heads cannot hold, a KV cache that does not fit) is one line on stderr; the other rows\n"
+            "are measured, and the exit status is then 1.\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
 
@@ -177,7 +179,13 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case 'b': ok = add_ints("-b", optarg, 1, 1 << 20, false, o->batches, &o->n_batches); break;
         case 'M': ok = add_ints("-mmp", optarg, 0, 1, false, o->mmaps, &o->n_mmaps); break;
         case 'd': ok = add_ints("-d", optarg, 0, 1 << 20, false, o->depths, &o->n_depths); break;
-        case 'F': ok = add_names("-fa", optarg, true, o->fas, &o->n_fas); break;
+        case 'F':
+            if (optarg[0] == '-' && !(optarg[1] >= '0' && optarg[1] <= '9')) { /* "-fa -p 8": -fa's list left out */
+                cli_flash_attn_needs_value("bench", cli_option_text(), optarg);
+                return false;
+            }
+            ok = add_names("-fa", optarg, true, o->fas, &o->n_fas);
+            break;
         case 'K': ok = add_names("-ctk", optarg, false, o->types_k, &o->n_types_k); break;
         case 'V': ok = add_names("-ctv", optarg, false, o->types_v, &o->n_types_v); break;
         case 'r': ok = cli_parse_int("bench", "-r", optarg, 1, 1000, &o->reps); break;
@@ -204,7 +212,13 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
         case CLI_OPT_TENSOR_SPLIT:
         case CLI_OPT_MAIN_GPU: ok = cli_split_option("bench", c, optarg, &o->split); break;
         case 'h': *help = true; return true;
-        default: cli_option_error("bench", c); return false; /* ':' or '?' */
+        default: /* ':' or '?' */
+            if (c == ':' && (!strcmp(cli_option_text(), "-fa") || !strcmp(cli_option_text(), "--flash-attn"))) {
+                cli_flash_attn_needs_value("bench", cli_option_text(), NULL); /* llama-bench's -fa takes a value: a last bare -fa */
+            } else {
+                cli_option_error("bench", c);
+            }
+            return false;
         }
         if (!ok) return false; /* reported */
     }
@@ -418,33 +432,52 @@ static void bench_extents(const struct bench_opts * o, long long * max_depth, lo
  * file's name unless the reason names it already. */
 static void model_error(const char * path, const char * fallback) {
     const char * why = cli_last_error(fallback);
+    cli_flush(); /* the rows before it first, where stdout and stderr are one terminal */
     if (strstr(why, path)) fprintf(stderr, "loom bench: %s\n", why);
     else fprintf(stderr, "loom bench: %s: %s\n", path, why);
 }
 
+/* The configuration of a context as bench's options spell it ("-t 2 -b 512 -fa on -ctk q8_0 -ctv f16",
+ * -ngl and -mmp first where their lists have more than one value), for the line of a failed row. */
+static void config_text(const struct bench_opts * o, const struct bench_load * ld, const struct loom_llama_context_params * cp,
+                        char * buf, size_t size) {
+    char ngl[48] = "", mmp[16] = "";
+    if (o->n_ngls > 1) snprintf(ngl, sizeof ngl, ld->ngl_auto ? "-ngl auto " : "-ngl %lld ", ld->ngl);
+    if (o->n_mmaps > 1) snprintf(mmp, sizeof mmp, "-mmp %d ", ld->use_mmap);
+    snprintf(buf, size, "%s%s-t %d -b %d -fa %s -ctk %s -ctv %s", ngl, mmp, (int)cp->n_threads, (int)cp->n_batch,
+             cli_flash_attn_name(cp->flash_attn), loom_type_name(cp->type_k), loom_type_name(cp->type_v));
+}
+
+/* The one line of a row that could not be measured: the model, the test (NULL: every test of the
+ * configuration), the configuration and the library's reason; the bench goes on with the next. */
+static void row_error(const struct bench_opts * o, const struct bench_load * ld, const struct loom_llama_context_params * cp,
+                      const char * test, const char * fallback) {
+    char conf[160];
+    config_text(o, ld, cp, conf, sizeof conf);
+    cli_flush(); /* the rows before it first, where stdout and stderr are one terminal */
+    fprintf(stderr, "loom bench: %s: %s%s%s: %s (skipped)\n", ld->path, test ? test : "", test ? " with " : "", conf, cli_last_error(fallback));
+}
+
 /* Every test at every depth for one configuration of the context (one context: its cache is
- * sized for the largest depth plus the longest test). Prints the rows; false after a reported failure. */
+ * sized for the largest depth plus the longest test). Prints the rows, and one line for each row
+ * that fails (a context the library refuses: every row of the configuration); false when any did. */
 static bool bench_context(const struct bench_opts * o, struct loom_model * model, const struct bench_load * ld,
                           struct loom_llama_context_params cp, bool * first) {
     long long max_depth, max_test, max_tok;
     bench_extents(o, &max_depth, &max_test, &max_tok);
-    if (max_depth + max_test > (1 << 24)) {
-        fprintf(stderr, "loom bench: a depth of %lld and a test of %lld tokens need more than 2^24 cells\n", max_depth, max_test);
-        return false;
-    }
-    cp.n_ctx = (int32_t)(max_depth + max_test);
+    cp.n_ctx = (int32_t)(max_depth + max_test); /* at most 2^24: bench_check */
     int32_t * toks = malloc((size_t)max_tok * sizeof *toks);
     struct loom_llama_context * lctx = NULL;
     const enum loom_status cst = toks ? loom_llama_context_new(model, cp, &lctx) : LOOM_ERR_OOM;
     if (cst != LOOM_OK) {
         cli_hint_last_error(cst, "use a smaller -p, -n or -d");
-        model_error(ld->path, toks ? "cannot create the context" : "out of memory");
+        row_error(o, ld, &cp, NULL, toks ? "cannot create the context" : "out of memory");
         free(toks);
         return false;
     }
     bool ok = true;
-    for (int di = 0; di < o->n_depths && ok; di++) {
-        for (int i = 0; i < n_tests(o) && ok; i++) {
+    for (int di = 0; di < o->n_depths; di++) {
+        for (int i = 0; i < n_tests(o); i++) {
             struct bench_result r = {.model_path = ld->path, .size = loom_model_size(model), .n_params = loom_model_n_params(model),
                                      .n_threads = cp.n_threads, .n_gpu_layers = ld->ngl, .ngl_auto = ld->ngl_auto,
                                      .n_batch = cp.n_batch, .n_depth = o->depths[di], .fa_mode = cp.flash_attn,
@@ -456,10 +489,12 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
                      loom_model_n_devices(model) > 1 ? loom_split_mode_name(loom_model_split_mode(model)) : "");
             test_at(o, i, &r.n_prompt, &r.n_gen);
             if (r.n_prompt == 0 && r.n_gen == 0) continue;
-            ok = bench_test(o, lctx, &r, toks, loom_model_hparams(model)->n_vocab);
-            if (!ok) {
-                model_error(ld->path, "the run failed");
-                break;
+            if (!bench_test(o, lctx, &r, toks, loom_model_hparams(model)->n_vocab)) {
+                char test[64];
+                test_name(&r, test, sizeof test);
+                row_error(o, ld, &cp, test, "the run failed");
+                ok = false;
+                continue; /* each run starts from an empty cache: the next test may still run */
             }
             print_result(o, &r, *first);
             free(r.samples_ns);
@@ -478,8 +513,10 @@ static bool fa_ctv_ok(enum loom_llama_flash_attn fa, enum loom_type type_v) {
 }
 
 /* Every combination of threads, batch size, flash attention and cache types for one loaded model;
- * a combination no context can have (fa_ctv_ok; said once, before the table) is skipped. */
+ * a combination no context can have (fa_ctv_ok; said once, before the table) is skipped. One that
+ * fails (its line printed) does not stop the others; false when any failed. */
 static bool bench_model(const struct bench_opts * o, struct loom_model * model, const struct bench_load * ld, bool * first) {
+    bool ok = true;
     for (int ti = 0; ti < o->n_threads; ti++)
         for (int bi = 0; bi < o->n_batches; bi++)
             for (int fi = 0; fi < o->n_fas; fi++)
@@ -493,13 +530,19 @@ static bool bench_model(const struct bench_opts * o, struct loom_model * model, 
                         cp.flash_attn = o->fas[fi];
                         cp.type_k = o->types_k[ki];
                         cp.type_v = o->types_v[vi];
-                        if (!bench_context(o, model, ld, cp, first)) return false;
+                        ok = bench_context(o, model, ld, cp, first) && ok;
                     }
-    return true;
+    return ok;
+}
+
+/* Whether the heads of a model of 'hp' are whole blocks of cache type 'type' (a context with it can be made). */
+static bool heads_hold(const struct loom_hparams * hp, enum loom_type type) {
+    const int64_t head_dim = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
+    return head_dim % loom_blck_size(type) == 0;
 }
 
 /* -ngl auto: the layers that fit with the largest context and batch the runs ask for (the first
- * cache types, which the table's other rows may exceed), 1024 MiB left free. */
+ * cache types the model's heads hold, which the table's other rows may exceed), 1024 MiB left free. */
 static bool fit_auto(const struct bench_opts * o, struct loom_model_file * file, struct loom_model_params * mp) {
     long long max_depth, max_test, max_tok, max_batch = 1;
     bench_extents(o, &max_depth, &max_test, &max_tok);
@@ -508,8 +551,11 @@ static bool fit_auto(const struct bench_opts * o, struct loom_model_file * file,
     cp.n_ctx = (int32_t)(max_depth + max_test < (1 << 24) ? max_depth + max_test : 1 << 24);
     cp.n_batch = (int32_t)max_batch;
     cp.n_ubatch = (int32_t)o->n_ubatch;
+    const struct loom_hparams * hp = loom_model_file_hparams(file);
     cp.type_k = o->types_k[0];
     cp.type_v = o->types_v[0];
+    for (int i = o->n_types_k - 1; i >= 0; i--) cp.type_k = heads_hold(hp, o->types_k[i]) ? o->types_k[i] : cp.type_k;
+    for (int i = o->n_types_v - 1; i >= 0; i--) cp.type_v = heads_hold(hp, o->types_v[i]) ? o->types_v[i] : cp.type_v;
     return cli_fit_layers(file, mp, cp, 1024);
 }
 
@@ -539,27 +585,41 @@ static bool bench_check(const struct bench_opts * o, struct loom_model_file * co
         fprintf(stderr, "loom bench: skipped -fa 0 -ctv %s (every configuration with both): a V cache of a block type needs -fa 1 or auto\n",
                 loom_type_name(o->types_v[vi]));
     }
-    /* a cache type a model's heads cannot hold: no context could run with it (the library would
-     * refuse each such context) */
+    long long max_depth, max_test, max_tok;
+    bench_extents(o, &max_depth, &max_test, &max_tok);
+    if (max_depth + max_test > (1 << 24)) {
+        fprintf(stderr, "loom bench: a depth of %lld and a test of %lld tokens need more than 2^24 cells\n", max_depth, max_test);
+        return false;
+    }
+    /* a cache type a model's heads cannot hold: the library refuses each context with it, and its
+     * rows fail one by one (a line each, as they come); where that leaves no row of any model, the
+     * command is refused at once, in one line */
+    const char * why_model = NULL;
+    enum loom_type why_type = LOOM_TYPE_F16;
+    int why_kv = 0;
     for (int mi = 0; mi < o->n_models; mi++) {
         const struct loom_hparams * hp = loom_model_file_hparams(files[mi]);
-        const int64_t head_dim = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
-        for (int kv = 0; kv < 2; kv++) {
-            const enum loom_type * types = kv ? o->types_v : o->types_k;
-            for (int i = 0; i < (kv ? o->n_types_v : o->n_types_k); i++) {
-                const int64_t blck = loom_blck_size(types[i]);
-                if (head_dim % blck == 0) continue;
-                fprintf(stderr, "loom bench: %s: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
-                        o->models[mi], loom_type_name(types[i]), kv ? "V" : "K", (long long)blck, (long long)head_dim);
-                return false;
-            }
-        }
+        for (int fi = 0; fi < o->n_fas; fi++)
+            for (int ki = 0; ki < o->n_types_k; ki++)
+                for (int vi = 0; vi < o->n_types_v; vi++) {
+                    if (!fa_ctv_ok(o->fas[fi], o->types_v[vi])) continue;
+                    const bool k_ok = heads_hold(hp, o->types_k[ki]), v_ok = heads_hold(hp, o->types_v[vi]);
+                    if (k_ok && v_ok) return true;
+                    if (!why_model) why_model = o->models[mi], why_kv = k_ok, why_type = k_ok ? o->types_v[vi] : o->types_k[ki];
+                }
     }
-    return true;
+    const struct loom_hparams * hp = loom_model_file_hparams(files[0]);
+    for (int mi = 0; mi < o->n_models; mi++) hp = o->models[mi] == why_model ? loom_model_file_hparams(files[mi]) : hp;
+    fprintf(stderr, "loom bench: %s: KV cache type %s for %s needs heads of a multiple of %lld elements; this model's have %lld\n",
+            why_model, loom_type_name(why_type), why_kv ? "V" : "K", (long long)loom_blck_size(why_type),
+            (long long)(hp->n_head > 0 ? hp->n_embd / hp->n_head : 0));
+    return false;
 }
 
-/* Every -ngl value with every -mmp value for model 'mi': one load each. False after the one error line. */
+/* Every -ngl value with every -mmp value for model 'mi': one load each. A load that fails (its one
+ * line printed) skips its rows, and the next goes on; false when any load or row failed. */
 static bool bench_file(const struct bench_opts * o, int mi, struct loom_model_file * file, bool * first) {
+    bool ok = true;
     for (int gi = 0; gi < o->n_ngls * o->n_mmaps; gi++) {
         struct loom_model_params mp = loom_model_default_params();
         mp.n_gpu_layers = (int)o->ngls[gi / o->n_mmaps];
@@ -569,19 +629,20 @@ static bool bench_file(const struct bench_opts * o, int mi, struct loom_model_fi
         struct bench_load ld = {.path = o->models[mi], .ngl_auto = mp.n_gpu_layers == CLI_NGL_AUTO, .use_mmap = mp.use_mmap};
         if (ld.ngl_auto && !fit_auto(o, file, &mp)) {
             model_error(ld.path, "cannot measure what fits on the device");
-            return false;
+            ok = false;
+            continue;
         }
         struct loom_model * model = NULL;
         if (loom_model_load_file(file, mp, &model) != LOOM_OK) {
             model_error(ld.path, "cannot load the model");
-            return false;
+            ok = false;
+            continue;
         }
         ld.ngl = strcmp(loom_model_backend_name(model), "CPU") ? mp.n_gpu_layers : 0; /* nothing offloaded: label 0 */
-        const bool ok = bench_model(o, model, &ld, first);
+        ok = bench_model(o, model, &ld, first) && ok;
         loom_model_free(model);
-        if (!ok) return false;
     }
-    return true;
+    return ok;
 }
 
 int loom_cmd_bench(int argc, char ** argv) {
@@ -604,7 +665,7 @@ int loom_cmd_bench(int argc, char ** argv) {
     if (ok) {
         print_header(&o);
         bool first = true;
-        for (int mi = 0; mi < o.n_models && ok; mi++) ok = bench_file(&o, mi, files[mi], &first);
+        for (int mi = 0; mi < o.n_models; mi++) ok = bench_file(&o, mi, files[mi], &first) && ok; /* a failed row: the others still run */
         print_footer(&o); /* after a failure too: the rows printed stay a whole table, array or file */
     }
     for (int i = 0; i < o.n_models; i++) loom_model_file_free(files[i]);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,11 @@ struct ppl_opts {
     const char * text_file;
     const char * device;
     long long n_ctx, n_batch, n_threads, n_gpu_layers, fit_margin;
+    long long n_chunks; /* --chunks: at most this many chunks; <= 0 all of them */
     struct cli_split split;
     enum loom_type type_k, type_v;
     enum loom_llama_flash_attn flash_attn;
-    bool no_mmap;
+    bool no_mmap, check_tensors;
 };
 
 static void usage(FILE * f) {
@@ -38,20 +40,23 @@ static void usage(FILE * f) {
             "  -f, --file FILE           text to score (required; - reads standard input)\n"
             "  -c, --ctx-size N          chunk size in tokens (default 512; at least 4)\n"
             "  -b, --batch-size N        tokens per decode call (default 2048, at most the chunk size)\n"
+            "      --chunks N            score at most N chunks (default -1; 0 or less, or more than the text\n"
+            "                            holds: all of them)\n"
             "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"
             "  -ctk, --cache-type-k T    KV cache type for K: f32, f16 (default), bf16, q8_0, q4_0\n"
             "  -ctv, --cache-type-v T    KV cache type for V (the same types; q8_0 and q4_0 need flash attention)\n"
-            "  -fa, --flash-attn on|off|auto  the fused attention op (default auto)\n"
+            "  -fa, --flash-attn [on|off|auto]  the fused attention op (default auto; a bare -fa: on)\n"
             "  -ngl, --n-gpu-layers N    layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "      --fit-margin MiB      device memory -ngl auto leaves free (default 1024)\n"
             "  -dev, --device NAME[,NAME...]  offload devices (CUDA0, sim0, ...); none: no offload\n"
             CLI_SPLIT_HELP
             "      --no-mmap             read the model instead of mapping it\n"
+            "      --check-tensors       refuse a model with a NaN or infinite F32, F16 or BF16 weight\n"
             "  -h, --help                this help\n"
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN, OPT_CACHE_K, OPT_CACHE_V, OPT_FA };
+enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN, OPT_CACHE_K, OPT_CACHE_V, OPT_FA, OPT_CHUNKS, OPT_CHECK_TENSORS };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"file", required_argument, 0, 'f'},
@@ -62,7 +67,8 @@ static const struct option long_opts[] = {
     {"fit-margin", required_argument, 0, OPT_FIT_MARGIN},
     {"ctk", required_argument, 0, OPT_CACHE_K}, {"cache-type-k", required_argument, 0, OPT_CACHE_K},
     {"ctv", required_argument, 0, OPT_CACHE_V}, {"cache-type-v", required_argument, 0, OPT_CACHE_V},
-    {"fa", required_argument, 0, OPT_FA},       {"flash-attn", required_argument, 0, OPT_FA},
+    {"fa", optional_argument, 0, OPT_FA},       {"flash-attn", optional_argument, 0, OPT_FA},
+    {"chunks", required_argument, 0, OPT_CHUNKS}, {"check-tensors", no_argument, 0, OPT_CHECK_TENSORS},
     {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
 };
 
@@ -71,7 +77,7 @@ static const struct option long_opts[] = {
 
 /* Returns 0 to go on, 1 for an error (reported), 2 for -h. */
 static int parse(int argc, char ** argv, struct ppl_opts * o) {
-    *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048, .fit_margin = 1024, .type_k = LOOM_TYPE_F16, .type_v = LOOM_TYPE_F16,
+    *o = (struct ppl_opts){.n_ctx = 512, .n_batch = 2048, .n_chunks = -1, .fit_margin = 1024, .type_k = LOOM_TYPE_F16, .type_v = LOOM_TYPE_F16,
                            .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO};
     cli_split_init(&o->split);
     opterr = 0;
@@ -87,6 +93,8 @@ static int parse(int argc, char ** argv, struct ppl_opts * o) {
         case 't': ok = cli_parse_int("perplexity", "-t", optarg, 1, 1024, &o->n_threads); break;
         case OPT_NGL: ok = cli_parse_ngl("perplexity", optarg, &o->n_gpu_layers); break;
         case OPT_NOMMAP: o->no_mmap = true; break;
+        case OPT_CHECK_TENSORS: o->check_tensors = true; break;
+        case OPT_CHUNKS: ok = cli_parse_int("perplexity", "--chunks", optarg, INT32_MIN, INT32_MAX, &o->n_chunks); break;
         case OPT_FIT_MARGIN: ok = cli_parse_int("perplexity", "--fit-margin", optarg, 0, 1 << 30, &o->fit_margin); break;
         case OPT_DEVICE: o->device = optarg; break;
         case OPT_CACHE_K: ok = cli_parse_cache_type("perplexity", "--cache-type-k", optarg, &o->type_k); break;
@@ -195,6 +203,7 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     mp.device = o.device;
     cli_split_apply(&o.split, &mp);
     mp.use_mmap = !o.no_mmap;
+    mp.check_tensors = o.check_tensors;
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
@@ -214,7 +223,9 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     fprintf(stderr, "perplexity: tokenized the input in %.2f ms: %d tokens\n", tok_ms, n_tokens);
 
     const int32_t n_vocab = loom_model_hparams(s.model)->n_vocab;
-    const int32_t n_chunk = n_tokens / n_ctx, n_batch = (int32_t)o.n_batch;
+    const int32_t n_chunk_max = n_tokens / n_ctx, n_batch = (int32_t)o.n_batch;
+    /* --chunks caps the count, as llama-perplexity's does (<= 0: every chunk the text holds) */
+    const int32_t n_chunk = o.n_chunks > 0 && o.n_chunks < n_chunk_max ? (int32_t)o.n_chunks : n_chunk_max;
     const int32_t first = n_ctx / 2; /* logits from this position on are scored, each against the next token */
     s.logits = malloc((size_t)(n_ctx - first) * (size_t)n_vocab * sizeof *s.logits);
     if (!s.logits) return finish(&s, 1, "out of memory");

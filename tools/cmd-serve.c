@@ -3,6 +3,7 @@
  * A generation request is read in serve-request.c, answered in serve-reply.c, and generated in
  * serve-gen.c's -np slots; serve-accept.c owns the listening socket. */
 #include "cli-devices.h"
+#include "cli-kv.h"
 #include "cli-util.h"
 #include "commands.h"
 
@@ -49,7 +50,8 @@ extern const char serve_page_html[]; /* serve-page.c */
 struct serve_opts {
     const char * model, * host, * api_key, * alias;
     long long port, n_ctx, n_gpu_layers, n_parallel, n_threads, queue_max, timeout;
-    bool metrics;
+    bool metrics, check_tensors;
+    enum loom_llama_flash_attn flash_attn;
 };
 
 static struct serve_opts O;
@@ -69,6 +71,8 @@ static void usage(FILE * f) {
             "  -np, --parallel N       slots: requests generated at once, their tokens decoded in one batch (default 1)\n"
             "  -ngl, --n-gpu-layers N  layers to offload (default 0), or auto: as many as the device's free memory holds\n"
             "  -t, --threads N         CPU threads (default: LOOM_N_THREADS, else all cores)\n"
+            "  -fa, --flash-attn [on|off|auto]  the fused attention op (default auto; a bare -fa: on)\n"
+            "      --check-tensors     refuse a model with a NaN or infinite F32, F16 or BF16 weight\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (not on /health and /)\n"
             "      --metrics           serve /metrics (Prometheus text)\n"
             "      --alias NAME        the model's name in the API (default: the file name)\n"
@@ -79,7 +83,7 @@ static void usage(FILE * f) {
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { O_HOST = 256, O_PORT, O_NP, O_NGL, O_KEY, O_METRICS, O_ALIAS, O_QUEUE, O_TIMEOUT };
+enum { O_HOST = 256, O_PORT, O_NP, O_NGL, O_KEY, O_METRICS, O_ALIAS, O_QUEUE, O_TIMEOUT, O_FA, O_CHECK_TENSORS };
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"host", required_argument, 0, O_HOST},
     {"port", required_argument, 0, O_PORT},    {"ctx-size", required_argument, 0, 'c'},
@@ -88,12 +92,15 @@ static const struct option long_opts[] = {
     {"threads", required_argument, 0, 't'},    {"api-key", required_argument, 0, O_KEY},
     {"metrics", no_argument, 0, O_METRICS},    {"alias", required_argument, 0, O_ALIAS},
     {"queue-max", required_argument, 0, O_QUEUE}, {"timeout", required_argument, 0, O_TIMEOUT},
-    {"to", required_argument, 0, O_TIMEOUT},   {"help", no_argument, 0, 'h'},
+    {"to", required_argument, 0, O_TIMEOUT},   {"fa", optional_argument, 0, O_FA},
+    {"flash-attn", optional_argument, 0, O_FA}, {"check-tensors", no_argument, 0, O_CHECK_TENSORS},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
 
 static int parse(int argc, char ** argv) {
-    O = (struct serve_opts){.host = "127.0.0.1", .port = 8080, .n_ctx = -1, .n_parallel = 1, .queue_max = 64, .timeout = 30};
+    O = (struct serve_opts){.host = "127.0.0.1", .port = 8080, .n_ctx = -1, .n_parallel = 1, .queue_max = 64, .timeout = 30,
+                            .flash_attn = LOOM_LLAMA_FLASH_ATTN_AUTO};
     opterr = 0;
     optind = 1;
     int c;
@@ -109,6 +116,8 @@ static int parse(int argc, char ** argv) {
         case 't': ok = cli_parse_int("serve", "-t", optarg, 1, 1024, &O.n_threads); break;
         case O_KEY: O.api_key = optarg; break;
         case O_METRICS: O.metrics = true; break;
+        case O_FA: ok = cli_parse_flash_attn("serve", "--flash-attn", optarg, &O.flash_attn); break;
+        case O_CHECK_TENSORS: O.check_tensors = true; break;
         case O_ALIAS: O.alias = optarg; break;
         case O_QUEUE: ok = cli_parse_int("serve", "--queue-max", optarg, 0, 1 << 20, &O.queue_max); break;
         case O_TIMEOUT: ok = cli_parse_int("serve", "--timeout", optarg, 1, 86400, &O.timeout); break;
@@ -629,6 +638,7 @@ int loom_cmd_serve(int argc, char ** argv) {
     }
     const struct serve_gen_params gp = {.model_path = O.model, .n_ctx = (int32_t)O.n_ctx, .n_parallel = (int32_t)O.n_parallel,
                                         .n_gpu_layers = (int32_t)O.n_gpu_layers, .fit_margin = 1024,
+                                        .flash_attn = O.flash_attn, .check_tensors = O.check_tensors,
                                         .n_threads = (int32_t)cli_cap_threads("serve", O.n_threads), .queue_max = (int)O.queue_max};
     if (!serve_gen_open(&gp)) {
         serve_gen_free();

@@ -56,6 +56,7 @@ int gen_opts_option(const char * cmd, int c, const char * arg, struct gen_opts *
     case GEN_OPT_SPECIAL: o->special = true; break;
     case GEN_OPT_NOMMAP: o->no_mmap = true; break;
     case GEN_OPT_MLOCK: o->mlock = true; break;
+    case GEN_OPT_CHECK_TENSORS: o->check_tensors = true; break;
     case GEN_OPT_VPROMPT: o->verbose_prompt = true; break;
     case GEN_OPT_DEVICE: o->device = arg; break;
     case GEN_OPT_NOHOSTCOPY: o->no_host_copy = true; break;
@@ -99,6 +100,7 @@ void gen_opts_model_params(const struct gen_opts * o, struct loom_model_params *
     mp->use_mmap = !o->no_mmap;
     mp->use_mlock = o->mlock;
     mp->no_host_copy = o->no_host_copy;
+    mp->check_tensors = o->check_tensors;
     cli_split_apply(&o->split, mp);
 }
 

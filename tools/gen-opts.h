@@ -22,6 +22,7 @@ struct gen_opts {
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
     bool no_mmap, mlock, no_host_copy, ignore_eos, verbose_prompt, verbose, parse_special, special;
+    bool check_tensors; /* --check-tensors: float weights scanned for NaN and inf at load */
     struct logit_bias biases[LOGIT_BIAS_MAX];
     int n_biases;
     enum loom_type type_k, type_v;
@@ -32,7 +33,7 @@ struct gen_opts {
 enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MINP, GEN_OPT_RPEN, GEN_OPT_RLAST, GEN_OPT_NOMMAP,
        GEN_OPT_MLOCK, GEN_OPT_VPROMPT, GEN_OPT_DEVICE, GEN_OPT_NOHOSTCOPY, GEN_OPT_CACHE, GEN_OPT_IGNORE_EOS, GEN_OPT_PRESENCE,
        GEN_OPT_FREQUENCY, GEN_OPT_BIAS, GEN_OPT_FIT_MARGIN, GEN_OPT_CACHE_K, GEN_OPT_CACHE_V, GEN_OPT_FA, GEN_OPT_UBATCH,
-       GEN_OPT_PARSE_SPECIAL, GEN_OPT_SPECIAL };
+       GEN_OPT_PARSE_SPECIAL, GEN_OPT_SPECIAL, GEN_OPT_CHECK_TENSORS };
 
 /* The short options gen_opts_option takes, for a command's getopt string (each command adds its own). */
 #define GEN_OPTS_SHORT "m:n:c:b:t:s:l:v"
@@ -55,9 +56,10 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
     {"frequency-penalty", required_argument, 0, GEN_OPT_FREQUENCY}, {"logit-bias", required_argument, 0, GEN_OPT_BIAS},          \
     {"fit-margin", required_argument, 0, GEN_OPT_FIT_MARGIN}, {"cache-type-k", required_argument, 0, GEN_OPT_CACHE_K},           \
     {"ctk", required_argument, 0, GEN_OPT_CACHE_K}, {"cache-type-v", required_argument, 0, GEN_OPT_CACHE_V},                     \
-    {"ctv", required_argument, 0, GEN_OPT_CACHE_V}, {"flash-attn", required_argument, 0, GEN_OPT_FA},                            \
-    {"fa", required_argument, 0, GEN_OPT_FA}, {"ubatch-size", required_argument, 0, GEN_OPT_UBATCH},                             \
-    {"ub", required_argument, 0, GEN_OPT_UBATCH}, {"parse-special", no_argument, 0, GEN_OPT_PARSE_SPECIAL}, CLI_SPLIT_LONG_OPTS
+    {"ctv", required_argument, 0, GEN_OPT_CACHE_V}, {"flash-attn", optional_argument, 0, GEN_OPT_FA},                            \
+    {"fa", optional_argument, 0, GEN_OPT_FA}, {"ubatch-size", required_argument, 0, GEN_OPT_UBATCH},                             \
+    {"ub", required_argument, 0, GEN_OPT_UBATCH}, {"parse-special", no_argument, 0, GEN_OPT_PARSE_SPECIAL},                     \
+    {"check-tensors", no_argument, 0, GEN_OPT_CHECK_TENSORS}, CLI_SPLIT_LONG_OPTS
 
 /* Help lines for the shared options, in three groups (each command puts its own lines between). */
 #define GEN_OPTS_HELP_CONTEXT                                                                                  \
@@ -90,9 +92,12 @@ enum { GEN_OPT_NGL = 2000, GEN_OPT_TEMP, GEN_OPT_TOPK, GEN_OPT_TOPP, GEN_OPT_MIN
     "  -ctk, --cache-type-k TYPE KV cache type of K: f32, f16 (default), bf16, q8_0 or q4_0\n"                 \
     "  -ctv, --cache-type-v TYPE KV cache type of V: the same (q8_0, q4_0: with flash attention)\n"            \
     "      --cache-type TYPE     both of them\n"                                                               \
-    "  -fa, --flash-attn on|off|auto  fused attention (default auto: where the layer's device has it)\n"        \
+    "  -fa, --flash-attn [on|off|auto]  fused attention (default auto: where the layer's device has it;\n"    \
+    "                            a bare -fa, as the field's switch: on)\n"                                     \
     "      --no-mmap             read the model instead of mapping it\n"                                       \
-    "      --mlock               keep the model in RAM\n"
+    "      --mlock               keep the model in RAM\n"                                                      \
+    "      --check-tensors       refuse a model with a NaN or infinite F32, F16 or BF16 weight (a pass over\n" \
+    "                            every weight at load; quantized blocks' scales are checked always)\n"
 
 /* The defaults: the sampler's, 512-token batches, f16 KV cache, flash attention auto, -ngl unset,
  * -n -1, -c unset (-1). */

@@ -343,9 +343,11 @@ static bool load(void) {
     struct loom_model_params mp = loom_model_default_params();
     mp.n_gpu_layers = G.p.n_gpu_layers;
     mp.progress = on_progress;
+    mp.check_tensors = G.p.check_tensors;
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = G.n_ctx * G.n_slots;
     cp.n_threads = G.p.n_threads;
+    cp.flash_attn = G.p.flash_attn;
     bool ok = G.p.n_gpu_layers != CLI_NGL_AUTO || cli_fit_layers(G.file, &mp, cp, G.p.fit_margin);
     ok = ok && loom_model_load_file(G.file, mp, &G.model) == LOOM_OK;
     loom_model_file_free(G.file);

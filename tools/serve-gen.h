@@ -56,6 +56,8 @@ struct serve_gen_params {
     int32_t n_gpu_layers, n_threads;  /* n_gpu_layers CLI_NGL_AUTO: as many as fit, 'fit_margin' MiB left free */
     long long fit_margin;
     int queue_max;                    /* jobs that may wait while every slot is busy */
+    enum loom_llama_flash_attn flash_attn; /* -fa */
+    bool check_tensors;               /* --check-tensors: float weights scanned for NaN and inf at load */
 };
 
 /* Totals for /metrics. */

@@ -217,8 +217,18 @@ void loom_split_range(int64_t n, int64_t align, int n_dev, const float * split, 
  * LOOM_ERR_UNSUPPORTED (a slice not of whole quantized blocks), LOOM_ERR_OOM. */
 enum loom_status loom_model_make_parts(struct loom_model * m);
 /* Allocates each device's slices and copies their bytes from the file ('map' the whole-file mapping,
- * or NULL: read from 'fd'); the buffers join m->buffers. Errors logged: LOOM_ERR_IO, LOOM_ERR_OOM. */
+ * or NULL: read from 'fd'), checking them as loom_model_check_data does; the buffers join m->buffers.
+ * Errors logged: LOOM_ERR_IO, LOOM_ERR_OOM, LOOM_ERR_FORMAT. */
 struct loom_gguf;
-enum loom_status loom_model_load_parts(struct loom_model * m, const struct loom_gguf * g, const uint8_t * map, int fd);
+enum loom_status loom_model_load_parts(struct loom_model * m, const struct loom_gguf * g, const uint8_t * map, int fd, bool check_values);
+
+/* model-weights.c: checks bytes [done, done + n) of weight 't' (whole blocks or elements, at
+ * 'bytes'), where they pass through host memory while loading (the mapping, a read() buffer, a
+ * staging slot): LOOM_ERR_FORMAT (logged, naming the tensor and the block or element) for a
+ * quantized block whose scale is NaN or infinite -- it would turn every product with the block
+ * into NaN -- and, with 'check_values', for a NaN or infinite F32, F16 or BF16 element. 'done'
+ * SIZE_MAX: the bytes' place in the tensor is not one range (a slice of columns), and the message
+ * names no block or element. */
+enum loom_status loom_model_check_data(const struct loom_tensor * t, const void * bytes, size_t done, size_t n, bool check_values);
 
 #endif

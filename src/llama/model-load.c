@@ -17,6 +17,7 @@ struct loom_model_params loom_model_default_params(void) {
         .use_mmap = true,
         .use_mlock = false,
         .no_host_copy = false,
+        .check_tensors = false,
         .progress = NULL,
         .progress_user_data = NULL,
     };

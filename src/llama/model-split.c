@@ -5,6 +5,7 @@
 #include "quant/quant.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +132,8 @@ static enum loom_status read_bytes(const uint8_t * map, int fd, uint64_t off, vo
 }
 
 /* Gathers the slice's bytes into 'tmp' (loom_nbytes(dst) bytes) and uploads them. */
-static enum loom_status load_slice(const struct slice * sl, const struct loom_gguf * g, const uint8_t * map, int fd, uint8_t * tmp) {
+static enum loom_status load_slice(const struct slice * sl, const struct loom_gguf * g, const uint8_t * map, int fd, uint8_t * tmp,
+                                   bool check_values) {
     const struct loom_tensor * src = sl->src;
     const uint64_t base = loom_gguf_data_offset(g) + loom_gguf_tensor_offset(g, loom_gguf_find_tensor(g, src->name));
     const size_t n = loom_nbytes(sl->dst);
@@ -145,17 +147,14 @@ static enum loom_status load_slice(const struct slice * sl, const struct loom_gg
             st = read_bytes(map, fd, base + (uint64_t)r * src->nb[1] + skip, tmp + (size_t)r * row, row);
         }
     }
-    if (st == LOOM_OK && loom_blck_size(src->type) > 1) {
-        const int64_t bad = loom_quant_find_bad_scale(src->type, tmp, (int64_t)(n / loom_type_size(src->type)));
-        if (bad >= 0) {
-            loom_log(LOOM_LOG_ERROR, "tensor '%s' (%s): a block has a NaN or infinite scale", src->name, loom_type_name(src->type));
-            st = LOOM_ERR_FORMAT;
-        }
-    }
+    /* a slice of whole rows starts at a known byte of the whole tensor; one of columns gathers
+     * pieces of every row, and the message names no position */
+    const size_t done = sl->by_cols ? SIZE_MAX : (size_t)sl->first * (loom_n_dims(src) > 1 ? src->nb[1] : src->nb[0]);
+    if (st == LOOM_OK) st = loom_model_check_data(src, tmp, done, n, check_values);
     return st == LOOM_OK ? loom_backend_tensor_set(sl->dst, tmp, 0, n) : st;
 }
 
-enum loom_status loom_model_load_parts(struct loom_model * m, const struct loom_gguf * g, const uint8_t * map, int fd) {
+enum loom_status loom_model_load_parts(struct loom_model * m, const struct loom_gguf * g, const uint8_t * map, int fd, bool check_values) {
     const int D = m->n_devs;
     const int64_t head_dim = m->hp.n_embd / m->hp.n_head;
     size_t max_bytes = 1;
@@ -188,7 +187,7 @@ enum loom_status loom_model_load_parts(struct loom_model * m, const struct loom_
         for (int d = 0; d < D && st == LOOM_OK; d++) {
             struct slice s[12];
             const int n = slices_of(&m->layers[il], &m->parts[(size_t)il * D + d], head_dim, s);
-            for (int i = 0; i < n && st == LOOM_OK; i++) st = load_slice(&s[i], g, map, fd, tmp);
+            for (int i = 0; i < n && st == LOOM_OK; i++) st = load_slice(&s[i], g, map, fd, tmp, check_values);
         }
     }
     free(tmp);

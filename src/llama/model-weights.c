@@ -6,6 +6,8 @@
 #include "quant/quant.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -61,18 +63,34 @@ static void log_buffer(const char * what, loom_backend_buffer_t buf, int n_tenso
              loom_backend_buffer_get_size(buf) / 1048576.0, n_tensors);
 }
 
-/* Refuses a quantized tensor whose bytes [done, done + n) of 'bytes' (whole blocks) hold a block
- * with a NaN or infinite scale: it would turn every product with the block into NaN. Checked
- * where the bytes pass through host memory while loading (the mapping, the read() buffer or the
- * staging slot), so a bad file is refused at load rather than producing garbage later. */
-static enum loom_status check_scales(const struct loom_tensor * t, const void * bytes, size_t done, size_t n) {
+enum loom_status loom_model_check_data(const struct loom_tensor * t, const void * bytes, size_t done, size_t n, bool check_values) {
     const size_t bs = loom_type_size(t->type);
-    if (loom_blck_size(t->type) == 1) return LOOM_OK;
-    int64_t bad = loom_quant_find_bad_scale(t->type, bytes, (int64_t)(n / bs));
+    char where[48] = "";
+    if (loom_blck_size(t->type) > 1) {
+        const int64_t bad = loom_quant_find_bad_scale(t->type, bytes, (int64_t)(n / bs));
+        if (bad < 0) return LOOM_OK;
+        if (done != SIZE_MAX) snprintf(where, sizeof where, " %lld", (long long)(done / bs + (size_t)bad));
+        loom_log(LOOM_LOG_ERROR, "tensor '%s' (%s): block%s has a NaN or infinite scale", t->name, loom_type_name(t->type),
+                 done != SIZE_MAX ? where : "");
+        return LOOM_ERR_FORMAT;
+    }
+    const int64_t bad = check_values ? loom_find_nonfinite(t->type, bytes, (int64_t)(n / bs)) : -1;
     if (bad < 0) return LOOM_OK;
-    loom_log(LOOM_LOG_ERROR, "tensor '%s' (%s): block %lld has a NaN or infinite scale", t->name, loom_type_name(t->type),
-             (long long)(done / bs + (size_t)bad));
+    const uint8_t * p = (const uint8_t *)bytes + (size_t)bad * bs;
+    uint16_t h = 0;
+    float v = 0;
+    if (bs == 2) memcpy(&h, p, 2);
+    if (t->type == LOOM_TYPE_F32) memcpy(&v, p, 4);
+    else v = t->type == LOOM_TYPE_F16 ? loom_fp16_to_fp32(h) : loom_bf16_to_fp32(h);
+    if (done != SIZE_MAX) snprintf(where, sizeof where, " %lld", (long long)(done / bs + (size_t)bad));
+    loom_log(LOOM_LOG_ERROR, "tensor '%s' (%s) has invalid data: element%s is %s", t->name, loom_type_name(t->type), where,
+             isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf");
     return LOOM_ERR_FORMAT;
+}
+
+/* loom_model_check_data for the load under way: float values only when its parameters ask. */
+static enum loom_status check_scales(const struct load_state * s, const struct loom_tensor * t, const void * bytes, size_t done, size_t n) {
+    return loom_model_check_data(t, bytes, done, n, s->params->check_tensors);
 }
 
 /* The alignment the kernels read a tensor of 'type' with (bytes): its elements' or its blocks'
@@ -98,7 +116,7 @@ static enum loom_status place_zero_copy(struct load_state * s, struct loom_conte
     uint64_t lo = UINT64_MAX, hi = 0, max_size = 0;
     for (struct loom_tensor * t = loom_get_first_tensor(ctx); t; t = loom_get_next_tensor(ctx, t)) {
         uint64_t off = file_offset(s, t), n = loom_nbytes(t);
-        enum loom_status st = check_scales(t, s->map + off, 0, n);
+        enum loom_status st = check_scales(s, t, s->map + off, 0, n);
         if (st != LOOM_OK) return st;
         lo = off < lo ? off : lo;
         hi = off + n > hi ? off + n : hi;
@@ -188,14 +206,14 @@ static enum loom_status upload(struct load_state * s, struct uploader * u, struc
     /* From a mapping the device's own copy of pageable memory is faster than a memcpy into
      * staging first (H200, 7B F16: 1.6 s against 3.1 s), so staging serves read() loads only. */
     if (s->map) {
-        enum loom_status st = check_scales(t, s->map + off, 0, n);
+        enum loom_status st = check_scales(s, t, s->map + off, 0, n);
         return st == LOOM_OK ? loom_backend_tensor_set(t, s->map + off, 0, n) : st;
     }
     if (!u->backend) {
         void * tmp = malloc(n ? n : 1);
         if (!tmp) return LOOM_ERR_OOM;
         enum loom_status st = read_at(s->fd, tmp, n, off);
-        if (st == LOOM_OK) st = check_scales(t, tmp, 0, n);
+        if (st == LOOM_OK) st = check_scales(s, t, tmp, 0, n);
         if (st == LOOM_OK) st = loom_backend_tensor_set(t, tmp, 0, n);
         free(tmp);
         return st;
@@ -208,7 +226,7 @@ static enum loom_status upload(struct load_state * s, struct uploader * u, struc
         if (u->pending[k]) st = loom_backend_event_synchronize(u->events[k]);
         void * slot = loom_backend_buffer_get_base(u->staging[k]);
         if (st == LOOM_OK) st = read_at(s->fd, slot, len, off + done);
-        if (st == LOOM_OK) st = check_scales(t, slot, done, len);
+        if (st == LOOM_OK) st = check_scales(s, t, slot, done, len);
         if (st == LOOM_OK) st = loom_backend_tensor_set_async(u->backend, t, slot, done, len);
         if (st == LOOM_OK) st = loom_backend_event_record(u->events[k], u->backend);
         u->pending[k] = st == LOOM_OK;
@@ -235,7 +253,7 @@ static enum loom_status place_copy(struct load_state * s, struct loom_context * 
         uint64_t off = file_offset(s, t);
         if (host && !s->map) {
             st = read_at(s->fd, t->data, n, off);
-            if (st == LOOM_OK) st = check_scales(t, t->data, 0, n);
+            if (st == LOOM_OK) st = check_scales(s, t, t->data, 0, n);
         } else {
             st = upload(s, &u, t, off, n);
         }
@@ -342,7 +360,7 @@ enum loom_status loom_model_place_weights(struct loom_model * m, const struct lo
     enum loom_status st = place_group(&s, m->ctx_host, cpu, true);
     for (int d = 0; d < m->n_devs && st == LOOM_OK; d++) st = place_group(&s, m->ctx_devs[d], m->devs[d], params->no_host_copy);
     if (st == LOOM_OK && m->parts) {
-        st = loom_model_load_parts(m, g, s.map, s.fd);
+        st = loom_model_load_parts(m, g, s.map, s.fd, params->check_tensors);
         /* the whole weights the slices come from were counted in bytes_total: the load is done */
         if (st == LOOM_OK) st = progress(&s, s.bytes_total > s.bytes_done ? s.bytes_total - s.bytes_done : 0);
     }

@@ -1,4 +1,5 @@
-/* quant-check.c -- finding quantized blocks whose scale is NaN or infinite. */
+/* quant-check.c -- finding NaN or infinite values in tensor data: quantized blocks' scales, and the
+ * elements of F32, F16 and BF16 tensors. */
 #include "quant/quant.h"
 #include "quant/quant-blocks.h"
 
@@ -44,4 +45,28 @@ int64_t loom_quant_find_bad_scale(enum loom_type type, const void * src, int64_t
         }
     }
     return -1;
+}
+
+int64_t loom_find_nonfinite(enum loom_type type, const void * src, int64_t n) {
+    const uint8_t * p = src;
+    switch (type) {
+    case LOOM_TYPE_F32:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, p + (size_t)i * 4, 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) return i; /* exponent all ones: inf or NaN */
+        }
+        return -1;
+    case LOOM_TYPE_F16:
+    case LOOM_TYPE_BF16: {
+        const uint16_t mask = type == LOOM_TYPE_F16 ? 0x7c00 : 0x7f80;
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + (size_t)i * 2, 2);
+            if ((h & mask) == mask) return i;
+        }
+        return -1;
+    }
+    default: return -1;
+    }
 }

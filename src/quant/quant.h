@@ -32,5 +32,9 @@ int loom_quant_half_scales(enum loom_type type, size_t off[2]);
  * finite (also for a type without blocks). A non-finite scale would turn every product with the
  * block into NaN, so the model loader refuses such files (quant-check.c). */
 int64_t loom_quant_find_bad_scale(enum loom_type type, const void * src, int64_t n_blocks);
+/* Checks 'n' consecutive elements of an F32, F16 or BF16 tensor at 'src': returns the index of the
+ * first NaN or infinite one, or -1 when all are finite (also for any other type). The model loader
+ * runs it on every float weight when asked to ('check_tensors', the field's --check-tensors). */
+int64_t loom_find_nonfinite(enum loom_type type, const void * src, int64_t n);
 
 #endif

@@ -181,7 +181,7 @@ expect_fail "KV cache type" "$bin" run -m "$model" -p hi --cache-type q8_0
 expect_fail "KV cache K type" "$bin" run -m "$model" -p hi -ctk f64
 expect_fail "KV cache V type" "$bin" run -m "$model" -p hi --cache-type-v=q5_1
 expect_fail "flash attention mode" "$bin" run -m "$model" -p hi -fa yes
-expect_fail "flash attention without a value" "$bin" run -m "$model" -p hi -fa
+expect_fail "flash attention: a bare -fa then a value that is none" "$bin" run -m "$model" -p hi -fa 2
 expect_fail "bench flash attention" "$bin" bench -m "$model" -p 8 -n 0 -fa 2
 expect_fail "bench depth" "$bin" bench -m "$model" -p 8 -n 0 -d -1
 expect_fail "bench prompt+generation" "$bin" bench -m "$model" -pg 8

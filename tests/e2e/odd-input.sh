@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Unusual input a llama.cpp user may give: a corrupt block_count to `loom quantize` (no undefined
 # behaviour in its layer rules), escapes in `loom tokenize -p` (the reference's ids), the KV cache
-# flags of `loom perplexity` and a comma list of models for `loom bench -m`.
+# flags of `loom perplexity` and a comma list of models for `loom bench -m`; perplexity --chunks, a
+# bare -fa, bench rows that fail among others, and --check-tensors.
 # usage: odd-input.sh LOOM_BIN MODELS (the shared models folder)
 set -u
 bin=$1 models=$2 model=$2/stories260K-llamacpp.gguf
@@ -50,5 +51,71 @@ kq="$models/quant/kq/kq-Q8_0.gguf"
 files=$(tail -n +2 "$tmp/out" | cut -d, -f1 | tr '\n' ' ')
 [ "$files" = "\"$model\" \"$kq\" " ] && ok "bench -m A,B: $files" || fail "bench -m A,B: rows of '$files': $(head -2 "$tmp/err")"
 expect_fail "bench -m with an empty name" "invalid list of models" "$bin" bench -m "$model,,$kq" -p 4 -n 0 -r 1
+
+# perplexity --chunks N scores at most N chunks, as llama-perplexity's (the reference on this model
+# and text, -c 128 --chunks 2: [1]3.5008,[2]3.6293, PPL 3.6293); 0, a negative N or more chunks than
+# the text holds: all 15; a value that is not a whole integer is one error line
+text=$models/text/stories.txt
+chunks() { "$bin" perplexity -m "$model" -f "$text" -c 128 -t 1 "$@" 2>/dev/null | grep -o '\[[0-9]*\]' | tail -1; }
+[ "$(chunks --chunks 2)" = "[2]" ] && [ "$(chunks --chunks 0)" = "[15]" ] && [ "$(chunks --chunks -1)" = "[15]" ] &&
+  [ "$(chunks --chunks 99999)" = "[15]" ] && ok "perplexity --chunks 2, 0, -1, 99999" ||
+  fail "perplexity --chunks: 2 -> $(chunks --chunks 2), 0 -> $(chunks --chunks 0), 99999 -> $(chunks --chunks 99999)"
+for v in abc 2x -x ''; do
+  expect_fail "perplexity --chunks '$v'" "invalid value '$v' for --chunks" "$bin" perplexity -m "$model" -f "$text" -c 128 --chunks "$v"
+done
+expect_fail "perplexity --chunks without a value" "option '--chunks' needs a value" "$bin" perplexity -m "$model" -f "$text" --chunks
+
+# a bare -fa (last, or before another option) is on, as the reference's llama-cli and
+# llama-perplexity take their -fa switch; a value after it is still read (-fa off, -fa -1)
+fa_run() { "$bin" run -m "$model" -p hi -n 2 --temp 0 -t 1 -v "$@" 2>&1 >/dev/null | sed -n 's/^flash attention: \([a-z]*\).*/\1/p'; }
+[ "$(fa_run -fa)" = on ] && [ "$(fa_run -fa -n 2)" = on ] && [ "$(fa_run --flash-attn)" = on ] && [ "$(fa_run -fa off)" = off ] &&
+  [ "$(fa_run -fa off -fa)" = on ] && [ "$(fa_run --flash-attn=off)" = off ] && ok "run: a bare -fa is on" ||
+  fail "run -fa: bare $(fa_run -fa), before -n $(fa_run -fa -n 2), -fa off $(fa_run -fa off)"
+echo hi | "$bin" chat -m "$model" -n 2 --temp 0 -t 1 -fa >/dev/null 2>"$tmp/err" && ok "chat: a bare -fa" || fail "chat -fa: $(cat "$tmp/err")"
+[ "$(chunks --chunks 1 -fa)" = "[1]" ] && [ "$(chunks -fa --chunks 1)" = "[1]" ] && ok "perplexity: a bare -fa" ||
+  fail "perplexity -fa: $("$bin" perplexity -m "$model" -f "$text" -c 128 --chunks 1 -fa 2>&1 | tail -1)"
+expect_fail "run -fa with a bad value" "invalid value 'foo' for --flash-attn (on, off or auto" "$bin" run -m "$model" -p hi -fa foo
+expect_fail "serve: a bare -fa is taken (the missing model is the error)" "cannot open model" "$bin" serve -m "$tmp/none.gguf" -fa
+# llama-bench's -fa takes a value (0|1): a bare one is one line naming the values
+expect_fail "bench: -fa last, without its value" "option '-fa' needs a value (on, off or auto; 1, 0 or -1" \
+  "$bin" bench -m "$model" -p 4 -n 0 -r 1 -fa
+expect_fail "bench: -fa before another option" "option '-fa' needs a value (on, off or auto; 1, 0 or -1; a comma list for several), not the option '-t'" \
+  "$bin" bench -m "$model" -p 4 -n 0 -r 1 -fa -t 1
+
+# bench: a configuration the model cannot run (a q4_0 K cache on 8-wide heads) is one line; the
+# other rows are measured, and the exit status is 1 at the end (llama-bench's for a failed context)
+"$bin" bench -m "$model" -p 4 -n 2 -r 1 -t 1 -fa 1 -ctk f16,q4_0,bf16 -o csv >"$tmp/out" 2>"$tmp/err" </dev/null
+rc=$? rows=$(tail -n +2 "$tmp/out" | cut -d, -f9 | tr '\n' ' ')
+[ $rc = 1 ] && [ "$rows" = '"f16" "f16" "bf16" "bf16" ' ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
+  grep -q "^loom bench: $model: -t 1 -b 512 -fa on -ctk q4_0 -ctv f16: KV cache type q4_0 for K needs heads of a multiple of 32 elements; this model's have 8 (skipped)$" "$tmp/err" &&
+  ok "bench: the q4_0 row fails in one line, f16 and bf16 measured, exit 1" || fail "bench -ctk f16,q4_0,bf16: exit $rc, rows '$rows': $(cat "$tmp/err")"
+
+# --check-tensors: a NaN or inf in an F32, F16 or BF16 weight refuses the model in one line naming
+# the tensor (mapped and read); without it the model loads as before. Tiny random models, one value
+# overwritten at the tensor's place (loom info --json: data_offset + the tensor's offset).
+at() { # FILE TENSOR: the tensor's first byte in the file
+  local j
+  j=$("$bin" info --json "$1")
+  echo $(($(sed -n 's/^  "data_offset": \([0-9]*\),$/\1/p' <<<"$j") + $(grep -o "\"name\": \"$2\", [^}]*" <<<"$j" | sed 's/.*"offset": \([0-9]*\).*/\1/')))
+}
+check() { # TYPE TENSOR ELEMENT BYTES(printf) WHAT
+  local f=$tmp/bad-$1.gguf size=2
+  [ "$1" = f32 ] && size=4
+  "$bin" gen-model --dim 64 --hidden 128 --layers 2 --heads 2 --vocab 300 --ctx 128 --type "$1" -o "$f" >/dev/null 2>&1 || { fail "gen-model --type $1"; return; }
+  printf "$4" | dd of="$f" bs=1 seek=$(($(at "$f" "$2") + $3 * size)) conv=notrunc status=none
+  expect_fail "--check-tensors, $5 in $2 ($1)" "^loom run: tensor '$2' ($1) has invalid data: element $3 is $5$" \
+    "$bin" run -m "$f" -p hi -n 2 -t 1 --check-tensors
+  expect_fail "--check-tensors --no-mmap ($1)" "tensor '$2' ($1) has invalid data" "$bin" run -m "$f" -p hi -n 2 -t 1 --check-tensors --no-mmap
+  "$bin" run -m "$f" -p hi -n 2 -t 1 >/dev/null 2>"$tmp/err" </dev/null
+  grep -q "invalid data" "$tmp/err" && fail "without --check-tensors ($1): $(cat "$tmp/err")" || ok "without --check-tensors ($1) the model loads"
+}
+check f32 blk.0.attn_norm.weight 3 '\x00\x00\x80\xff' -inf
+check f16 blk.1.ffn_down.weight 5 '\x00\x7e' NaN
+check bf16 output.weight 7 '\x80\x7f' inf
+expect_fail "perplexity --check-tensors" "^loom perplexity: tensor 'blk.1.ffn_down.weight' (f16) has invalid data: element 5 is NaN$" \
+  "$bin" perplexity -m "$tmp/bad-f16.gguf" -f "$text" -c 64 --check-tensors
+expect_fail "chat --check-tensors" "tensor 'output.weight' (bf16) has invalid data" "$bin" chat -m "$tmp/bad-bf16.gguf" --check-tensors
+"$bin" run -m "$model" -p hi -n 2 -t 1 --check-tensors >/dev/null 2>"$tmp/err" && ok "--check-tensors passes a sound model" ||
+  fail "--check-tensors on a sound model: $(cat "$tmp/err")"
 
 [ "$fails" = 0 ]

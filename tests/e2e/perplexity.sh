@@ -62,6 +62,7 @@ expect_fail "-c too small" "invalid value '2' for -c" "$bin" perplexity -m "$mod
 expect_fail "missing text file" "none.txt" "$bin" perplexity -m "$model" -f "$tmp/none.txt"
 expect_fail "missing model" "none.gguf" "$bin" perplexity -m "$tmp/none.gguf" -f "$text"
 expect_fail "unknown option" "unknown option '--bogus'" "$bin" perplexity -m "$model" -f "$text" --bogus
-expect_fail "-fa without its value" "option '-fa' needs a value" "$bin" perplexity -m "$model" -f "$text" -fa
+# a bare -fa is on, as llama-perplexity's -fa switch (tests/e2e/odd-input.sh); a bad value is one line
+expect_fail "-fa with a bad value" "invalid value 'yes' for --flash-attn" "$bin" perplexity -m "$model" -f "$text" -fa yes
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all perplexity checks passed"
