@@ -882,7 +882,7 @@ static void test_decode_allocated(void) {
  * K-quant super-blocks), for one token and for steps of 6 and 9 tokens (several sequences' step:
  * products of 6 and 9 columns, in launches of a few columns each), and for one token with the
  * attention as FLASH_ATTN_EXT (heads of 64: the attention writes the 8-bit activations of the
- * product after it, as the SwiGLU and the residual's tail do for theirs): the fused launches
+ * wo product after it, which then launches no quantization kernel): the fused launches
  * (pre-norm, q/k/v in one launch, rotation, SwiGLU, tails, cache stores, 8-bit handoffs) leave
  * the result and caches that one kernel per node leaves (fuse=0; each product's kernel is checked
  * against the double reference by `loom test-ops -b CUDA0`). */

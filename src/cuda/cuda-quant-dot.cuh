@@ -17,9 +17,9 @@
 #define LC_A8_RUN 48
 
 /* Writes the lc_a8 record of one run of 32 activations at 'run' (16-byte aligned): lane l of the
- * calling warp holds element l in 'x'. d = max|x| / 127, codes rounded to nearest (even); every
- * writer of these records (the quantization kernel, the fused producers) calls this, so the
- * records agree bit for bit. */
+ * calling warp holds element l in 'x'. d = max|x| / 127, codes rounded to nearest (even); both
+ * writers of these records (lc_a8_quant_kernel and the attention of one token, cuda-attn.cu) call
+ * this, so the records agree bit for bit. */
 static __device__ __forceinline__ void lc_a8_quant_run(float x, int lane, char * run) {
     float amax = fabsf(x);
 #pragma unroll
