@@ -641,15 +641,18 @@ static enum loom_type g_cache_type = LOOM_TYPE_F16;
 
 struct decode_layer {
     struct loom_tensor *out, *k_store, *v_store;
+    struct loom_tensor * h; /* the residual stream after the layer (out is its norm) */
 };
 
 static int64_t g_decode_d = 64, g_decode_ff = 96; /* the layer's embedding and feed-forward sizes */
 static bool g_decode_fa = false; /* the attention as FLASH_ATTN_EXT (a V cache of rows, as K's) instead of the scores' softmax */
 
-static struct decode_layer build_decode_layer(struct loom_context * ctx, enum loom_type wt, int64_t T, int64_t n_past, int64_t n_head_kv) {
+/* 'x_in': the layer's input (the residual stream of the layer before), NULL: an input tensor. */
+static struct decode_layer build_decode_layer(struct loom_context * ctx, enum loom_type wt, int64_t T, int64_t n_past, int64_t n_head_kv,
+                                              struct loom_tensor * x_in) {
     const int64_t d = g_decode_d, n_head = 4, hd = d / n_head, n_kv_embd = hd * n_head_kv, ff = g_decode_ff, n_ctx = 40;
     const int64_t n_kv = n_past + T;
-    struct loom_tensor * x = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
+    struct loom_tensor * x = x_in ? x_in : loom_new_tensor_2d(ctx, LOOM_TYPE_F32, d, T);
     struct loom_tensor * attn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
     struct loom_tensor * ffn_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d);
     struct loom_tensor * out_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d); /* the next layer's input norm */
@@ -696,13 +699,14 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     struct loom_tensor * x1 = loom_add(ctx, x, loom_mul_mat(ctx, wo, attn));
     struct loom_tensor * cur2 = loom_mul(ctx, loom_rms_norm(ctx, x1, 1e-5f), ffn_norm);
     struct loom_tensor * glu = loom_mul(ctx, loom_silu(ctx, loom_mul_mat(ctx, wg, cur2)), loom_mul_mat(ctx, wu, cur2));
-    L.out = loom_mul(ctx, loom_rms_norm(ctx, loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu)), 1e-5f), out_norm);
+    L.h = loom_add(ctx, x1, loom_mul_mat(ctx, wd, glu));
+    L.out = loom_mul(ctx, loom_rms_norm(ctx, L.h, 1e-5f), out_norm);
     return L;
 }
 
 static void test_decode_layer(enum loom_type wt, int64_t T, int64_t n_past, const char * what) {
     struct loom_context * ctx = tc_begin();
-    struct decode_layer L = build_decode_layer(ctx, wt, T, n_past, 2);
+    struct decode_layer L = build_decode_layer(ctx, wt, T, n_past, 2, NULL);
     g_pre[0] = L.k_store;
     g_pre[1] = L.v_store;
     g_n_pre = 2;
@@ -724,11 +728,18 @@ struct layer_result {
     size_t n;
 };
 
+static int g_decode_layers = 1; /* 2: a second layer reads the first one's residual stream (the result and caches are the second's) */
+
 static bool run_allocated_layer_t(loom_backend_t be, int64_t n_past, struct layer_result * res, enum loom_type wt, int64_t T) {
     struct loom_context * ctx = tc_begin();
-    struct decode_layer L = build_decode_layer(ctx, wt, T, n_past, 4);
+    struct loom_cgraph * g = loom_new_graph_custom(ctx, 512);
+    struct decode_layer L = build_decode_layer(ctx, wt, T, n_past, 4, NULL);
+    if (g_decode_layers == 2) {
+        loom_build_forward_expand(g, L.k_store);
+        loom_build_forward_expand(g, L.v_store);
+        L = build_decode_layer(ctx, wt, T, n_past, 4, L.h);
+    }
     loom_set_output(L.out);
-    struct loom_cgraph * g = loom_new_graph_custom(ctx, 256);
     loom_build_forward_expand(g, L.k_store);
     loom_build_forward_expand(g, L.v_store);
     loom_build_forward_expand(g, L.out);
@@ -882,13 +893,15 @@ static void test_decode_allocated(void) {
  * K-quant super-blocks), for one token and for steps of 6 and 9 tokens (several sequences' step:
  * products of 6 and 9 columns, in launches of a few columns each), and for one token with the
  * attention as FLASH_ATTN_EXT (heads of 64: the attention writes the 8-bit activations of the
- * wo product after it, which then launches no quantization kernel): the fused launches
+ * wo product after it, which then launches no quantization kernel), in one layer and in two
+ * (the residual products' tails write the 8-bit activations of the gate/up and the next layer's
+ * q/k/v launches, which quantize nothing either): the fused launches
  * (pre-norm, q/k/v in one launch, rotation, SwiGLU, tails, cache stores, 8-bit handoffs) leave
  * the result and caches that one kernel per node leaves (fuse=0; each product's kernel is checked
  * against the double reference by `loom test-ops -b CUDA0`). */
 static void test_decode_quant(void) {
     static const enum loom_type types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q3_K};
-    static const int64_t steps[] = {1, 6, 9, 1};
+    static const int64_t steps[] = {1, 6, 9, 1, 1};
     const int64_t d0 = g_decode_d, ff0 = g_decode_ff;
     g_decode_d = 256;
     g_decode_ff = 512;
@@ -896,14 +909,16 @@ static void test_decode_quant(void) {
     for (size_t t = 0; one && t < sizeof types / sizeof types[0]; t++) {
         for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
             const int64_t T = steps[si];
-            g_decode_fa = si == 3;
+            g_decode_fa = si >= 3;
+            g_decode_layers = si == 4 ? 2 : 1;
             struct layer_result want = {0}, got = {0};
             const bool ok = run_allocated_layer_t(one, 9, &want, types[t], T) && run_allocated_layer_t(g_be, 9, &got, types[t], T);
-            CHECK(ok, "allocated decode layer %s T%lld%s: compute", loom_type_name(types[t]), (long long)T, g_decode_fa ? " flash" : "");
+            CHECK(ok, "allocated decode layer %s T%lld%s x%d: compute", loom_type_name(types[t]), (long long)T, g_decode_fa ? " flash" : "",
+                  g_decode_layers);
             if (ok) {
                 const size_t bad = layer_diff(&want, &got, (size_t)(g_decode_d * T), 1e-4f, 2e-3f); /* the F32 result, then the F16 caches */
-                CHECK(bad == 0, "allocated decode layer %s T%lld%s: %zu values differ from one launch per product", loom_type_name(types[t]),
-                      (long long)T, g_decode_fa ? " flash" : "", bad);
+                CHECK(bad == 0, "allocated decode layer %s T%lld%s x%d: %zu values differ from one launch per product", loom_type_name(types[t]),
+                      (long long)T, g_decode_fa ? " flash" : "", g_decode_layers, bad);
             }
             free(want.mem);
             free(got.mem);
@@ -912,6 +927,7 @@ static void test_decode_quant(void) {
     }
     if (one) loom_backend_free(one);
     g_decode_fa = false;
+    g_decode_layers = 1;
     g_decode_d = d0;
     g_decode_ff = ff0;
 }

@@ -1092,10 +1092,8 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     a.q8 = NULL;
     if (p.n_splits == 1 && be->opts.fuse && q->ne[1] == 1 && q->ne[3] == 1 && a.Dv % 32 == 0 && lc_is_contiguous(&a.d) &&
         (int64_t)a.Dv * dst->ne[1] <= LC_PRE_MAX_K) {
-        a.q8 = be->q8_hand;
-        be->q8_next.valid = true;
-        be->q8_next.src = a.d.data;
-        be->q8_next.K = (int64_t)a.Dv * dst->ne[1];
+        a.q8 = lc_q8_free(be);
+        lc_q8_leave(be, a.d.data, (int64_t)a.Dv * dst->ne[1], a.q8);
     }
     void * args[] = {&a};
     lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(FA_WARPS * 32), args);

@@ -81,13 +81,15 @@ struct lc_pre_handoff {
 };
 
 /* What the last launch left for the quantized product after it: the 8-bit runs (lc_a8 records,
- * one column) of its F32 result 'src' (device address, K elements) in be->q8_hand, written by the
- * launch itself (the attention of one token), so the product reading 'src' needs no quantization
- * kernel of its own (cuda-mulmat-plan.cu). */
+ * one column) of its F32 result 'src' (device address, K elements) at 'rec' (one of
+ * be->q8_hand), written by the launch itself (the attention of one token; a residual product's
+ * RMS_PART tail, for u), so the product reading 'src' needs no quantization kernel of its own
+ * (cuda-mulmat-plan.cu). */
 struct lc_q8_handoff {
     bool valid;
     const char * src;
     int64_t K;
+    char * rec;
 };
 #define LC_Q8_RUNS (LC_PRE_MAX_K / 32) /* the most runs of 32 a handoff's records take */
 
@@ -109,6 +111,7 @@ struct lc_options {
     bool fuse;                       /* fuse=0: one kernel per node (no fusion of any kind) */
     int profile;                     /* profile=1: per-kernel GPU times, 2: host times; 0 off */
     int mv_blocks;                   /* mv_blocks=N: at most N blocks per persistent product (tests); 0: as many as fit */
+    int rec;                         /* TEMPORARY rec=0: the residual products' tails write no 8-bit records */
 };
 
 struct lc_backend {
@@ -130,7 +133,7 @@ struct lc_backend {
     float * pre_parts;               /* LC_PRE_MAX_PARTS device floats: its partial sums of squares */
     struct lc_pre_handoff pre_next;  /* set by the launch group being queued */
     struct lc_pre_handoff pre_avail; /* left by the launch group queued before it */
-    char * q8_hand;                  /* LC_Q8_RUNS lc_a8 records: those of a lc_q8_handoff */
+    char * q8_hand[2];               /* LC_Q8_RUNS lc_a8 records each: those of a lc_q8_handoff (lc_q8_free) */
     struct lc_q8_handoff q8_next;    /* set by the launch group being queued */
     struct lc_q8_handoff q8_avail;   /* left by the launch group queued before it */
     bool capturing;                  /* kernels are being captured: no memcpy nodes, no syncs */
@@ -153,6 +156,21 @@ struct lc_backend {
 
 /* Notes that the launch group being queued carries fusion 'f' (for loom_cuda_get_stats). */
 static inline void lc_note_fusion(struct lc_backend * be, enum loom_cuda_fusion f) { be->fusions |= 1u << f; }
+
+/* The record buffer of be->q8_hand the launch group being queued may write: not the one the group
+ * before left (q8_avail), which this group's kernels may still read while it writes; every
+ * earlier kernel has ended by then (its writes come after its wait for the kernel before). */
+static inline char * lc_q8_free(const struct lc_backend * be) {
+    return be->q8_avail.valid && be->q8_avail.rec == be->q8_hand[0] ? be->q8_hand[1] : be->q8_hand[0];
+}
+
+/* What the launch group being queued leaves for the next one: the records of 'src' (K elements) at 'rec'. */
+static inline void lc_q8_leave(struct lc_backend * be, const char * src, int64_t K, char * rec) {
+    be->q8_next.valid = true;
+    be->q8_next.src = src;
+    be->q8_next.K = K;
+    be->q8_next.rec = rec;
+}
 
 /* ---------------------------------------------------------------- errors */
 

@@ -42,7 +42,9 @@ static void be_free(loom_backend_t backend) {
     if (be->tail_count) cudaFree(be->tail_count);
     if (be->pre_u) cudaFree(be->pre_u);
     if (be->pre_parts) cudaFree(be->pre_parts);
-    if (be->q8_hand) cudaFree(be->q8_hand);
+    for (int i = 0; i < 2; i++) {
+        if (be->q8_hand[i]) cudaFree(be->q8_hand[i]);
+    }
     if (be->err_host) cudaFreeHost(be->err_host);
     if (be->stream) cudaStreamDestroy(be->stream);
     free(be);
@@ -185,6 +187,7 @@ static bool parse_option(const char * dev, const char * item, size_t len, struct
     else if (num && v <= 1 && !strcmp(buf, "fuse")) o->fuse = v;
     else if (num && v <= 2 && !strcmp(buf, "profile")) o->profile = (int)v;
     else if (num && v <= 65535 && !strcmp(buf, "mv_blocks")) o->mv_blocks = (int)v;
+    else if (num && v <= 1 && !strcmp(buf, "rec")) o->rec = (int)v;
     else {
         loom_log(LOOM_LOG_ERROR, "%s: backend parameter '%.*s' unknown or out of range (graphs=0|1, fuse=0|1, profile=0|1|2, mv_blocks=N)",
                  dev, (int)len, item);
@@ -198,6 +201,7 @@ static bool parse_option(const char * dev, const char * item, size_t len, struct
 static bool parse_options(const char * dev, const char * params, struct lc_options * o) {
     o->graphs = o->fuse = true;
     o->profile = o->mv_blocks = 0;
+    o->rec = 1;
     if (!params) params = loom_env_str("LOOM_CUDA_PARAMS");
     for (const char * s = params; s && *s;) {
         const size_t len = strcspn(s, ",");
@@ -225,7 +229,8 @@ static loom_backend_t dev_init_backend(loom_backend_dev_t dev, const char * para
               LC_CHECK(cudaMemset(be->tail_count, 0, LC_TAIL_COUNTERS * sizeof(unsigned))) == LOOM_OK &&
               LC_CHECK(cudaMalloc((void **)&be->pre_u, LC_PRE_MAX_K * sizeof(float))) == LOOM_OK &&
               LC_CHECK(cudaMalloc((void **)&be->pre_parts, LC_PRE_MAX_PARTS * sizeof(float))) == LOOM_OK &&
-              LC_CHECK(cudaMalloc((void **)&be->q8_hand, LC_Q8_RUNS * (size_t)LC_A8_RUN)) == LOOM_OK &&
+              LC_CHECK(cudaMalloc((void **)&be->q8_hand[0], LC_Q8_RUNS * (size_t)LC_A8_RUN)) == LOOM_OK &&
+              LC_CHECK(cudaMalloc((void **)&be->q8_hand[1], LC_Q8_RUNS * (size_t)LC_A8_RUN)) == LOOM_OK &&
               LC_CHECK(cudaHostAlloc((void **)&be->err_host, sizeof(int), cudaHostAllocDefault)) == LOOM_OK &&
               LC_CHECK(cudaDeviceSynchronize()) == LOOM_OK;
     if (!ok) {

@@ -204,9 +204,11 @@ static __device__ __forceinline__ void lc_mv_rows(const struct lc_mv_args & p, i
 /* Writes the warp's results from its (warp-summed, scaled) sums 'acc' -- rows row0 .. (SwiGLU:
  * ROWS/2 of each matrix), columns p.j0 .. p.j0 + NC - 1, batch (i2, i3) -- by lane 0: the product's own, then the epilogue's,
  * the rotation's or SwiGLU's nodes in the order the unfused nodes write. RMS_PART: also u = result
- * * weight row; returns the sum of the rows' squared results (0 otherwise). */
+ * * weight row (and with 'u_sh', 32 floats of shared memory, u of row i at u_sh[i % 32]: the run
+ * of a block of 32 rows); returns the sum of the rows' squared results (0 otherwise). */
 template <int NC, int ROWS, bool TAIL>
-static __device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, float (*acc)[NC]) {
+static __device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p, int64_t row0, int64_t i2, int64_t i3, int lane, float (*acc)[NC],
+                                                     float * u_sh = NULL) {
     const bool dual = p.a2 != NULL;
     const int HALF = ROWS > 1 ? ROWS / 2 : 1;
     float hsq = 0.0f; /* RMS_PART: the sum of this warp's rows' squared results */
@@ -246,7 +248,9 @@ static __device__ __forceinline__ float lc_mv_finish(const struct lc_mv_args & p
                 if (p.epi.kind != LC_EPI_NONE) h = lc_mv_epilogue(p, row0 + r, p.j0 + j, i2, i3, acc[r][j]);
                 if (TAIL && p.tail.kind == LC_TAIL_RMS_PART) {
                     hsq += h * h;
-                    p.tail.u[row0 + r] = h * *(const float *)(p.tail.w + (row0 + r) * p.tail.w_nb0);
+                    const float u = h * *(const float *)(p.tail.w + (row0 + r) * p.tail.w_nb0);
+                    p.tail.u[row0 + r] = u;
+                    if (u_sh) u_sh[(row0 + r) % 32] = u;
                 }
             }
         }

@@ -46,11 +46,13 @@ static __device__ __forceinline__ float lc_dot32(const float (&x)[32], const flo
     return s0 + s1;
 }
 
-/* Rows (SwiGLU: of each matrix) per warp and warps per block of every quantized kernel: two rows
- * keep rotation pairs in one warp, and the tail's shape is the planner's (LC_TAIL_ROWS/WARPS). */
+/* Rows (SwiGLU: of each matrix) per warp and warps per block of the quantized kernels: two rows
+ * keep rotation pairs in one warp; the kernels with a tail take LC_QTAIL_WARPS warps (the
+ * planner's shape: a block of one run of 32 rows writes that run's 8-bit record, lc_mv_tail.q8). */
 #define LC_QMV_ROWS 2
 #define LC_QMV_WARPS 4
-static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_WARPS == LC_TAIL_WARPS, "the tail's kernel shape");
+static_assert(LC_QMV_ROWS == LC_TAIL_ROWS && LC_QMV_ROWS * LC_QTAIL_WARPS == 32, "the tail's kernel shape");
+template <int X> static __host__ __device__ constexpr int lc_qmv_warps() { return X == LC_MV_TAIL ? LC_QTAIL_WARPS : LC_QMV_WARPS; }
 
 /* The activations a block stages in shared memory: column j's element e at float
  * j * lc_qmv_kp(K) + (e / 32) * 36 + e % 32 -- 4 floats of padding per 32, so that lanes reading
@@ -61,13 +63,13 @@ static __host__ __device__ __forceinline__ int64_t lc_qmv_kp(int64_t K) { return
 /* Rows a warp of a quantized kernel takes (SwiGLU: of each matrix). */
 static __device__ __forceinline__ int64_t lc_qmv_warp_rows(const struct lc_mv_args & p) { return p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS; }
 
-/* A quantized kernel's start: the next kernel may launch (lc_pdl_trigger); row0 = the first row
- * of this thread's warp; false: the block has no rows (a shorter product of a several-product
- * launch; a block with a tail still takes part in the tail). */
-static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args & p, bool tail, int64_t & row0) {
+/* A quantized kernel's start (W warps a block): the next kernel may launch (lc_pdl_trigger);
+ * row0 = the first row of this thread's warp; false: the block has no rows (a shorter product of
+ * a several-product launch; a block with a tail still takes part in the tail). */
+template <int W> static __device__ __forceinline__ bool lc_qmv_first_row(const struct lc_mv_args & p, bool tail, int64_t & row0) {
     lc_pdl_trigger();
-    row0 = ((int64_t)blockIdx.x * LC_QMV_WARPS + threadIdx.x / 32) * lc_qmv_warp_rows(p);
-    return tail || (int64_t)blockIdx.x * LC_QMV_WARPS * lc_qmv_warp_rows(p) < p.M;
+    row0 = ((int64_t)blockIdx.x * W + threadIdx.x / 32) * lc_qmv_warp_rows(p);
+    return tail || (int64_t)blockIdx.x * W * lc_qmv_warp_rows(p) < p.M;
 }
 
 /* Batch (i2, i3)'s start in a quantized kernel: the row pointers a[] of the warp whose first row
@@ -89,10 +91,13 @@ __device__ __forceinline__ void lc_qmv_start(const struct lc_mv_args & p, int64_
 
 /* Batch bt's end in a quantized kernel: the lanes' sums 'acc' summed over the warp, PRE: scaled
  * (and the norm's slice stored from the activations 'u'), written with what is fused
- * (lc_mv_finish), then the tail's arrival ('tail_sh': LC_MV_TAIL_SHARED bytes of shared memory). */
+ * (lc_mv_finish), then the tail's arrival ('tail_sh': LC_MV_TAIL_SHARED bytes of shared memory)
+ * and with p.tail.q8 the record of the block's run of u by its first warp ('u_sh': 32 floats of
+ * shared memory; quantizing a run commutes with the pre-norm's positive scale, which the
+ * products after apply to their sums, so the record is the one lc_a8_quant_kernel would write). */
 template <int NC, int ROWS, int X>
 __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t row0, int64_t bt, int64_t i2, int64_t i3, int lane, float (&acc)[ROWS][NC],
-                                           float scale, const char * u, float * tail_sh) {
+                                           float scale, const char * u, float * tail_sh, float * u_sh) {
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
 #pragma unroll
@@ -102,8 +107,11 @@ __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t 
         for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
         if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)LC_QMV_WARPS * lc_qmv_warp_rows(p), lane);
     }
-    const float hsq = lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc);
-    if (X == LC_MV_TAIL) lc_mv_tail_arrive(p, bt, tail_sh, hsq);
+    const float hsq = lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc, X == LC_MV_TAIL && p.tail.q8 ? u_sh : NULL);
+    if (X == LC_MV_TAIL) {
+        lc_mv_tail_arrive(p, bt, tail_sh, hsq); /* ends with a barrier: u_sh is whole */
+        if (p.tail.q8 && threadIdx.x < 32) lc_a8_quant_run(u_sh[lane], lane, p.tail.q8 + (int64_t)blockIdx.x * LC_A8_RUN);
+    }
 }
 
 /* The product, its epilogue and tail or pre-norm for weights of type Q (lc_q<TYPE>), NC columns.
@@ -117,9 +125,10 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, un
     constexpr int ROWS = LC_QMV_ROWS;
     static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
     int64_t row0;
-    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
+    if (!lc_qmv_first_row<lc_qmv_warps<X>()>(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
+    __shared__ float u_sh[X == LC_MV_TAIL ? 32 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     float * sb = (float *)lc_qmv_dyn;
     const bool staged = smem_b > 0;
@@ -167,7 +176,7 @@ __device__ __forceinline__ void lc_matvec_q_body(const struct lc_mv_args & p, un
                 });
             }
         }
-        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
+        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh, u_sh);
     }
 }
 
@@ -221,9 +230,10 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
     constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32;
     static_assert(X != LC_MV_PRE || NC == 1, "the pre-norm reads one column");
     int64_t row0;
-    if (!lc_qmv_first_row(p, X == LC_MV_TAIL, row0)) return;
+    if (!lc_qmv_first_row<lc_qmv_warps<X>()>(p, X == LC_MV_TAIL, row0)) return;
     const int lane = threadIdx.x % 32;
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
+    __shared__ float u_sh[X == LC_MV_TAIL ? 32 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
     char * sb = (char *)lc_qmv_dyn;
     const bool staged = smem_b > 0;
@@ -257,7 +267,7 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
         } else {
             lc_qmv8_rows<T, NC, ROWS, false>(a, q8, p.q8_nb1, nunits, lane, acc);
         }
-        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh);
+        lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh, u_sh);
     }
 }
 
@@ -314,7 +324,7 @@ static constexpr int lc_qmv_min_blocks(int type, int nc) {
 }
 
 template <class B, int NC, int X>
-__global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, NC)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
+__global__ void __launch_bounds__(32 * lc_qmv_warps<X>(), X == LC_MV_TAIL ? 1 : lc_qmv_min_blocks(B::TYPE, NC)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
     B::template body<NC, X>(p, smem_b);
 }
 
@@ -325,16 +335,17 @@ __global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, 
 
 /* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
 static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
-    const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * LC_QMV_WARPS;
+    const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * (p.tail.kind != LC_TAIL_NONE ? LC_QTAIL_WARPS : LC_QMV_WARPS);
     return (unsigned)((p.M + per_block - 1) / per_block);
 }
 
-/* Queues kernel f of family B (nc staged columns of K; 'set': the shared-memory bytes allowed for
- * f so far, per device id) on 'grid', with 'desc' its launch description. */
-template <class B> static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int64_t K, int nc, unsigned * set, const void * desc) {
+/* Queues kernel f of family B (blocks of 'warps' warps; nc staged columns of K; 'set': the
+ * shared-memory bytes allowed for f so far, per device id) on 'grid', with 'desc' its launch description. */
+template <class B>
+static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, int64_t K, int nc, unsigned * set, const void * desc) {
     unsigned smem = B::smem(be, f, K, nc, set);
     void * args[] = {(void *)desc, &smem};
-    lc_launch(be, f, grid, dim3(32 * LC_QMV_WARPS, 1, 1), args, smem);
+    lc_launch(be, f, grid, dim3(32 * warps, 1, 1), args, smem);
 }
 
 /* One product of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS; a tail or pre-norm: 1). */
@@ -348,7 +359,8 @@ template <class B> static void lc_qmv_one(const struct lc_backend * be, const st
     else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
     else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
     else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
-    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), p.K, nc, set[k], &p);
+    const int warps = p.tail.kind != LC_TAIL_NONE ? LC_QTAIL_WARPS : LC_QMV_WARPS;
+    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), warps, p.K, nc, set[k], &p);
 }
 
 /* The n one-column products of 'm' in one launch (blockIdx.z: the product). */
@@ -361,7 +373,7 @@ template <class B> static void lc_qmv_multi(const struct lc_backend * be, const 
         const unsigned b = lc_qmv_blocks(m.s[i]);
         blocks = b > blocks ? b : blocks;
     }
-    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), m.s[0].K, 1, set[pre], &m);
+    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), LC_QMV_WARPS, m.s[0].K, 1, set[pre], &m);
 }
 
 /* Queue one product (at most LC_MATVEC_MAX_COLS columns) / a several-product launch with

@@ -59,6 +59,8 @@ struct lc_mv_tail {
     const char * w;                  /* RMS_NORM, RMS_PART: the MUL's weight row */
     float * u;                       /* RMS_PART: the result times w, [M] (a pre-norm's activations) */
     float * parts;                   /* RMS_PART: per block, the sum of the squared results of its rows */
+    char * q8;                       /* RMS_PART of a quantized product (blocks of one run of 32 rows): block b also writes
+                                      * the lc_a8 record of u's run b here, for the quantized product after (NULL: not) */
     int64_t w_nb0;
     char * y;                        /* SOFT_MAX / RMS_NORM result */
     int64_t y_nb[4];
@@ -114,9 +116,12 @@ struct lc_mv_args {
 };
 
 /* Products with a last-block tail run in one kernel shape: LC_TAIL_ROWS rows per warp,
- * LC_TAIL_WARPS warps per block (the planner sizes RMS_PART's partial sums by it). */
+ * LC_TAIL_WARPS warps per block (the planner sizes RMS_PART's partial sums by it); those of
+ * quantized weights LC_QTAIL_WARPS warps, so that a block holds one run of 32 rows whose 8-bit
+ * record it can write (lc_mv_tail.q8). */
 #define LC_TAIL_ROWS 2
 #define LC_TAIL_WARPS 4
+#define LC_QTAIL_WARPS 16
 
 /* Several one-column products of the same activations, one per blockIdx.z (each with its own
  * weights, result and epilogue), in one launch: a layer's q, k and v products, which one by one

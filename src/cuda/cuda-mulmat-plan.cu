@@ -78,11 +78,11 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
                                   const struct lc_mv_glu * glu, const struct lc_mv_tail * tail = NULL, const struct lc_pre_plan * pre = NULL) {
     struct lc_mv_args p;
     lc_matvec_args(a, b, d, epi, a_const, a2, glu, p);
-    /* activations whose 8-bit runs the launch before wrote (one column, one batch) */
-    const struct lc_q8_handoff & q8 = be->q8_avail;
-    if (q8.valid && p.b == q8.src && p.K == q8.K && b->ne[1] == 1 && p.nbatch == 1) p.q8_in = be->q8_hand;
     if (tail) p.tail = *tail;
     if (pre) pre_norm_apply(pre, true, p);
+    /* activations (with a pre-norm: u) whose 8-bit runs the launch before wrote (one column, one batch) */
+    const struct lc_q8_handoff & q8 = be->q8_avail;
+    if (q8.valid && p.b == q8.src && p.K == q8.K && b->ne[1] == 1 && p.nbatch == 1) p.q8_in = q8.rec;
     return lc_matvec_queue(be, p, (int)b->ne[1]);
 }
 
@@ -272,9 +272,10 @@ static bool pre_norm_plan(const struct lc_backend * be, const struct loom_tensor
 }
 
 /* The tail that prepares the pre-norm of the products after this launch: 'src' (the product's
- * result or its epilogue's, M rows of one column) is the source of RMS_NORM 'norm', whose MUL
- * 'mul' the product 'mm' reads. Sets the tail and what the launch leaves for the next one. */
-static bool rms_part_tail_for(struct lc_backend * be, const struct loom_tensor * src, const struct loom_tensor * norm,
+ * result or its epilogue's, M rows of one column; 'type' the product's weight type) is the source
+ * of RMS_NORM 'norm', whose MUL 'mul' the product 'mm' reads. Sets the tail and what the launch
+ * leaves for the next one (ho; t->q8 set: also u's 8-bit records, for a quantized 'mm'). */
+static bool rms_part_tail_for(struct lc_backend * be, int type, const struct loom_tensor * src, const struct loom_tensor * norm,
                               const struct loom_tensor * mul, const struct loom_tensor * mm, struct lc_mv_tail * t,
                               struct lc_pre_handoff * ho) {
     struct lc_pre_plan pl;
@@ -282,7 +283,9 @@ static bool rms_part_tail_for(struct lc_backend * be, const struct loom_tensor *
     /* the next launch could not take it (pre_norm_fits): a norm tail serves better */
     struct lc_tensor next;
     if (lc_tensor_of(be, mm, true, &next) != LOOM_OK || lc_overlap_of(&next, &pl.h) != LC_DISJOINT) return false;
-    const int64_t M = pl.h.ne[0], nparts = (M + LC_TAIL_ROWS * LC_TAIL_WARPS - 1) / (LC_TAIL_ROWS * LC_TAIL_WARPS);
+    const bool quant = lc_matvec_q_supported(type); /* the kernel shape of lc_matvec_q_queue */
+    const int64_t rows = LC_TAIL_ROWS * (quant ? LC_QTAIL_WARPS : LC_TAIL_WARPS);
+    const int64_t M = pl.h.ne[0], nparts = (M + rows - 1) / rows;
     if (nparts > LC_PRE_MAX_PARTS) return false;
     memset(t, 0, sizeof *t);
     t->kind = LC_TAIL_RMS_PART;
@@ -295,6 +298,10 @@ static bool rms_part_tail_for(struct lc_backend * be, const struct loom_tensor *
     ho->g = pl.g.data;
     ho->K = M;
     ho->nparts = (int)nparts;
+    /* a block of the quantized kernel holds one run of 32 rows: it writes the run's record */
+    if (be->opts.rec && quant && M % 32 == 0 && M <= LC_PRE_MAX_K && lc_q8dot_type(mm->src[0]->type)) {
+        t->q8 = lc_q8_free(be);
+    }
     return true;
 }
 
@@ -405,6 +412,8 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
         if (!pre_norm_fits(be, &pl, nodes, at)) return LOOM_OK;
         for (int sg = 0; sg < nseg; sg++) pre_norm_apply(&pl, sg == 0, m.s[sg]);
     }
+    const struct lc_q8_handoff & q8 = be->q8_avail; /* u's 8-bit runs, written by the launch before */
+    if (q8.valid && m.s[0].b == q8.src && m.s[0].K == q8.K) m.s[0].q8_in = q8.rec;
     *used = at;
     lc_note_fusion(be, LOOM_CUDA_FUSION_MULTI);
     if (pp) lc_note_fusion(be, LOOM_CUDA_FUSION_PRE_NORM);
@@ -502,7 +511,7 @@ static enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_ten
     if (!pp && at < n && epi.kind != LC_EPI_ROPE && epi.kind != LC_EPI_COPY) {
         if (fused == 0 && soft_max_tail_for(be, mm, nodes[at], &a, &b, &d, &tail)) {
             fused += 1;
-        } else if (at + 2 < n && rms_part_tail_for(be, nodes[at - 1], nodes[at], nodes[at + 1], nodes[at + 2], &tail, &ho)) {
+        } else if (at + 2 < n && rms_part_tail_for(be, mm->src[0]->type, nodes[at - 1], nodes[at], nodes[at + 1], nodes[at + 2], &tail, &ho)) {
             /* the norm's nodes are the next launch's */
         } else if (rms_norm_tail_for(be, nodes[at - 1], nodes[at], at + 1 < n ? nodes[at + 1] : NULL, &tail)) {
             fused += 2;
@@ -517,6 +526,7 @@ static enum loom_status lc_mul_mat_fused(struct lc_backend * be, struct loom_ten
     }
     *used = 1 + fused;
     if (ho.valid) be->pre_next = ho;
+    if (tail.q8) lc_q8_leave(be, (const char *)be->pre_u, ho.K, tail.q8);
     note_fusions(be, &epi, &tail, pp);
     return lc_matvec(be, &a, &b, &d, &epi, lc_is_weight(mm->src[0]), NULL, NULL, tail.kind != LC_TAIL_NONE ? &tail : NULL, pp ? &pl : NULL);
 }
