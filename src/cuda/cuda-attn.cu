@@ -33,6 +33,8 @@
 
 enum {
     FA_WARPS = 4,         /* warps per block of both kernels */
+    FA_WARPS_ONE = 16,    /* the vector kernel's warps for one column and one split (a short cache, FA_ONE_KV cells at most) */
+    FA_ONE_KV = 256,
     FA_MAX_D = 256,       /* longest K and V rows */
     FA_MIN_SPAN = 64,     /* fewest KV cells a split takes */
     FA_MAX_SPLITS = 128,
@@ -288,14 +290,14 @@ __device__ __forceinline__ void fa_fetch(const struct lc_fa_args & a, const char
     }
 }
 
-/* grid (n_splits, Hk * B, n_cblk), FA_WARPS warps. A K/V row is held by a group of a.lpr lanes
+/* grid (n_splits, Hk * B, n_cblk), W warps. A K/V row is held by a group of a.lpr lanes
  * (8 values each), so a warp reads 32 / lpr rows at once; each lane group keeps its own running
  * maximum, sum and values, merged across the warp and then across the warps at the end. The next
  * cells' rows are loaded while the current ones are used. KV: LOOM_TYPE_F16 when K and V are both
  * F16 (the default cache), LOOM_TYPE_Q8_0 / LOOM_TYPE_Q4_0 when both are of that type with rows of
  * whole 8-byte words on 8-byte boundaries (fa_raw_q), -1 for any types (read by type). */
-template <int NCOL, int KV>
-__global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_args a) {
+template <int NCOL, int KV, int W>
+__global__ void __launch_bounds__(W * 32) lc_fa_vec_kernel(struct lc_fa_args a) {
     lc_pdl_trigger();
     {
         const int hk = blockIdx.y % a.Hk, b = blockIdx.y / a.Hk;
@@ -338,7 +340,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
     const char * vbase = a.v.data + (int64_t)hk * a.v.nb[2] + (int64_t)b * a.v.nb[3];
     const int64_t t0 = (int64_t)split * a.span;
     const int64_t t1 = t0 + a.span < a.n_kv ? t0 + a.span : a.n_kv;
-    const int64_t step = (int64_t)FA_WARPS * rpw, round = step * U; /* between a group's cells; per pass */
+    const int64_t step = (int64_t)W * rpw, round = step * U; /* between a group's cells; per pass */
     fa_raw<KV> kn[U], vn[U];
     float mn[NCOL][U];
     /* the warp's first cell of the pass is wb; this group's are wb + grp + j * step */
@@ -431,8 +433,8 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
     }
 
     /* merge the warps: shared [warp][col] maxima and sums, values [warp][col][Dv] */
-    __shared__ float s_mx[FA_WARPS][NCOL], s_sum[FA_WARPS][NCOL];
-    __shared__ float s_acc[FA_WARPS][NCOL][FA_MAX_D];
+    __shared__ float s_mx[W][NCOL], s_sum[W][NCOL];
+    __shared__ float s_acc[W][NCOL][FA_MAX_D];
     if (lane < lpr) {
 #pragma unroll
         for (int c = 0; c < NCOL; c++) {
@@ -450,11 +452,11 @@ __global__ void __launch_bounds__(FA_WARPS * 32) lc_fa_vec_kernel(struct lc_fa_a
         const int c = idx / a.Dv, e = idx % a.Dv;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < FA_WARPS; w++) M = fmaxf(M, s_mx[w][c]);
+        for (int w = 0; w < W; w++) M = fmaxf(M, s_mx[w][c]);
         float L = 0.0f, A = 0.0f;
         if (M != -INFINITY) {
 #pragma unroll
-            for (int w = 0; w < FA_WARPS; w++) {
+            for (int w = 0; w < W; w++) {
                 if (s_mx[w][c] == -INFINITY) continue;
                 const float f = __expf(s_mx[w][c] - M);
                 L += s_sum[w][c] * f;
@@ -926,6 +928,7 @@ bool lc_flash_attn_supported(const struct loom_tensor * op) {
 struct fa_plan {
     bool mma;
     int lpr, ncol;       /* vector kernel: lanes per K/V row, columns per block */
+    int warps;           /* vector kernel: warps per block */
     int n_cols, n_cblk, n_splits;
     int64_t span;
 };
@@ -937,7 +940,7 @@ static bool fa_use_mma(const struct loom_tensor * op, int64_t n_cols) {
            (D == 64 || D == 80 || D == 96 || D == 128);
 }
 
-static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
+static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count, bool one) {
     const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
     struct fa_plan p = {};
     const int64_t group = q->ne[2] / k->ne[2], n_kv = k->ne[1];
@@ -954,6 +957,11 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
     while (p.lpr < lanes) p.lpr *= 2;
     p.ncol = p.n_cols <= 1 ? 1 : p.n_cols <= 2 ? 2 : p.n_cols <= 4 ? 4 : 8;
     p.n_cblk = (p.n_cols + p.ncol - 1) / p.ncol;
+    p.warps = FA_WARPS;
+    if (one && p.ncol == 1 && n_kv <= FA_ONE_KV) { /* no split and no merge kernel: the block's 16 warps walk the cells */
+        p.warps = FA_WARPS_ONE;
+        return p;
+    }
     /* split the cells until the grid holds ~4 blocks per SM, each span at least FA_MIN_SPAN cells */
     const int64_t base = k->ne[2] * q->ne[3] * p.n_cblk;
     const int64_t want = (4 * (int64_t)sm_count + base - 1) / base;
@@ -978,7 +986,7 @@ static size_t fa_scratch_of(const struct loom_tensor * op, const struct fa_plan 
 }
 
 size_t lc_flash_attn_scratch(const struct lc_backend * be, const struct loom_tensor * op) {
-    const struct fa_plan p = fa_plan_of(op, be->dev->sm_count);
+    const struct fa_plan p = fa_plan_of(op, be->dev->sm_count, be->opts.fa16);
     return fa_scratch_of(op, &p);
 }
 
@@ -993,18 +1001,18 @@ static bool fa_rows_aligned(const struct lc_tensor * t, int64_t align) {
 }
 
 /* kv: LOOM_TYPE_F16, LOOM_TYPE_Q8_0 or LOOM_TYPE_Q4_0 for the kernels of one K and V type, -1 for any types. */
-template <int NCOL> static const void * fa_vec_kernel_for(int kv) {
+template <int NCOL, int W = FA_WARPS> static const void * fa_vec_kernel_for(int kv) {
     switch (kv) {
-    case LOOM_TYPE_F16: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_F16>;
-    case LOOM_TYPE_Q8_0: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_Q8_0>;
-    case LOOM_TYPE_Q4_0: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_Q4_0>;
-    default: return (const void *)lc_fa_vec_kernel<NCOL, -1>;
+    case LOOM_TYPE_F16: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_F16, W>;
+    case LOOM_TYPE_Q8_0: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_Q8_0, W>;
+    case LOOM_TYPE_Q4_0: return (const void *)lc_fa_vec_kernel<NCOL, LOOM_TYPE_Q4_0, W>;
+    default: return (const void *)lc_fa_vec_kernel<NCOL, -1, W>;
     }
 }
 
-static const void * fa_vec_kernel_ncol(int ncol, int kv) {
+static const void * fa_vec_kernel_ncol(int ncol, int kv, int warps) {
     switch (ncol) {
-    case 1: return fa_vec_kernel_for<1>(kv);
+    case 1: return warps == FA_WARPS_ONE ? fa_vec_kernel_for<1, FA_WARPS_ONE>(kv) : fa_vec_kernel_for<1>(kv);
     case 2: return fa_vec_kernel_for<2>(kv);
     case 4: return fa_vec_kernel_for<4>(kv);
     default: return fa_vec_kernel_for<8>(kv);
@@ -1038,7 +1046,7 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &a.d);
     if (st != LOOM_OK) return st;
     if (!m) a.m = a.q; /* present but unused */
-    const struct fa_plan p = fa_plan_of(dst, be->dev->sm_count);
+    const struct fa_plan p = fa_plan_of(dst, be->dev->sm_count, be->opts.fa16);
     a.has_mask = m != NULL;
     a.scale = loom_get_op_param_f32(dst, 0);
     a.D = (int)q->ne[0];
@@ -1084,7 +1092,7 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
         fa_row_bytes(k) % 8 == 0 && fa_row_bytes(v) % 8 == 0) {
         kv = k->type;
     }
-    const void * fn = fa_vec_kernel_ncol(p.ncol, kv);
+    const void * fn = fa_vec_kernel_ncol(p.ncol, kv, p.warps);
     a.lpr = p.lpr;
     a.krb = (int)fa_row_bytes(k);
     a.vrb = (int)fa_row_bytes(v);
@@ -1096,7 +1104,7 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
         lc_q8_leave(be, a.d.data, (int64_t)a.Dv * dst->ne[1], a.q8);
     }
     void * args[] = {&a};
-    lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(FA_WARPS * 32), args);
+    lc_launch(be, fn, dim3((unsigned)p.n_splits, (unsigned)(k->ne[2] * q->ne[3]), (unsigned)p.n_cblk), dim3(p.warps * 32), args);
     st = LC_CHECK_LAUNCH("lc_fa_vec_kernel");
     if (st != LOOM_OK || p.n_splits == 1) return st;
     int ncol = p.ncol;
