@@ -940,7 +940,7 @@ static bool fa_use_mma(const struct loom_tensor * op, int64_t n_cols) {
            (D == 64 || D == 80 || D == 96 || D == 128);
 }
 
-static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count, bool one) {
+static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count) {
     const struct loom_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
     struct fa_plan p = {};
     const int64_t group = q->ne[2] / k->ne[2], n_kv = k->ne[1];
@@ -958,7 +958,9 @@ static struct fa_plan fa_plan_of(const struct loom_tensor * op, int sm_count, bo
     p.ncol = p.n_cols <= 1 ? 1 : p.n_cols <= 2 ? 2 : p.n_cols <= 4 ? 4 : 8;
     p.n_cblk = (p.n_cols + p.ncol - 1) / p.ncol;
     p.warps = FA_WARPS;
-    if (one && p.ncol == 1 && n_kv <= FA_ONE_KV) { /* no split and no merge kernel: the block's 16 warps walk the cells */
+    /* one column, a short cache: no split and no merge kernel, the block's 16 warps walk the cells
+     * (7B tg128 on an H200 +1-5% over 4 warps with splits: bench/results/cuda-quant.md, session 17) */
+    if (p.ncol == 1 && n_kv <= FA_ONE_KV) {
         p.warps = FA_WARPS_ONE;
         return p;
     }
@@ -986,7 +988,7 @@ static size_t fa_scratch_of(const struct loom_tensor * op, const struct fa_plan 
 }
 
 size_t lc_flash_attn_scratch(const struct lc_backend * be, const struct loom_tensor * op) {
-    const struct fa_plan p = fa_plan_of(op, be->dev->sm_count, be->opts.fa16);
+    const struct fa_plan p = fa_plan_of(op, be->dev->sm_count);
     return fa_scratch_of(op, &p);
 }
 
@@ -1046,7 +1048,7 @@ enum loom_status lc_flash_attn(struct lc_backend * be, struct loom_tensor * dst)
     if (st == LOOM_OK) st = lc_tensor_of(be, dst, true, &a.d);
     if (st != LOOM_OK) return st;
     if (!m) a.m = a.q; /* present but unused */
-    const struct fa_plan p = fa_plan_of(dst, be->dev->sm_count, be->opts.fa16);
+    const struct fa_plan p = fa_plan_of(dst, be->dev->sm_count);
     a.has_mask = m != NULL;
     a.scale = loom_get_op_param_f32(dst, 0);
     a.D = (int)q->ne[0];

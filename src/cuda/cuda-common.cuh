@@ -111,8 +111,6 @@ struct lc_options {
     bool fuse;                       /* fuse=0: one kernel per node (no fusion of any kind) */
     int profile;                     /* profile=1: per-kernel GPU times, 2: host times; 0 off */
     int mv_blocks;                   /* mv_blocks=N: at most N blocks per persistent product (tests); 0: as many as fit */
-    int rec;                         /* TEMPORARY rec=0: the residual products' tails write no 8-bit records */
-    int fa16;                        /* TEMPORARY fa16=0: no 16-warp one-split decode attention */
 };
 
 struct lc_backend {

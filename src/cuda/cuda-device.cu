@@ -187,8 +187,6 @@ static bool parse_option(const char * dev, const char * item, size_t len, struct
     else if (num && v <= 1 && !strcmp(buf, "fuse")) o->fuse = v;
     else if (num && v <= 2 && !strcmp(buf, "profile")) o->profile = (int)v;
     else if (num && v <= 65535 && !strcmp(buf, "mv_blocks")) o->mv_blocks = (int)v;
-    else if (num && v <= 1 && !strcmp(buf, "rec")) o->rec = (int)v;
-    else if (num && v <= 1 && !strcmp(buf, "fa16")) o->fa16 = (int)v;
     else {
         loom_log(LOOM_LOG_ERROR, "%s: backend parameter '%.*s' unknown or out of range (graphs=0|1, fuse=0|1, profile=0|1|2, mv_blocks=N)",
                  dev, (int)len, item);
@@ -202,7 +200,6 @@ static bool parse_option(const char * dev, const char * item, size_t len, struct
 static bool parse_options(const char * dev, const char * params, struct lc_options * o) {
     o->graphs = o->fuse = true;
     o->profile = o->mv_blocks = 0;
-    o->rec = o->fa16 = 1;
     if (!params) params = loom_env_str("LOOM_CUDA_PARAMS");
     for (const char * s = params; s && *s;) {
         const size_t len = strcspn(s, ",");

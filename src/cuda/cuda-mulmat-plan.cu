@@ -299,7 +299,7 @@ static bool rms_part_tail_for(struct lc_backend * be, int type, const struct loo
     ho->K = M;
     ho->nparts = (int)nparts;
     /* a block of the quantized kernel holds one run of 32 rows: it writes the run's record */
-    if (be->opts.rec && quant && M % 32 == 0 && M <= LC_PRE_MAX_K && lc_q8dot_type(mm->src[0]->type)) {
+    if (quant && M % 32 == 0 && M <= LC_PRE_MAX_K && lc_q8dot_type(mm->src[0]->type)) {
         t->q8 = lc_q8_free(be);
     }
     return true;
