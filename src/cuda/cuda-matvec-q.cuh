@@ -333,9 +333,12 @@ __global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, 
     B::template body<1, X>(m.s[blockIdx.z], smem_b);
 }
 
+/* Warps per block of the kernel that computes 'p' (lc_qmv_warps of its shape). */
+static inline int lc_qmv_block_warps(const struct lc_mv_args & p) { return p.tail.kind != LC_TAIL_NONE ? LC_QTAIL_WARPS : LC_QMV_WARPS; }
+
 /* Blocks along x for M rows (SwiGLU: M rows of each matrix). */
 static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
-    const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * (p.tail.kind != LC_TAIL_NONE ? LC_QTAIL_WARPS : LC_QMV_WARPS);
+    const int64_t per_block = (p.a2 ? LC_QMV_ROWS / 2 : LC_QMV_ROWS) * lc_qmv_block_warps(p);
     return (unsigned)((p.M + per_block - 1) / per_block);
 }
 
@@ -359,8 +362,7 @@ template <class B> static void lc_qmv_one(const struct lc_backend * be, const st
     else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
     else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
     else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
-    const int warps = p.tail.kind != LC_TAIL_NONE ? LC_QTAIL_WARPS : LC_QMV_WARPS;
-    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), warps, p.K, nc, set[k], &p);
+    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), lc_qmv_block_warps(p), p.K, nc, set[k], &p);
 }
 
 /* The n one-column products of 'm' in one launch (blockIdx.z: the product). */

@@ -480,6 +480,8 @@ static void lc_matvec_dispatch(const struct lc_backend * be, const struct lc_mv_
     }
 }
 
+int64_t lc_matvec_tail_rows(int type) { return LC_TAIL_ROWS * (lc_is_quant_type(type) ? LC_QTAIL_WARPS : LC_TAIL_WARPS); }
+
 enum loom_status lc_matvec_queue(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
     if (lc_is_quant_type(p.type)) return lc_matvec_q_queue(be, p, ncols);
     if (p.type == LOOM_TYPE_F32) lc_matvec_dispatch<float>(be, p, ncols);

@@ -122,6 +122,10 @@ struct lc_mv_args {
 #define LC_TAIL_ROWS 2
 #define LC_TAIL_WARPS 4
 #define LC_QTAIL_WARPS 16
+/* Rows per block of a product with a tail whose weights are of type 'type' (the planner sizes
+ * RMS_PART's partial sums and u's 8-bit records by it): LC_TAIL_ROWS times the warps of the
+ * kernel family lc_matvec_queue takes for that type. */
+int64_t lc_matvec_tail_rows(int type);
 
 /* Several one-column products of the same activations, one per blockIdx.z (each with its own
  * weights, result and epilogue), in one launch: a layer's q, k and v products, which one by one

@@ -73,6 +73,13 @@ static void pre_norm_apply(const struct lc_pre_plan * pl, bool first, struct lc_
     p.vec = p.vec && aligned16((int64_t)(uintptr_t)pl->u);
 }
 
+/* The 8-bit runs the launch before left for one column of activations at 'b' (K elements, one
+ * batch), or NULL. */
+static const char * q8_handoff_for(const struct lc_backend * be, const char * b, int64_t K) {
+    const struct lc_q8_handoff & q8 = be->q8_avail;
+    return q8.valid && b == q8.src && K == q8.K ? q8.rec : NULL;
+}
+
 static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor * a, const struct lc_tensor * b,
                                   const struct lc_tensor * d, const struct lc_mv_epi * epi, bool a_const, const char * a2,
                                   const struct lc_mv_glu * glu, const struct lc_mv_tail * tail = NULL, const struct lc_pre_plan * pre = NULL) {
@@ -81,8 +88,7 @@ static enum loom_status lc_matvec(struct lc_backend * be, const struct lc_tensor
     if (tail) p.tail = *tail;
     if (pre) pre_norm_apply(pre, true, p);
     /* activations (with a pre-norm: u) whose 8-bit runs the launch before wrote (one column, one batch) */
-    const struct lc_q8_handoff & q8 = be->q8_avail;
-    if (q8.valid && p.b == q8.src && p.K == q8.K && b->ne[1] == 1 && p.nbatch == 1) p.q8_in = q8.rec;
+    if (b->ne[1] == 1 && p.nbatch == 1) p.q8_in = q8_handoff_for(be, p.b, p.K);
     return lc_matvec_queue(be, p, (int)b->ne[1]);
 }
 
@@ -283,8 +289,7 @@ static bool rms_part_tail_for(struct lc_backend * be, int type, const struct loo
     /* the next launch could not take it (pre_norm_fits): a norm tail serves better */
     struct lc_tensor next;
     if (lc_tensor_of(be, mm, true, &next) != LOOM_OK || lc_overlap_of(&next, &pl.h) != LC_DISJOINT) return false;
-    const bool quant = lc_matvec_q_supported(type); /* the kernel shape of lc_matvec_q_queue */
-    const int64_t rows = LC_TAIL_ROWS * (quant ? LC_QTAIL_WARPS : LC_TAIL_WARPS);
+    const int64_t rows = lc_matvec_tail_rows(type);
     const int64_t M = pl.h.ne[0], nparts = (M + rows - 1) / rows;
     if (nparts > LC_PRE_MAX_PARTS) return false;
     memset(t, 0, sizeof *t);
@@ -299,7 +304,7 @@ static bool rms_part_tail_for(struct lc_backend * be, int type, const struct loo
     ho->K = M;
     ho->nparts = (int)nparts;
     /* a block of the quantized kernel holds one run of 32 rows: it writes the run's record */
-    if (quant && M % 32 == 0 && M <= LC_PRE_MAX_K && lc_q8dot_type(mm->src[0]->type)) {
+    if (rows == 32 && M % 32 == 0 && M <= LC_PRE_MAX_K && lc_q8dot_type(mm->src[0]->type)) {
         t->q8 = lc_q8_free(be);
     }
     return true;
@@ -412,8 +417,7 @@ static enum loom_status lc_mul_mat_multi(struct lc_backend * be, struct loom_ten
         if (!pre_norm_fits(be, &pl, nodes, at)) return LOOM_OK;
         for (int sg = 0; sg < nseg; sg++) pre_norm_apply(&pl, sg == 0, m.s[sg]);
     }
-    const struct lc_q8_handoff & q8 = be->q8_avail; /* u's 8-bit runs, written by the launch before */
-    if (q8.valid && m.s[0].b == q8.src && m.s[0].K == q8.K) m.s[0].q8_in = q8.rec;
+    m.s[0].q8_in = q8_handoff_for(be, m.s[0].b, m.s[0].K); /* u's 8-bit runs, by the launch before */
     *used = at;
     lc_note_fusion(be, LOOM_CUDA_FUSION_MULTI);
     if (pp) lc_note_fusion(be, LOOM_CUDA_FUSION_PRE_NORM);
