@@ -901,16 +901,20 @@ static void test_decode_allocated(void) {
  * against the double reference by `loom test-ops -b CUDA0`). */
 static void test_decode_quant(void) {
     static const enum loom_type types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K, LOOM_TYPE_Q6_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q3_K};
-    static const int64_t steps[] = {1, 6, 9, 1, 1};
+    static const struct {
+        int64_t T;  /* tokens of the step */
+        bool fa;    /* the attention as FLASH_ATTN_EXT */
+        int layers; /* 1, or 2 after each other */
+    } cases[] = {{1, false, 1}, {6, false, 1}, {9, false, 1}, {1, true, 1}, {1, true, 2}};
     const int64_t d0 = g_decode_d, ff0 = g_decode_ff;
     g_decode_d = 256;
     g_decode_ff = 512;
     loom_backend_t one = backend_with("fuse=0");
     for (size_t t = 0; one && t < sizeof types / sizeof types[0]; t++) {
-        for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
-            const int64_t T = steps[si];
-            g_decode_fa = si >= 3;
-            g_decode_layers = si == 4 ? 2 : 1;
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const int64_t T = cases[ci].T;
+            g_decode_fa = cases[ci].fa;
+            g_decode_layers = cases[ci].layers;
             struct layer_result want = {0}, got = {0};
             const bool ok = run_allocated_layer_t(one, 9, &want, types[t], T) && run_allocated_layer_t(g_be, 9, &got, types[t], T);
             CHECK(ok, "allocated decode layer %s T%lld%s x%d: compute", loom_type_name(types[t]), (long long)T, g_decode_fa ? " flash" : "",

@@ -105,7 +105,7 @@ __device__ __forceinline__ void lc_qmv_end(const struct lc_mv_args & p, int64_t 
     if (X == LC_MV_PRE) {
 #pragma unroll
         for (int r = 0; r < ROWS; r++) acc[r][0] *= scale;
-        if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)LC_QMV_WARPS * lc_qmv_warp_rows(p), lane);
+        if (p.pre.write && threadIdx.x < 32) lc_mv_pre_store(p, u, scale, (int64_t)lc_qmv_warps<X>() * lc_qmv_warp_rows(p), lane);
     }
     const float hsq = lc_mv_finish<NC, ROWS, X == LC_MV_TAIL>(p, row0, i2, i3, lane, acc, X == LC_MV_TAIL && p.tail.q8 ? u_sh : NULL);
     if (X == LC_MV_TAIL) {
