@@ -176,6 +176,25 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool mea
     return LOOM_OK;
 }
 
+/* Room for 'rows' rows of logits in place of the old ones: pinned host memory of the output
+ * layer's device where it has a host buffer type (the copy from the device then needs no staging
+ * through the driver's bounce buffer), else the heap. */
+static enum loom_status alloc_logits(struct loom_llama_context * lctx, int32_t rows) {
+    const struct loom_model * m = lctx->model;
+    const size_t size = (size_t)rows * (size_t)m->hp.n_vocab * sizeof(float);
+    loom_backend_dev_t dev = m->output_offloaded ? m->devs[m->output_dev] : NULL;
+    loom_backend_buffer_type_t host = dev ? loom_backend_dev_host_buffer_type(dev) : NULL;
+    loom_backend_buffer_t buf = host ? loom_backend_buft_alloc_buffer(host, size) : NULL;
+    float * l = buf ? loom_backend_buffer_get_base(buf) : malloc(size);
+    if (!l) return LOOM_ERR_OOM;
+    if (lctx->logits_buf) loom_backend_buffer_free(lctx->logits_buf);
+    else free(lctx->logits);
+    lctx->logits = l;
+    lctx->logits_buf = buf;
+    lctx->logits_cap = rows;
+    return LOOM_OK;
+}
+
 void loom_llama_context_free(struct loom_llama_context * lctx) {
     if (!lctx) return;
     if (lctx->host_steps) {
@@ -197,7 +216,9 @@ void loom_llama_context_free(struct loom_llama_context * lctx) {
     free(lctx->v_cache);
     free(lctx->flash_attn);
     free(lctx->graph_mem);
-    free(lctx->logits);
+    free(lctx->mask);
+    if (lctx->logits_buf) loom_backend_buffer_free(lctx->logits_buf);
+    else free(lctx->logits);
     free(lctx->out_row);
     loom_kv_cells_free(&lctx->cells);
     free(lctx);
@@ -295,9 +316,7 @@ enum loom_status loom_llama_context_create(struct loom_model * model, struct loo
     lctx->graph_mem_size = max_nodes * 2 * loom_tensor_overhead() + loom_graph_overhead(max_nodes) + 4096;
     lctx->graph_mem = malloc(lctx->graph_mem_size);
     size_t n_out = params.logits_all ? (size_t)params.n_batch : 1;
-    lctx->logits = malloc(n_out * (size_t)hp->n_vocab * sizeof(float));
-    lctx->logits_cap = (int32_t)n_out;
-    enum loom_status st = lctx->graph_mem && lctx->logits ? LOOM_OK : LOOM_ERR_OOM;
+    enum loom_status st = lctx->graph_mem ? alloc_logits(lctx, (int32_t)n_out) : LOOM_ERR_OOM;
     if (st == LOOM_OK) st = loom_kv_cells_init(&lctx->cells, params.n_ctx);
     if (st != LOOM_OK) {
         loom_log(LOOM_LOG_ERROR, "cannot create the inference context: out of host memory for the logits (%.2f MiB) and graph",
@@ -344,20 +363,31 @@ struct ubatch {
     int32_t n_out;
 };
 
+/* One input's data, queued on the backend that holds it: in stream order before the step's
+ * compute, without waiting for the device. 'data' must stay valid until the compute is done. */
+static enum loom_status put_input(struct loom_llama_context * lctx, struct loom_tensor * t, const void * data, size_t size) {
+    loom_backend_t b = loom_backend_sched_get_tensor_backend(lctx->sched, t);
+    return b ? loom_backend_tensor_set_async(b, t, data, 0, size) : loom_backend_tensor_set(t, data, 0, size);
+}
+
 /* Fills the step's inputs: token ids, positions, cells, the mask from the cells' tags, and the
  * indices of the outputs. */
 static enum loom_status set_inputs(struct loom_llama_context * lctx, const struct loom_graph_inputs * in, const struct ubatch * ub) {
     const int64_t n_kv = in->kq_mask->ne[0];
     const int32_t n = ub->n;
-    float * mask = malloc((size_t)n * (size_t)n_kv * sizeof *mask);
-    if (!mask) return LOOM_ERR_OOM;
-    loom_kv_cells_mask(&lctx->cells, n_kv, ub->pos, ub->seq, n, mask);
-    enum loom_status st = loom_backend_tensor_set(in->tokens, ub->token, 0, (size_t)n * sizeof *ub->token);
-    if (st == LOOM_OK) st = loom_backend_tensor_set(in->pos, ub->pos, 0, (size_t)n * sizeof *ub->pos);
-    if (st == LOOM_OK) st = loom_backend_tensor_set(in->kv_idx, ub->cells, 0, (size_t)n * sizeof *ub->cells);
-    if (st == LOOM_OK) st = loom_backend_tensor_set(in->kq_mask, mask, 0, (size_t)n * n_kv * sizeof *mask);
-    if (st == LOOM_OK && in->out_ids) st = loom_backend_tensor_set(in->out_ids, ub->out_ids, 0, (size_t)ub->n_out * sizeof *ub->out_ids);
-    free(mask);
+    const size_t n_mask = (size_t)n * (size_t)n_kv;
+    if (n_mask > lctx->mask_cap) {
+        float * m = realloc(lctx->mask, n_mask * sizeof *m);
+        if (!m) return LOOM_ERR_OOM;
+        lctx->mask = m;
+        lctx->mask_cap = n_mask;
+    }
+    loom_kv_cells_mask(&lctx->cells, n_kv, ub->pos, ub->seq, n, lctx->mask);
+    enum loom_status st = put_input(lctx, in->tokens, ub->token, (size_t)n * sizeof *ub->token);
+    if (st == LOOM_OK) st = put_input(lctx, in->pos, ub->pos, (size_t)n * sizeof *ub->pos);
+    if (st == LOOM_OK) st = put_input(lctx, in->kv_idx, ub->cells, (size_t)n * sizeof *ub->cells);
+    if (st == LOOM_OK) st = put_input(lctx, in->kq_mask, lctx->mask, n_mask * sizeof *lctx->mask);
+    if (st == LOOM_OK && in->out_ids) st = put_input(lctx, in->out_ids, ub->out_ids, (size_t)ub->n_out * sizeof *ub->out_ids);
     return st;
 }
 
@@ -437,8 +467,17 @@ static enum loom_status decode_ubatch(struct loom_llama_context * lctx, struct u
     if (st == LOOM_OK) {
         if (n > lctx->max_batch_logged) log_compute_memory(lctx, n);
     } else {
+        /* inputs queued before a failure read the caller's arrays and the mask: let them land */
+        for (int i = 0; i < loom_backend_sched_get_n_backends(lctx->sched); i++) {
+            (void)loom_backend_synchronize(loom_backend_sched_get_backend(lctx->sched, i));
+        }
         for (int32_t i = 0; i < n; i++) loom_kv_cells_release(&lctx->cells, ub->cells[i]);
         drop_graph(lctx);
+    }
+    if (lctx->mask_cap > LOOM_LLAMA_MASK_KEEP) { /* a prompt's mask: not kept for the steps after it */
+        free(lctx->mask);
+        lctx->mask = NULL;
+        lctx->mask_cap = 0;
     }
     return st;
 }
@@ -446,15 +485,10 @@ static enum loom_status decode_ubatch(struct loom_llama_context * lctx, struct u
 /* Makes room for 'n_out' rows of logits and 'n' tokens' row map. */
 static enum loom_status reserve_outputs(struct loom_llama_context * lctx, int32_t n, int32_t n_out) {
     const size_t n_vocab = (size_t)lctx->model->hp.n_vocab;
-    if (n_out > lctx->logits_cap) {
-        float * l = realloc(lctx->logits, (size_t)n_out * n_vocab * sizeof *l);
-        if (!l) {
-            loom_log(LOOM_LOG_ERROR, "out of host memory for the logits of %d tokens (%.2f MiB)", n_out,
-                     (double)n_out * n_vocab * sizeof *l / 1048576.0);
-            return LOOM_ERR_OOM;
-        }
-        lctx->logits = l;
-        lctx->logits_cap = n_out;
+    if (n_out > lctx->logits_cap && alloc_logits(lctx, n_out) != LOOM_OK) {
+        loom_log(LOOM_LOG_ERROR, "out of host memory for the logits of %d tokens (%.2f MiB)", n_out,
+                 (double)n_out * n_vocab * sizeof(float) / 1048576.0);
+        return LOOM_ERR_OOM;
     }
     if (n > lctx->out_row_cap) {
         int32_t * r = realloc(lctx->out_row, (size_t)n * sizeof *r);

@@ -129,6 +129,9 @@ void loom_kv_cells_release(struct loom_kv_cells * c, int32_t cell);
  * n_kv cells: 0 where the token may attend, -inf elsewhere. */
 void loom_kv_cells_mask(const struct loom_kv_cells * c, int64_t n_kv, const int32_t * pos, const int32_t * seq, int32_t n,
                         float * mask);
+
+#define LOOM_LLAMA_MASK_KEEP (256 * 1024) /* floats: a step's mask larger than this is freed after the step */
+
 struct loom_llama_context {
     struct loom_model * model;
     struct loom_llama_context_params params;
@@ -158,8 +161,11 @@ struct loom_llama_context {
     int32_t graph_n_tokens;
     int64_t graph_n_kv;
     int32_t graph_n_outputs;
+    float * mask;                    /* [mask_cap] the step's attention mask, kept until its compute is done */
+    size_t mask_cap;
 
     float * logits;                  /* [n_vocab * logits_cap] */
+    loom_backend_buffer_t logits_buf; /* the pinned host buffer 'logits' lies in; NULL: the heap */
     int32_t logits_cap;              /* rows 'logits' has room for */
     int32_t n_logits;                /* rows of logits held (the outputs of the last decode call) */
     int32_t * out_row;               /* [out_row_cap]: token i of the last decode call -> its row of logits, or -1 */
