@@ -78,7 +78,11 @@ static int parse_list(const char * cmd, const char * opt, const char * arg, long
         const char * comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char item[64];
-        if (len >= sizeof item || n >= max) {
+        if (n >= max) {
+            fprintf(stderr, "loom %s: %s takes at most %d values, got more in '%s'\n", cmd, opt, max, arg);
+            return -1;
+        }
+        if (len >= sizeof item) {
             fprintf(stderr, "loom %s: invalid list '%s' for %s\n", cmd, arg, opt);
             return -1;
         }

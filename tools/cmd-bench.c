@@ -115,7 +115,8 @@ static bool add_names(const char * opt, const char * arg, bool fa, void * list, 
         const char * comma = strchr(p, ',');
         const size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char item[16];
-        if (len == 0 || len >= sizeof item || k >= MAX_LIST) return fprintf(stderr, "loom bench: invalid list '%s' for %s\n", arg, opt), false;
+        if (k >= MAX_LIST) return fprintf(stderr, "loom bench: %s takes at most %d values, got more in '%s'\n", opt, MAX_LIST, arg), false;
+        if (len == 0 || len >= sizeof item) return fprintf(stderr, "loom bench: invalid list '%s' for %s\n", arg, opt), false;
         memcpy(item, p, len);
         item[len] = 0;
         if (!(fa ? cli_parse_flash_attn("bench", opt, item, &modes[k]) : cli_parse_cache_type("bench", opt, item, &types[k]))) return false;

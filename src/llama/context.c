@@ -177,12 +177,13 @@ static enum loom_status kv_cache_init(struct loom_llama_context * lctx, bool mea
 }
 
 /* Room for 'rows' rows of logits in place of the old ones: pinned host memory of the output
- * layer's device where it has a host buffer type (the copy from the device then needs no staging
- * through the driver's bounce buffer), else the heap. */
+ * layer's device where it has a host buffer type and the rows take at most
+ * LOOM_LLAMA_PINNED_LOGITS bytes (a step's copy from the device then needs no staging through the
+ * driver's bounce buffer; token generation takes one row), else the heap. */
 static enum loom_status alloc_logits(struct loom_llama_context * lctx, int32_t rows) {
     const struct loom_model * m = lctx->model;
     const size_t size = (size_t)rows * (size_t)m->hp.n_vocab * sizeof(float);
-    loom_backend_dev_t dev = m->output_offloaded ? m->devs[m->output_dev] : NULL;
+    loom_backend_dev_t dev = m->output_offloaded && size <= LOOM_LLAMA_PINNED_LOGITS ? m->devs[m->output_dev] : NULL;
     loom_backend_buffer_type_t host = dev ? loom_backend_dev_host_buffer_type(dev) : NULL;
     loom_backend_buffer_t buf = host ? loom_backend_buft_alloc_buffer(host, size) : NULL;
     float * l = buf ? loom_backend_buffer_get_base(buf) : malloc(size);

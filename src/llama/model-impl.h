@@ -130,7 +130,8 @@ void loom_kv_cells_release(struct loom_kv_cells * c, int32_t cell);
 void loom_kv_cells_mask(const struct loom_kv_cells * c, int64_t n_kv, const int32_t * pos, const int32_t * seq, int32_t n,
                         float * mask);
 
-#define LOOM_LLAMA_MASK_KEEP (256 * 1024) /* floats: a step's mask larger than this is freed after the step */
+#define LOOM_LLAMA_MASK_KEEP (256 * 1024)            /* floats: a step's mask larger than this is freed after the step */
+#define LOOM_LLAMA_PINNED_LOGITS ((size_t)16 << 20) /* bytes: larger logits live on the heap (context.c) */
 
 struct loom_llama_context {
     struct loom_model * model;

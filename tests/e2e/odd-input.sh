@@ -51,6 +51,9 @@ kq="$models/quant/kq/kq-Q8_0.gguf"
 files=$(tail -n +2 "$tmp/out" | cut -d, -f1 | tr '\n' ' ')
 [ "$files" = "\"$model\" \"$kq\" " ] && ok "bench -m A,B: $files" || fail "bench -m A,B: rows of '$files': $(head -2 "$tmp/err")"
 expect_fail "bench -m with an empty name" "invalid list of models" "$bin" bench -m "$model,,$kq" -p 4 -n 0 -r 1
+# a list longer than the bench takes names the limit (16 values a parameter)
+expect_fail "bench -p with 17 values" "-p takes at most 16 values" "$bin" bench -m "$model" -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 -n 0 -r 1
+expect_fail "bench -fa with 17 values" "-fa takes at most 16 values" "$bin" bench -m "$model" -p 4 -n 0 -r 1 -fa 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0
 
 # perplexity --chunks N scores at most N chunks, as llama-perplexity's (the reference on this model
 # and text, -c 128 --chunks 2: [1]3.5008,[2]3.6293, PPL 3.6293); 0, a negative N or more chunks than
