@@ -219,6 +219,20 @@ int main(void) {
         }
         free(off.prompt_logits);
         free(on.prompt_logits);
+        /* a device with async copies gets each one-token step's inputs (positions, cells, mask)
+         * through its async slot, queued ahead of the step's compute; the same logits */
+        const struct run r_async = {"sima0", LOOM_SPLIT_MODE_LAYER, {0}, 0, 0, 0, 0};
+        struct result as = {0};
+        loom_sim_reset_stats(sims[3]);
+        if (run_model(path, &r_async, &as)) {
+            compare("one async sim device", &ref, &as, true);
+            struct loom_sim_stats st;
+            loom_sim_get_stats(sims[3], &st);
+            printf("async sim device: %llu async copies for a prompt and %d one-token steps\n", (unsigned long long)st.n_async, N_GEN);
+            CHECK(st.n_async >= 4 * (uint64_t)N_GEN, "the inputs of %d steps queued through the async slot: %llu async copies", N_GEN,
+                  (unsigned long long)st.n_async);
+        }
+        free(as.prompt_logits);
         /* with micro-batches of 'ub' tokens, the pipelined prompt equals one device decoding it in
          * batches of 'ub' bit for bit (each micro-batch computes what that batch would), and the
          * whole-batch run within F32 rounding */
