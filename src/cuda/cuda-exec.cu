@@ -14,6 +14,7 @@
  * instantiation failure turns graphs off for the backend and the work is launched directly.
  * The backend parameter graphs=0 turns them off from the start. */
 #include "cuda-common.cuh"
+#include "backend/hash.h"
 #include "cuda-argmax.cuh"
 #include "cuda-attn.cuh"
 #include "cuda-binary.cuh"
@@ -249,73 +250,43 @@ void lc_graphs_free(struct lc_backend * be) {
     be->n_chunks_replay = 0;
 }
 
-/* The fingerprint's hash: eight independent lanes of 64-bit words, each word folded in by a
- * xor, a multiply and a rotation -- one bijective step, so that any single changed word always
- * changes the result -- and the lanes merged with MurmurHash3's fmix64 finaliser (A. Appleby).
- * Eight lanes keep the multiplier busy: the nodes of a 7B step hash in about half the time one
- * serial chain of mixes took (bench/results/cuda-quant.md, session 19). */
-#define FP_LANES 8
-#define FP_K1 0x9E3779B185EBCA87ull
-#define FP_K2 0xC2B2AE3D27D4EB4Full
-struct fp_lanes {
-    uint64_t v[FP_LANES];
-};
-static inline uint64_t fp_rotl(uint64_t x, int r) { return x << r | x >> (64 - r); }
-/* Folds w[0..n) (n a multiple of FP_LANES) into the lanes. */
-static inline void fp_words(struct fp_lanes * s, const uint64_t * w, int n) {
-    for (int i = 0; i < n; i += FP_LANES) {
-        for (int l = 0; l < FP_LANES; l++) s->v[l] = fp_rotl((s->v[l] ^ w[i + l]) * FP_K1, 29);
+/* A tensor's address, type, op, shape and strides into the fingerprint. */
+static void fp_tensor(struct loom_fp * f, const struct loom_tensor * t) {
+    loom_fp_add(f, (uint64_t)(uintptr_t)t->data);
+    loom_fp_add(f, (uint64_t)t->type << 32 | (uint64_t)t->op);
+    for (int d = 0; d < 4; d++) {
+        loom_fp_add(f, (uint64_t)t->ne[d]);
+        loom_fp_add(f, (uint64_t)t->nb[d]);
     }
-}
-static uint64_t fp_fmix(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xFF51AFD7ED558CCDull;
-    h ^= h >> 33;
-    h *= 0xC4CEB9FE1A85EC53ull;
-    return h ^ h >> 33;
-}
-static uint64_t fp_final(const struct fp_lanes * s) {
-    uint64_t h = 0;
-    for (int l = 0; l < FP_LANES; l++) h = fp_fmix(h ^ s->v[l]) * FP_K2;
-    return fp_fmix(h);
-}
-/* A tensor's address, type, op, shape and strides as 10 words at w. */
-static inline int fp_tensor(uint64_t * w, const struct loom_tensor * t) {
-    w[0] = (uint64_t)(uintptr_t)t->data;
-    w[1] = (uint64_t)t->type << 32 | (uint64_t)t->op;
-    for (int d = 0; d < 4; d++) w[2 + d] = (uint64_t)t->ne[d], w[6 + d] = (uint64_t)t->nb[d];
-    return 10;
 }
 
 /* What the launches of 'g' depend on: every compute node's op, parameters, address, shape and
  * strides and those of its sources, and the scratch memory. Equal fingerprints: the same
- * kernels with the same arguments. */
+ * kernels with the same arguments. The backend layer's lane hash (src/backend/hash.h): a 7B
+ * step's nodes hash in about half the time one serial chain of mixes took
+ * (bench/results/cuda-quant.md, session 19). */
 static uint64_t graph_fingerprint(const struct lc_backend * be, const struct loom_cgraph * g) {
-    struct fp_lanes s;
-    for (int l = 0; l < FP_LANES; l++) s.v[l] = FP_K2 * (uint64_t)(l + 1);
-    uint64_t w[10 + LOOM_MAX_OP_PARAMS / 8 + LOOM_MAX_SRC * 11 + FP_LANES] = {(uint64_t)g->n_nodes, (uint64_t)(uintptr_t)be->scratch,
-                                                                              (uint64_t)(uintptr_t)be->act8};
-    fp_words(&s, w, FP_LANES);
+    struct loom_fp f;
+    loom_fp_init(&f, (uint64_t)g->n_nodes);
+    loom_fp_add(&f, (uint64_t)(uintptr_t)be->scratch);
+    loom_fp_add(&f, (uint64_t)(uintptr_t)be->act8);
     for (int i = 0; i < g->n_nodes; i++) {
         const struct loom_tensor * n = g->nodes[i];
-        int k = 0;
         if (is_skip(n)) {
-            w[k++] = 1;
-        } else {
-            w[k++] = 2;
-            k += fp_tensor(w + k, n);
-            for (size_t j = 0; j < LOOM_MAX_OP_PARAMS / sizeof(int32_t); j += 2) {
-                w[k++] = (uint64_t)(uint32_t)n->op_params[j] << 32 | (uint32_t)n->op_params[j + 1];
-            }
-            for (int j = 0; j < LOOM_MAX_SRC; j++) {
-                w[k++] = (uint64_t)(uintptr_t)n->src[j];
-                if (n->src[j]) k += fp_tensor(w + k, n->src[j]);
-            }
+            loom_fp_add(&f, 1);
+            continue;
         }
-        while (k % FP_LANES) w[k++] = 0;
-        fp_words(&s, w, k);
+        loom_fp_add(&f, 2);
+        fp_tensor(&f, n);
+        for (size_t j = 0; j < LOOM_MAX_OP_PARAMS / sizeof(int32_t); j += 2) {
+            loom_fp_add(&f, (uint64_t)(uint32_t)n->op_params[j] << 32 | (uint32_t)n->op_params[j + 1]);
+        }
+        for (int j = 0; j < LOOM_MAX_SRC; j++) {
+            loom_fp_add(&f, (uint64_t)(uintptr_t)n->src[j]);
+            if (n->src[j]) fp_tensor(&f, n->src[j]);
+        }
     }
-    return fp_final(&s);
+    return loom_fp_final(&f);
 }
 
 /* Launches the executable graphs of the last capture again; false when CUDA refuses. */
