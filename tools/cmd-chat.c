@@ -534,6 +534,7 @@ int loom_cmd_chat(int argc, char ** argv) {
     struct chat_opts o;
     int pr = parse(argc, argv, &o);
     if (pr) return pr == 2 && cli_stdout_ok(g_cmd) ? 0 : 1;
+    cli_log_setup(o.g.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN); /* before -f's file: its error is the one line */
     char * system_buf = NULL; /* -f's text */
     if (o.system_file) {
         size_t len = 0;
@@ -553,7 +554,6 @@ int loom_cmd_chat(int argc, char ** argv) {
 /* The chat itself, once the options are parsed: the process's exit status. */
 static int chat_main(struct chat_opts * op) {
     struct chat_opts o = *op;
-    cli_log_setup(o.g.verbose ? LOOM_LOG_DEBUG : LOOM_LOG_WARN);
     struct chat c = {.o = &o, .t_start = loom_time_us()};
     if (access(o.g.model, R_OK) != 0) {
         fprintf(stderr, "loom %s: cannot open model '%s': %s\n", g_cmd, o.g.model, strerror(errno));

@@ -25,6 +25,9 @@ expect_fail "no model flag" "$bin" run -p hi
 expect_fail "not a GGUF" "$bin" run -m "$tmp/text.gguf" -p hi
 expect_fail "truncated GGUF" "$bin" run -m "$tmp/truncated.gguf" -p hi
 expect_fail "unknown flag" "$bin" run -m "$model" --bogus
+expect_fail "chat -f missing file" "$bin" chat -m "$model" -f "$tmp/none.txt"
+expect_fail "chat -f a directory" "$bin" chat -m "$model" -f "$tmp"
+expect_fail "run -cnv -f missing file" "$bin" run -m "$model" -cnv -f "$tmp/none.txt"
 expect_fail "bad number" "$bin" run -m "$model" -n abc
 expect_fail "negative threads" "$bin" run -m "$model" -t -3
 expect_fail "missing value" "$bin" run -m "$model" -n
