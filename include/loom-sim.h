@@ -86,6 +86,9 @@ struct loom_sim_stats {
     uint64_t n_graph_computes;/* graph_compute calls that reached the kernels */
     uint64_t n_async;         /* set/get/copy calls served by the backend's async slots */
     uint64_t n_event_records; /* events recorded on this device's backends */
+    uint64_t last_launch_key; /* the launch key of the last graph computed here (0: none; its producer, the
+                               * scheduler, sets it: equal keys, the same work) */
+    uint64_t n_keyed_repeats; /* graph computes whose nonzero launch key equalled the one before */
 };
 
 /* Reads the device's counters. 'dev' must be a sim device. */

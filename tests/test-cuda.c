@@ -645,6 +645,7 @@ struct decode_layer {
 };
 
 static int64_t g_decode_d = 64, g_decode_ff = 96; /* the layer's embedding and feed-forward sizes */
+static enum loom_type g_decode_vt = LOOM_TYPE_COUNT; /* wv's type where it differs from the other weights' (Q4_K_M's Q6_K v) */
 static bool g_decode_fa = false; /* the attention as FLASH_ATTN_EXT (a V cache of rows, as K's) instead of the scores' softmax */
 
 /* 'x_in': the layer's input (the residual stream of the layer before), NULL: an input tensor. */
@@ -658,7 +659,7 @@ static struct decode_layer build_decode_layer(struct loom_context * ctx, enum lo
     struct loom_tensor * out_norm = loom_new_tensor_1d(ctx, LOOM_TYPE_F32, d); /* the next layer's input norm */
     struct loom_tensor * wq = loom_new_tensor_2d(ctx, wt, d, d);
     struct loom_tensor * wk = loom_new_tensor_2d(ctx, wt, d, n_kv_embd);
-    struct loom_tensor * wv = loom_new_tensor_2d(ctx, wt, d, n_kv_embd);
+    struct loom_tensor * wv = loom_new_tensor_2d(ctx, g_decode_vt != LOOM_TYPE_COUNT ? g_decode_vt : wt, d, n_kv_embd);
     struct loom_tensor * wo = loom_new_tensor_2d(ctx, wt, d, d);
     struct loom_tensor * wg = loom_new_tensor_2d(ctx, wt, d, ff);
     struct loom_tensor * wu = loom_new_tensor_2d(ctx, wt, d, ff);
@@ -936,6 +937,35 @@ static void test_decode_quant(void) {
     g_decode_ff = ff0;
 }
 
+/* Two flash-attention layers whose v weights have another type than q's and k's (Q4_K with a
+ * Q6_K v, as Q4_K_M files have in half of their layers), so that q, k and v cannot share one
+ * launch: the result and caches equal those of one kernel per node. */
+static void test_decode_mixed_v(void) {
+    const int64_t d0 = g_decode_d, ff0 = g_decode_ff;
+    g_decode_d = 256;
+    g_decode_ff = 512;
+    g_decode_fa = true;
+    g_decode_layers = 2;
+    g_decode_vt = LOOM_TYPE_Q6_K;
+    loom_backend_t one = backend_with("fuse=0");
+    struct layer_result want = {0}, got = {0};
+    const bool ok = one && run_allocated_layer_t(g_be, 9, &got, LOOM_TYPE_Q4_K, 1) && run_allocated_layer_t(one, 9, &want, LOOM_TYPE_Q4_K, 1);
+    CHECK(ok, "decode layers Q4_K with a Q6_K v: compute");
+    if (ok) {
+        const size_t bad = layer_diff(&want, &got, (size_t)g_decode_d, 1e-4f, 2e-3f);
+        CHECK(bad == 0, "decode layers Q4_K with a Q6_K v: %zu values differ from one launch per product", bad);
+    }
+    free(want.mem);
+    free(got.mem);
+    if (one) loom_backend_free(one);
+    g_cases++;
+    g_decode_vt = LOOM_TYPE_COUNT;
+    g_decode_fa = false;
+    g_decode_layers = 1;
+    g_decode_d = d0;
+    g_decode_ff = ff0;
+}
+
 /* Nodes a matrix-vector launch's last block computes from the whole result (tails, cuda-mulmat.cu)
  * on 'be': the norm and MUL of a product's residual sum, for rows kept in registers (64) and rows
  * read twice (4096); the masked softmax of attention scores per head, rows of up to 1024 entries in
@@ -1109,6 +1139,7 @@ static void test_decode(void) {
     g_decode_ff = 96;
     test_decode_allocated();
     test_decode_quant();
+    test_decode_mixed_v();
 }
 
 /* ================================================================ memory and device tests */

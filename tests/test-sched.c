@@ -458,6 +458,9 @@ static void test_lifecycle(void) {
     struct loom_tensor * o1 = lc_build(c1, g1, w, 5, false, &x1);
     struct loom_tensor * o2 = lc_build(c2, g2, w, 9, true, &x2);
     float in[16 * 9], got[81], want[81];
+    struct loom_sim_stats st0;
+    uint64_t key1 = 0; /* the launch key of g1's split on sim0 */
+    loom_sim_reset_stats(g_sim0);
     for (int rep = 0; rep < 3; rep++) { /* the same graph, new inputs each time: planned once */
         for (int i = 0; i < 16 * 9; i++) in[i] = (float)((i * (rep + 3)) % 13) / 13.0f - 0.5f;
         if (rep == 0) CHECK(loom_backend_sched_alloc_graph(s, g1) == LOOM_OK, "alloc g1");
@@ -466,8 +469,13 @@ static void test_lifecycle(void) {
         loom_backend_tensor_get(o1, got, 0, loom_nbytes(o1));
         lc_expect(wc, 5, false, in, want);
         CHECK(memcmp(got, want, loom_nbytes(o1)) == 0, "g1 #%d", rep);
+        loom_sim_get_stats(g_sim0, &st0);
+        if (rep == 0) key1 = st0.last_launch_key;
     }
     CHECK(loom_backend_sched_get_n_plans(s) == 1, "the same graph is planned once (%lld plans)", (long long)loom_backend_sched_get_n_plans(s));
+    /* allocated before its first compute, so every compute knew the addresses: one key, repeated */
+    CHECK(key1 != 0 && st0.last_launch_key == key1 && st0.n_keyed_repeats == 2, "g1's split on sim0: launch key %llx, then %llx, %llu repeats",
+          (unsigned long long)key1, (unsigned long long)st0.last_launch_key, (unsigned long long)st0.n_keyed_repeats);
 
     /* a different graph: re-planned, and then g1 again: re-planned */
     loom_backend_tensor_set(x2, in, 0, loom_nbytes(x2));
@@ -480,11 +488,18 @@ static void test_lifecycle(void) {
     CHECK(loom_backend_sched_get_n_plans(s) == 2, "a different graph re-plans (%lld plans)", (long long)loom_backend_sched_get_n_plans(s));
     CHECK(loom_backend_sched_graph_compute(s, g1) == LOOM_OK, "compute g1 without alloc: re-plans first");
     CHECK(loom_backend_sched_get_n_plans(s) == 3, "g1 again re-plans (%lld plans)", (long long)loom_backend_sched_get_n_plans(s));
+    /* allocated in that compute: its addresses were not the signature pass's, so no key */
+    loom_sim_get_stats(g_sim0, &st0);
+    CHECK(st0.last_launch_key == 0, "g1 allocated by its compute: launch key %llx, not 0", (unsigned long long)st0.last_launch_key);
     loom_backend_tensor_set(x1, in, 0, loom_nbytes(x1));
     CHECK(loom_backend_sched_graph_compute(s, g1) == LOOM_OK, "compute g1");
     loom_backend_tensor_get(o1, got, 0, loom_nbytes(o1));
     lc_expect(wc, 5, false, in, want);
     CHECK(memcmp(got, want, loom_nbytes(o1)) == 0, "g1 after g2");
+    /* the same graph after another allocation: a new key (the copies may have moved) */
+    loom_sim_get_stats(g_sim0, &st0);
+    CHECK(st0.last_launch_key != 0 && st0.last_launch_key != key1, "g1 after g2: launch key %llx (before: %llx)",
+          (unsigned long long)st0.last_launch_key, (unsigned long long)key1);
 
     /* the same cgraph object rebuilt with another shape: detected by the signature */
     loom_graph_clear(g1);

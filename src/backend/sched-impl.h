@@ -64,6 +64,8 @@ struct loom_backend_sched {
     /* the plan of the graph last allocated */
     struct loom_cgraph * graph;   /* NULL: none */
     uint64_t sig;
+    uint64_t data_sig;            /* every node's and leaf's address, from the last signature pass */
+    uint64_t alloc_epoch;         /* the last allocation's number (an allocation may move the copies) */
     uint64_t plan_pins_version;
     bool allocated;
 

@@ -94,12 +94,20 @@ static void fp_tensor(loom_backend_sched_t s, struct loom_fp * f, const struct l
 /* A cheap fingerprint of the graph: its pointer, every node's and leaf's identity, op, shape,
  * strides, sources, flags and pre-placed memory. */
 static uint64_t graph_signature(loom_backend_sched_t s, const struct loom_cgraph * g) {
-    struct loom_fp f;
+    struct loom_fp f, d;
     sched_owns_reset(s); /* buffer ownership is re-learnt for each graph */
     loom_fp_init(&f, (uintptr_t)g);
+    loom_fp_init(&d, (uintptr_t)g);
     loom_fp_add(&f, (uint64_t)(uint32_t)g->n_nodes << 32 | (uint32_t)g->n_leafs);
-    for (int i = 0; i < g->n_nodes; i++) fp_tensor(s, &f, g->nodes[i]);
-    for (int j = 0; j < g->n_leafs; j++) fp_tensor(s, &f, g->leafs[j]);
+    for (int i = 0; i < g->n_nodes; i++) {
+        fp_tensor(s, &f, g->nodes[i]);
+        loom_fp_add(&d, (uintptr_t)g->nodes[i]->data);
+    }
+    for (int j = 0; j < g->n_leafs; j++) {
+        fp_tensor(s, &f, g->leafs[j]);
+        loom_fp_add(&d, (uintptr_t)g->leafs[j]->data);
+    }
+    s->data_sig = loom_fp_final(&d);
     return loom_fp_final(&f);
 }
 
@@ -146,6 +154,13 @@ enum loom_status loom_backend_sched_reserve(loom_backend_sched_t s, struct loom_
     return st;
 }
 
+/* A number no allocation of any scheduler in this process had before (so that a launch key is
+ * never that of another scheduler's graph at the same addresses with other copies). */
+static uint64_t next_alloc_epoch(void) {
+    static uint64_t epoch;
+    return __atomic_add_fetch(&epoch, 1, __ATOMIC_RELAXED);
+}
+
 enum loom_status loom_backend_sched_alloc_graph(loom_backend_sched_t s, struct loom_cgraph * g) {
     enum loom_status st = is_current(s, g) ? LOOM_OK : plan(s, g);
     if (st == LOOM_OK) {
@@ -154,15 +169,38 @@ enum loom_status loom_backend_sched_alloc_graph(loom_backend_sched_t s, struct l
         lsch_undo_rewires(s);
     }
     s->allocated = st == LOOM_OK;
+    s->alloc_epoch = next_alloc_epoch();
     if (st != LOOM_OK) s->graph = NULL;
     return st;
 }
 
+/* The launch keys of the splits (struct loom_cgraph): the plan's signature, every address of the
+ * graph ('data_sig', from a signature pass after which nothing was allocated) and the allocation
+ * epoch (the input copies' addresses) name the work exactly; 0 where the addresses are not known
+ * to be those of the last pass. */
+static void set_launch_keys(loom_backend_sched_t s, bool known) {
+    for (int k = 0; k < s->n_splits; k++) {
+        uint64_t key = 0;
+        if (known) {
+            struct loom_fp f;
+            loom_fp_init(&f, (uintptr_t)s);
+            loom_fp_add(&f, s->sig);
+            loom_fp_add(&f, s->data_sig);
+            loom_fp_add(&f, s->alloc_epoch);
+            loom_fp_add(&f, (uint64_t)k);
+            key = loom_fp_final(&f) | 1;
+        }
+        s->splits[k].graph.launch_key = key;
+    }
+}
+
 enum loom_status loom_backend_sched_graph_compute(loom_backend_sched_t s, struct loom_cgraph * g) {
-    if (!s->allocated || !is_current(s, g) || !graph_has_memory(g)) {
+    const bool current = s->allocated && is_current(s, g) && graph_has_memory(g);
+    if (!current) {
         enum loom_status st = loom_backend_sched_alloc_graph(s, g);
         if (st != LOOM_OK) return st;
     }
+    set_launch_keys(s, current);
     return lsch_compute_splits(s);
 }
 

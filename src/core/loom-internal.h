@@ -22,6 +22,10 @@ struct loom_cgraph {
     struct loom_tensor ** nodes;
     struct loom_tensor ** leafs;
     struct loom_hash_set visited;  /* every tensor in the graph */
+    uint64_t launch_key;           /* set by the graph's producer (the scheduler, for its splits): equal nonzero
+                                    * keys mean the same nodes, parameters, shapes, strides and addresses as the
+                                    * last graph with that key, so a backend may replay what it queued for it;
+                                    * 0: unknown, the backend checks for itself */
 };
 
 /* A non-owning graph over nodes [i0, i1) of 'g' (for splits); it has no leafs and no hash set. */

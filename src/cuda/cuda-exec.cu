@@ -9,7 +9,8 @@
  * cudaGraphExecUpdate (addresses and shapes, e.g. the KV length, may change) instead of
  * instantiating a new one. A compute whose graph has the fingerprint of the last captured one
  * (every launch argument the same: the runner reuses its step graph while only input data
- * changes) replays the executable graphs without capturing anything. Nothing captured
+ * changes; for a scheduler's split, the launch key it computed) replays the executable graphs
+ * without capturing anything. Nothing captured
  * synchronises or allocates: scratch is reserved before, copies stay kernels. Any capture or
  * instantiation failure turns graphs off for the backend and the work is launched directly.
  * The backend parameter graphs=0 turns them off from the start. */
@@ -289,6 +290,20 @@ static uint64_t graph_fingerprint(const struct lc_backend * be, const struct loo
     return loom_fp_final(&f);
 }
 
+/* The fingerprint a replay is decided by: from the graph's launch key where its producer set one
+ * (the scheduler, for its splits: one pass over the graph that it makes anyway, so a decode step
+ * is not hashed a second time here; bench/results/cuda-quant.md, session 20), mixed with this
+ * backend's scratch addresses; else graph_fingerprint. The two kinds never meet by accident: a
+ * graph without a key after one with a key is captured again. */
+static uint64_t launch_fingerprint(const struct lc_backend * be, const struct loom_cgraph * g) {
+    if (!g->launch_key) return graph_fingerprint(be, g);
+    struct loom_fp f;
+    loom_fp_init(&f, g->launch_key);
+    loom_fp_add(&f, (uint64_t)(uintptr_t)be->scratch);
+    loom_fp_add(&f, (uint64_t)(uintptr_t)be->act8);
+    return loom_fp_final(&f);
+}
+
 /* Launches the executable graphs of the last capture again; false when CUDA refuses. */
 static bool replay(struct lc_backend * be) {
     for (int c = 0; c < be->n_chunks_replay; c++) {
@@ -472,7 +487,7 @@ static enum loom_status queue_error_check(struct lc_backend * be) {
 enum loom_status lc_graph_compute(struct lc_backend * be, struct loom_cgraph * g) {
     LC_TRY(cudaSetDevice(be->dev->id));
     /* the graph last captured, unchanged: its checks hold, replay it */
-    const uint64_t fp = be->graphs ? graph_fingerprint(be, g) : 0;
+    const uint64_t fp = be->graphs ? launch_fingerprint(be, g) : 0;
     if (be->graphs && be->n_chunks_replay > 0 && fp == be->replay_fp) {
         be->pdl_prev = false;
         if (be->prof) lc_profile_begin(be, false);

@@ -129,6 +129,8 @@ static enum loom_status sim_graph_compute(loom_backend_t backend, struct loom_cg
     if (st == LOOM_OK) {
         pthread_mutex_lock(&sd->lock);
         sd->stats.n_graph_computes++;
+        sd->stats.n_keyed_repeats += graph->launch_key && graph->launch_key == sd->stats.last_launch_key;
+        sd->stats.last_launch_key = graph->launch_key;
         pthread_mutex_unlock(&sd->lock);
         st = loom_cpu_graph_compute(graph, sb->n_threads);
     }
