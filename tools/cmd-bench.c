@@ -438,6 +438,17 @@ static void model_error(const char * path, const char * fallback) {
     else fprintf(stderr, "loom bench: %s: %s\n", path, why);
 }
 
+/* The one line of a load (one -ngl value with one -mmp value) that failed: the model, that
+ * configuration and the library's reason; its rows are skipped, the bench goes on with the next. */
+static void load_error(const struct bench_load * ld, long long ngl, const char * fallback) {
+    char conf[48];
+    if (ld->ngl_auto) snprintf(conf, sizeof conf, "-ngl auto -mmp %d", ld->use_mmap);
+    else snprintf(conf, sizeof conf, "-ngl %lld -mmp %d", ngl, ld->use_mmap);
+    const char * why = cli_last_error(fallback);
+    cli_flush(); /* the rows before it first, where stdout and stderr are one terminal */
+    fprintf(stderr, "loom bench: %s: %s: %s (skipped)\n", ld->path, conf, why);
+}
+
 /* The configuration of a context as bench's options spell it ("-t 2 -b 512 -fa on -ctk q8_0 -ctv f16",
  * -ngl and -mmp first where their lists have more than one value), for the line of a failed row. */
 static void config_text(const struct bench_opts * o, const struct bench_load * ld, const struct loom_llama_context_params * cp,
@@ -629,13 +640,13 @@ static bool bench_file(const struct bench_opts * o, int mi, struct loom_model_fi
         cli_split_apply(&o->split, &mp);
         struct bench_load ld = {.path = o->models[mi], .ngl_auto = mp.n_gpu_layers == CLI_NGL_AUTO, .use_mmap = mp.use_mmap};
         if (ld.ngl_auto && !fit_auto(o, file, &mp)) {
-            model_error(ld.path, "cannot measure what fits on the device");
+            load_error(&ld, 0, "cannot measure what fits on the device");
             ok = false;
             continue;
         }
         struct loom_model * model = NULL;
         if (loom_model_load_file(file, mp, &model) != LOOM_OK) {
-            model_error(ld.path, "cannot load the model");
+            load_error(&ld, mp.n_gpu_layers, "cannot load the model");
             ok = false;
             continue;
         }

@@ -146,7 +146,8 @@ expect_fail "F16 norm weight (bench)" timeout 20 "$bin" bench -m "$tmp/norm16.gg
 # JSON array (or CSV file, or one object a line), exit status 1
 for fmt in json:3 csv:2 jsonl:1; do
   expect_fail "bench -o ${fmt%:*}, the second model unloadable" timeout 20 "$bin" bench -m "$model" -m "$tmp/norm16.gguf" -p 8 -n 0 -r 1 -t 1 -o ${fmt%:*}
-  grep -q "^loom bench: $tmp/norm16.gguf: .*norm weights" "$tmp/err" || { echo "FAIL: the unloadable model not named: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+  grep -q "^loom bench: $tmp/norm16.gguf: -ngl [0-9a-z]* -mmp [01]: .*norm weights.* (skipped)$" "$tmp/err" ||
+    { echo "FAIL: the unloadable model's line is not 'FILE: -ngl N -mmp M: reason (skipped)': $(cat "$tmp/err")"; fails=$((fails + 1)); }
   case ${fmt%:*} in
   json) [ "$(sed -n '1p;$p' "$tmp/out" | tr '\n' ' ')" = "[ ] " ] && grep -q '^  {"model_filename": .*\]}$' "$tmp/out" ;;
   csv) grep -q '^model_filename,' "$tmp/out" && [ "$(grep -c '^"' "$tmp/out")" = 1 ] ;;
