@@ -20,7 +20,7 @@ struct ppl_opts {
     const char * model;
     const char * text_file;
     const char * device;
-    long long n_ctx, n_batch, n_ubatch, n_threads, n_gpu_layers, fit_margin;
+    long long n_ctx, n_batch, n_threads, n_gpu_layers, fit_margin;
     long long n_chunks; /* --chunks: at most this many chunks; <= 0 all of them */
     struct cli_split split;
     enum loom_type type_k, type_v;
@@ -40,8 +40,6 @@ static void usage(FILE * f) {
             "  -f, --file FILE           text to score (required; - reads standard input)\n"
             "  -c, --ctx-size N          chunk size in tokens (default 512; at least 4)\n"
             "  -b, --batch-size N        tokens per decode call (default 2048, at most the chunk size)\n"
-            "  -ub, --ubatch-size N      tokens per micro-batch of a pipelined batch (-sm layer over several\n"
-            "                            devices; default auto)\n"
             "      --chunks N            score at most N chunks (default -1; 0 or less, or more than the text\n"
             "                            holds: all of them)\n"
             "  -t, --threads N           CPU threads (default: LOOM_N_THREADS, else all cores)\n"
@@ -58,12 +56,11 @@ static void usage(FILE * f) {
             "\n" CLI_LONG_OPTION_HELP);
 }
 
-enum { OPT_NGL = 256, OPT_UBATCH, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN, OPT_CACHE_K, OPT_CACHE_V, OPT_FA, OPT_CHUNKS, OPT_CHECK_TENSORS };
+enum { OPT_NGL = 256, OPT_NOMMAP, OPT_DEVICE, OPT_FIT_MARGIN, OPT_CACHE_K, OPT_CACHE_V, OPT_FA, OPT_CHUNKS, OPT_CHECK_TENSORS };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, 'm'},      {"file", required_argument, 0, 'f'},
     {"ctx-size", required_argument, 0, 'c'},   {"batch-size", required_argument, 0, 'b'},
-    {"ubatch-size", required_argument, 0, OPT_UBATCH}, {"ub", required_argument, 0, OPT_UBATCH},
     {"threads", required_argument, 0, 't'},    {"ngl", required_argument, 0, OPT_NGL},
     {"n-gpu-layers", required_argument, 0, OPT_NGL}, {"no-mmap", no_argument, 0, OPT_NOMMAP},
     {"device", required_argument, 0, OPT_DEVICE}, {"dev", required_argument, 0, OPT_DEVICE}, CLI_SPLIT_LONG_OPTS,
@@ -94,7 +91,6 @@ static int parse(int argc, char ** argv, struct ppl_opts * o) {
         case 'c': ok = cli_parse_int("perplexity", "-c", optarg, PPL_MIN_CTX, 1 << 20, &o->n_ctx); break;
         case 'b': ok = cli_parse_int("perplexity", "-b", optarg, 1, 1 << 20, &o->n_batch); break;
         case 't': ok = cli_parse_int("perplexity", "-t", optarg, 1, 1024, &o->n_threads); break;
-        case OPT_UBATCH: ok = cli_parse_int("perplexity", "-ub", optarg, 1, 1 << 20, &o->n_ubatch); break;
         case OPT_NGL: ok = cli_parse_ngl("perplexity", optarg, &o->n_gpu_layers); break;
         case OPT_NOMMAP: o->no_mmap = true; break;
         case OPT_CHECK_TENSORS: o->check_tensors = true; break;
@@ -211,7 +207,6 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     struct loom_llama_context_params cp = loom_llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = (int32_t)o.n_batch;
-    cp.n_ubatch = (int32_t)o.n_ubatch;
     cp.n_threads = (int32_t)cli_cap_threads("perplexity", o.n_threads);
     cp.logits_all = true;
     cp.type_k = o.type_k;

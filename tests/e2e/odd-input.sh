@@ -44,11 +44,8 @@ if [ -n "$base" ] && [ -n "$q8" ] && awk -v a="$base" -v b="$q8" 'BEGIN { d = (b
 else fail "perplexity -ctk q8_0 -ctv q8_0: '$q8' against '$base' with f16"; fi
 expect_fail "perplexity quantized V without flash attention" "needs flash attention" \
   "$bin" perplexity -m "$models/quant/kq/kq-F32.gguf" -f "$tmp/text.txt" -c 64 -ctv q8_0 -fa off
-# perplexity takes -ub as run and bench do: a chunk pipelined over two devices in micro-batches of 8
-# scores as the CPU does (to the printed digits); -ub 0 is one error line
-sims=$(LOOM_SIM_DEVICES=2 ppl -ngl 99 -dev sim0,sim1 -ub 8)
-[ -n "$base" ] && [ "$sims" = "$base" ] && ok "perplexity -ub 8 over sim0,sim1: $sims" || fail "perplexity -ub 8 over sim0,sim1: '$sims' against '$base'"
-expect_fail "perplexity -ub 0" "invalid value '0' for -ub" "$bin" perplexity -m "$models/quant/kq/kq-F32.gguf" -f "$tmp/text.txt" -ub 0
+# perplexity scores every token, so its batches are never cut into micro-batches: it has no -ub
+expect_fail "perplexity -ub" "unknown option" "$bin" perplexity -m "$models/quant/kq/kq-F32.gguf" -f "$tmp/text.txt" -ub 8
 
 # bench -m takes a comma list, as llama-bench splits every parameter: one row per model
 kq="$models/quant/kq/kq-Q8_0.gguf"
