@@ -221,9 +221,106 @@ __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], cons
     }
 }
 
+/* Q6_K's weights staged in shared memory. A lane's unit of a Q6_K row is 105 bytes from the next
+ * lane's, so each of the unit's ~30 loads of 2-4 bytes from global memory touches ~26 sectors (the
+ * products were bound by L1 requests: bench/results/cuda-quant.md, session 20). Instead the warp
+ * copies LC_WS_BLOCKS blocks of each of its two rows at a time with 16-byte loads (lanes on
+ * consecutive bytes) into LC_WS_ROW bytes of shared memory a row, and its lanes read their units
+ * there: lanes 0..15 the first row's, 16..31 the second's. */
+#define LC_WS_BLOCKS 8
+#define LC_WS_ROW 1696 /* LC_WS_BLOCKS * 210 bytes, after the first one's offset in its 16-byte line (< 16), rounded up to 16 */
+static_assert(LC_WS_ROW % 16 == 0 && LC_WS_ROW >= LC_WS_BLOCKS * 210 + 14, "a chunk of blocks and its offset");
+/* Bytes of staged weights a block of 'warps' warps takes for type T (0: the lanes read their
+ * units from global memory). Only the kernels of LC_QMV_WARPS warps stage: the tail's blocks of
+ * LC_QTAIL_WARPS warps (one a multiprocessor) took 7.5% longer staged than not (7B Q6_K wo and
+ * down on an H200: bench/results/cuda-quant.md, session 21). */
+template <int T> static __host__ __device__ constexpr unsigned lc_qmv_ws_bytes(int warps) {
+    return T == LOOM_TYPE_Q6_K && warps == LC_QMV_WARPS ? (unsigned)(warps * LC_QMV_ROWS * LC_WS_ROW) : 0u;
+}
+
+/* Copies bytes [g[r], g[r] + n) (2-byte aligned, n even, 32 <= n <= LC_WS_BLOCKS * 210) of
+ * global memory to s[r] + g[r] % 16, s[r] .. (16-byte aligned shared memory), r = 0, 1, with the
+ * warp's 32 lanes: 16-byte loads of the 16-byte lines inside each range (all issued before the
+ * first store), 2-byte loads of the ends; no byte outside the ranges is read. */
+static __device__ __forceinline__ void lc_ws_copy2(const char * const (&g)[2], int n, char * const (&s)[2], int lane) {
+    constexpr int MAXP = (2 * LC_WS_BLOCKS * 210 / 16 + 31) / 32; /* 16-byte pieces a lane at most */
+    uintptr_t lo[2], base[2];
+    int np[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uintptr_t g0 = (uintptr_t)g[r];
+        lo[r] = (g0 + 15) & ~(uintptr_t)15;
+        base[r] = g0 & ~(uintptr_t)15;
+        np[r] = (int)((((g0 + n) & ~(uintptr_t)15) - lo[r]) / 16);
+    }
+    uint4 v[MAXP];
+#pragma unroll
+    for (int k = 0; k < MAXP; k++) {
+        const int i = lane + 32 * k, r = i >= np[0], ir = r ? i - np[0] : i;
+        if (i < np[0] + np[1]) v[k] = __ldg((const uint4 *)(r ? lo[1] : lo[0]) + ir);
+    }
+    /* the ends: lanes 8r .. 8r + 7 the halves before lo[r], 16 + 8r .. the halves after the lines */
+    const bool er = (lane >> 3) & 1, tail = lane >> 4;
+    const uintptr_t g0 = (uintptr_t)(er ? g[1] : g[0]), lr = er ? lo[1] : lo[0], br = er ? base[1] : base[0];
+    const uintptr_t hp = (tail ? lr + 16 * (uintptr_t)(er ? np[1] : np[0]) : g0) + 2 * (lane & 7);
+    const bool hv = tail ? hp < g0 + n : hp < lr;
+    unsigned short h = 0;
+    if (hv) h = __ldg((const unsigned short *)hp);
+#pragma unroll
+    for (int k = 0; k < MAXP; k++) {
+        const int i = lane + 32 * k, r = i >= np[0], ir = r ? i - np[0] : i;
+        if (i < np[0] + np[1]) *(uint4 *)((r ? s[1] : s[0]) + ((r ? lo[1] - base[1] : lo[0] - base[0]) + 16 * ir)) = v[k];
+    }
+    if (hv) *(unsigned short *)((er ? s[1] : s[0]) + (hp - br)) = h;
+}
+
+/* lc_qmv8_rows for Q6_K through staged weights (lc_ws_copy2; 'ws': the warp's 2 * LC_WS_ROW
+ * bytes of shared memory): lane l takes unit l % 16 of each chunk of the row l / 16. */
+template <int NC, int ROWS, bool SH>
+__device__ __forceinline__ void lc_qmv8_rows_ws(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t nunits, int lane,
+                                                float (&acc)[ROWS][NC], char * ws) {
+    typedef lc_q<LOOM_TYPE_Q6_K> Q;
+    static_assert(ROWS == 2 && Q::NU == 2, "a half warp a row, two units a block");
+    const int64_t us = SH ? lc_a8_ustride(Q::UE) : Q::UE / 32 * LC_A8_RUN, nblk = nunits / Q::NU;
+    const int r = lane >> 4, l = lane & 15;
+    char * const s[2] = {ws, ws + LC_WS_ROW};
+    float t[NC];
+#pragma unroll
+    for (int j = 0; j < NC; j++) t[j] = 0.0f;
+    for (int64_t b0 = 0; b0 < nblk; b0 += LC_WS_BLOCKS) {
+        const int nb = nblk - b0 < LC_WS_BLOCKS ? (int)(nblk - b0) : LC_WS_BLOCKS;
+        const char * const g[2] = {a[0] + b0 * Q::BS, a[1] + b0 * Q::BS};
+        __syncwarp(); /* the lanes' reads of the chunk before are done */
+        lc_ws_copy2(g, nb * Q::BS, s, lane);
+        __syncwarp();
+        if (l < nb * Q::NU) {
+            const int64_t u = b0 * Q::NU + l;
+            const char * ac[NC];
+#pragma unroll
+            for (int j = 0; j < NC; j++) ac[j] = act + j * cs + u * us;
+            const char * blk = (r ? s[1] : s[0]) + ((uintptr_t)(r ? g[1] : g[0]) & 15) + (l / 2) * Q::BS;
+            lc_q8dot<LOOM_TYPE_Q6_K>::template dot<SH, NC, true>(blk, l % 2, ac, t);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NC; j++) {
+        acc[0][j] += r ? 0.0f : t[j];
+        acc[1][j] += r ? t[j] : 0.0f;
+    }
+}
+
+/* The rows' products of type T: WS, through staged weights (Q6_K), else the lanes' loads of global memory. */
+template <int T, int NC, int ROWS, bool SH, bool WS>
+__device__ __forceinline__ void lc_qmv8_rows_t(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t nunits, int lane,
+                                               float (&acc)[ROWS][NC], char * ws) {
+    if constexpr (WS) lc_qmv8_rows_ws<NC, ROWS, SH>(a, act, cs, nunits, lane, acc, ws);
+    else lc_qmv8_rows<T, NC, ROWS, SH>(a, act, cs, nunits, lane, acc);
+}
+
 /* lc_matvec_q_body for the types with integer dot products (lc_q8dot): the activations are
- * p.q8's 8-bit runs (the launch's first kernel wrote them); each block stages its NC columns in
- * shared memory when they fit in 'smem_b' bytes (0: read from global memory). */
+ * p.q8's 8-bit runs (the launch's first kernel wrote them). Dynamic shared memory ('smem_b'
+ * bytes): first the staged weights of the types that have them (lc_qmv_ws_bytes), then, when
+ * smem_b leaves room, the block's NC activation columns (else they are read from global memory). */
 template <int T, int NC, int X>
 __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, unsigned smem_b) {
     typedef lc_q<T> Q;
@@ -235,8 +332,10 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     __shared__ float u_sh[X == LC_MV_TAIL ? 32 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
-    char * sb = (char *)lc_qmv_dyn;
-    const bool staged = smem_b > 0;
+    constexpr unsigned wsb = lc_qmv_ws_bytes<T>(lc_qmv_warps<X>());
+    char * ws = (char *)lc_qmv_dyn + (threadIdx.x / 32) * (wsb / lc_qmv_warps<X>());
+    char * sb = (char *)lc_qmv_dyn + wsb;
+    const bool staged = smem_b > wsb;
     const int64_t nunits = p.K / Q::UE, cs = nunits * lc_a8_ustride(Q::UE);
     bool waited = false;
     float scale = 1.0f;
@@ -263,9 +362,9 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
                 }
             }
             __syncthreads();
-            lc_qmv8_rows<T, NC, ROWS, true>(a, sb, cs, nunits, lane, acc);
+            lc_qmv8_rows_t<T, NC, ROWS, true, (wsb > 0)>(a, sb, cs, nunits, lane, acc, ws);
         } else {
-            lc_qmv8_rows<T, NC, ROWS, false>(a, q8, p.q8_nb1, nunits, lane, acc);
+            lc_qmv8_rows_t<T, NC, ROWS, false, (wsb > 0)>(a, q8, p.q8_nb1, nunits, lane, acc, ws);
         }
         lc_qmv_end<NC, ROWS, X>(p, row0, bt, i2, i3, lane, acc, scale, b, (float *)tail_sh, u_sh);
     }
@@ -273,30 +372,36 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
 
 /* ------------------------------------------------------------------ the launches */
 
+/* True when kernel 'f' may take 'bytes' of dynamic shared memory on the backend's device (asked
+ * for once beyond the 48 KiB every launch gets; 'set': the bytes allowed for f so far, per device id). */
+static inline bool lc_smem_allow(const struct lc_backend * be, const void * f, unsigned bytes, unsigned * set) {
+    const int id = be->dev->id >= 0 && be->dev->id < 16 ? be->dev->id : 0;
+    if (bytes > 48 * 1024 && bytes > set[id]) {
+        if (cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        set[id] = bytes;
+    }
+    return true;
+}
+
 /* Dynamic shared memory of an F32-activation launch whose products have K = 'K' and 'nc' columns
  * (0: the activations stay in global memory), allowed for kernel 'f' on the backend's device once
  * ('set': the bytes allowed for f so far, per device id). */
 static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) {
     const int64_t bytes = lc_qmv_kp(K) * nc * 4;
-    if (bytes > LC_QMV_SMEM_MAX) return 0;
-    const int id = be->dev->id >= 0 && be->dev->id < 16 ? be->dev->id : 0;
-    if (bytes > 48 * 1024 && (unsigned)bytes > set[id]) {
-        if (cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        set[id] = (unsigned)bytes;
-    }
-    return (unsigned)bytes;
+    return bytes <= LC_QMV_SMEM_MAX && lc_smem_allow(be, f, (unsigned)bytes, set) ? (unsigned)bytes : 0;
 }
 
 /* The two kernel families: F32 activations for weights of type Q (lc_qmv_f32<lc_q<T>>), 8-bit
  * activations and integer dot products for type T (lc_qmv_i8<T>, the lc_q8dot types); 'body'
- * computes NC columns (at most LC_MATVEC_MAX_COLS), 'smem' sizes a launch's staged activations. */
+ * computes NC columns (at most LC_MATVEC_MAX_COLS), 'smem' sizes the dynamic shared memory of a
+ * launch of blocks of 'warps' warps. */
 template <class Q> struct lc_qmv_f32 {
     static const int TYPE = -1; /* no register cap (lc_qmv_min_blocks) */
     template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
-    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
     static const int TYPE = T;
@@ -304,9 +409,11 @@ template <int T> struct lc_qmv_i8 {
     /* one column of the legacy blocks (whole 32-element units) reads its runs from global memory:
      * faster than staging them (7B tg128 Q4_0 +0-4%, Q8_0 +2-3% on an H200; the K-quants lose 2-3%:
      * bench/results/cuda-quant.md, session 15) */
-    static unsigned smem(const struct lc_backend *, const void *, int64_t K, int nc, unsigned *) {
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int warps, unsigned * set) {
         const bool legacy = T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q4_1 || T == LOOM_TYPE_Q5_0 || T == LOOM_TYPE_Q5_1 || T == LOOM_TYPE_Q8_0;
-        return legacy && nc == 1 ? 0 : lc_qmv8_smem(lc_q<T>::UE, K, nc);
+        const unsigned act = legacy && nc == 1 ? 0 : lc_qmv8_smem(lc_q<T>::UE, K, nc), ws = lc_qmv_ws_bytes<T>(warps);
+        if (ws == 0 || lc_smem_allow(be, f, ws + act, set)) return ws + act;
+        return ws; /* the activations from global memory (the staged weights take 13.25 KiB) */
     }
 };
 template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
@@ -346,7 +453,7 @@ static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
  * shared-memory bytes allowed for f so far, per device id) on 'grid', with 'desc' its launch description. */
 template <class B>
 static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, int64_t K, int nc, unsigned * set, const void * desc) {
-    unsigned smem = B::smem(be, f, K, nc, set);
+    unsigned smem = B::smem(be, f, K, nc, warps, set);
     void * args[] = {(void *)desc, &smem};
     lc_launch(be, f, grid, dim3(32 * warps, 1, 1), args, smem);
 }

@@ -185,14 +185,16 @@ template <> struct lc_q8dot<LOOM_TYPE_Q5_K> : lc_q8dot_k45<true> {};
 
 /* Q6_K: unit h is the half of 128 elements (4 runs; a signed 8-bit scale per 16 elements); code
  * of element 32 p + l: low 4 bits from ql[l + 32 (p % 2)] (nibble p / 2), high 2 bits from bits
- * 2p of qh[l]; value d * scale * (code - 32) */
+ * 2p of qh[l]; value d * scale * (code - 32). WS: the block is in shared memory (the kernels'
+ * staged weights, lc_qmv8_rows_ws). */
 template <> struct lc_q8dot<LOOM_TYPE_Q6_K> {
-    template <bool SH, int NC> static __device__ __forceinline__ void dot(const char * blk, int h, const char * const (&act)[NC], float (&acc)[NC]) {
+    template <bool SH, int NC, bool WS = false>
+    static __device__ __forceinline__ void dot(const char * blk, int h, const char * const (&act)[NC], float (&acc)[NC]) {
         uint32_t ql[16], qh[8], sc[2];
-        lc_ld_b2<64>(blk + 64 * h, ql);
-        lc_ld_b2<32>(blk + 128 + 32 * h, qh);
-        lc_ld_b2<8>(blk + 192 + 8 * h, sc);
-        const float d = lc_h2f(lc_ld16(blk + 208));
+        lc_ld_b2<64, WS>(blk + 64 * h, ql);
+        lc_ld_b2<32, WS>(blk + 128 + 32 * h, qh);
+        lc_ld_b2<8, WS>(blk + 192 + 8 * h, sc);
+        const float d = lc_h2f(lc_ldw16<WS>(blk + 208));
         int isum[NC];
         float part[NC];
 #pragma unroll

@@ -22,24 +22,27 @@ static __device__ __forceinline__ uint32_t lc_ld16(const char * p) { return __ld
 static __device__ __forceinline__ uint32_t lc_ld32(const char * p) { return __ldg((const unsigned int *)p); }
 static __device__ __forceinline__ uint2 lc_ld64(const char * p) { return __ldg((const uint2 *)p); }
 static __device__ __forceinline__ uint4 lc_ld128(const char * p) { return __ldg((const uint4 *)p); }
+/* The same loads of shared memory (WS) or of global memory through the read-only cache. */
+template <bool WS> static __device__ __forceinline__ uint32_t lc_ldw16(const char * p) { return WS ? *(const unsigned short *)p : lc_ld16(p); }
+template <bool WS> static __device__ __forceinline__ uint32_t lc_ldw32(const char * p) { return WS ? *(const unsigned int *)p : lc_ld32(p); }
 /* bytes 2..5 of the 8 bytes lo:hi (little-endian) */
 static __device__ __forceinline__ uint32_t lc_mid16(uint32_t lo, uint32_t hi) { return __funnelshift_r(lo, hi, 16); }
 /* byte i (compile-time after unrolling) of the little-endian words w */
 #define LC_BYTE(w, i) (((w)[(i) >> 2] >> (8 * ((i) & 3))) & 0xffu)
 
-/* Bytes [p, p + NB) of a 2-byte aligned address (NB even), packed little-endian into w (the last
- * word's high half is 0 when NB % 4 == 2), reading no byte outside the range: 4-byte loads from
- * the first 4-byte aligned address on, 2-byte loads at the ends. No branch: the alignment picks
- * addresses and shifts. */
-template <int NB> static __device__ __forceinline__ void lc_ld_b2(const char * p, uint32_t (&w)[(NB + 3) / 4]) {
+/* Bytes [p, p + NB) of a 2-byte aligned address (NB even; WS: in shared memory, else global),
+ * packed little-endian into w (the last word's high half is 0 when NB % 4 == 2), reading no byte
+ * outside the range: 4-byte loads from the first 4-byte aligned address on, 2-byte loads at the
+ * ends. No branch: the alignment picks addresses and shifts. */
+template <int NB, bool WS = false> static __device__ __forceinline__ void lc_ld_b2(const char * p, uint32_t (&w)[(NB + 3) / 4]) {
     static_assert(NB % 2 == 0 && NB >= 4, "an even byte count");
     const bool mis = ((uintptr_t)p & 2) != 0;
     if (NB % 4 == 2) {
         const int n4 = (NB - 2) / 4;
         uint32_t W[n4 > 0 ? n4 : 1];
 #pragma unroll
-        for (int i = 0; i < n4; i++) W[i] = lc_ld32(p + (mis ? 2 : 0) + 4 * i);
-        const uint32_t h = lc_ld16(mis ? p : p + NB - 2);
+        for (int i = 0; i < n4; i++) W[i] = lc_ldw32<WS>(p + (mis ? 2 : 0) + 4 * i);
+        const uint32_t h = lc_ldw16<WS>(mis ? p : p + NB - 2);
         if (mis) {
             w[0] = h | (W[0] << 16);
 #pragma unroll
@@ -54,8 +57,8 @@ template <int NB> static __device__ __forceinline__ void lc_ld_b2(const char * p
         const int n4 = NB / 4 - 1;
         uint32_t W[n4 > 0 ? n4 : 1];
 #pragma unroll
-        for (int i = 0; i < n4; i++) W[i] = lc_ld32(p + (mis ? 2 : 0) + 4 * i);
-        const uint32_t h1 = lc_ld16(mis ? p : p + NB - 4), h2 = lc_ld16(p + NB - 2);
+        for (int i = 0; i < n4; i++) W[i] = lc_ldw32<WS>(p + (mis ? 2 : 0) + 4 * i);
+        const uint32_t h1 = lc_ldw16<WS>(mis ? p : p + NB - 4), h2 = lc_ldw16<WS>(p + NB - 2);
         if (n4 == 0) {
             w[0] = h1 | (h2 << 16);
         } else if (mis) {
