@@ -70,36 +70,48 @@ bool cli_parse_ngl(const char * cmd, const char * arg, long long * out) {
     return true;
 }
 
-/* The comma list 'arg': each item a number in [lo, hi], or with 'ngl' one cli_parse_ngl takes. */
-static int parse_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, bool ngl, long long * out, int max) {
+int cli_parse_list(const char * cmd, const char * opt, const char * arg, int max, cli_list_item item, void * ctx) {
     int n = 0;
-    const char * p = arg;
-    while (p) {
+    for (const char * p = arg; p; n++) {
         const char * comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char item[64];
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char s[64];
         if (n >= max) {
             fprintf(stderr, "loom %s: %s takes at most %d values, got more in '%s'\n", cmd, opt, max, arg);
             return -1;
         }
-        if (len >= sizeof item) {
+        if (len == 0 || len >= sizeof s) {
             fprintf(stderr, "loom %s: invalid list '%s' for %s\n", cmd, arg, opt);
             return -1;
         }
-        memcpy(item, p, len);
-        item[len] = 0;
-        if (!(ngl ? cli_parse_ngl(cmd, item, &out[n]) : cli_parse_int(cmd, opt, item, lo, hi, &out[n]))) return -1;
-        n++;
+        memcpy(s, p, len);
+        s[len] = 0;
+        if (!item(ctx, n, s)) return -1;
         p = comma ? comma + 1 : NULL;
     }
     return n;
 }
 
-int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max) {
-    return parse_list(cmd, opt, arg, lo, hi, false, out, max);
+struct int_list {
+    const char * cmd, * opt;
+    long long lo, hi, * out;
+    bool ngl; /* -ngl's values: counts or auto */
+};
+
+static bool int_item(void * ctx, int i, const char * s) {
+    const struct int_list * l = ctx;
+    return l->ngl ? cli_parse_ngl(l->cmd, s, &l->out[i]) : cli_parse_int(l->cmd, l->opt, s, l->lo, l->hi, &l->out[i]);
 }
 
-int cli_parse_ngl_list(const char * cmd, const char * arg, long long * out, int max) { return parse_list(cmd, "-ngl", arg, 0, 0, true, out, max); }
+int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max) {
+    struct int_list l = {cmd, opt, lo, hi, out, false};
+    return cli_parse_list(cmd, opt, arg, max, int_item, &l);
+}
+
+int cli_parse_ngl_list(const char * cmd, const char * arg, long long * out, int max) {
+    struct int_list l = {cmd, "-ngl", 0, 0, out, true};
+    return cli_parse_list(cmd, "-ngl", arg, max, int_item, &l);
+}
 
 char * cli_read_file(const char * cmd, const char * path, size_t * len) {
     void * data = NULL;

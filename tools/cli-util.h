@@ -15,6 +15,12 @@
 bool cli_parse_int(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out);
 bool cli_parse_u64(const char * cmd, const char * opt, const char * arg, uint64_t hi, uint64_t * out);
 bool cli_parse_float(const char * cmd, const char * opt, const char * arg, double lo, double hi, double * out);
+/* Calls item(ctx, i, s) for the items s of the comma list 'arg' in order (i = 0, 1, ...; at most
+ * 'max' items, none empty or of 64 bytes or more). Returns the count, or -1 after one line on
+ * stderr: "loom CMD: OPT takes at most MAX values, got more in 'ARG'", "loom CMD: invalid list
+ * 'ARG' for OPT", or the message of an item that item() refused (it prints one, returns false). */
+typedef bool (*cli_list_item)(void * ctx, int i, const char * s);
+int cli_parse_list(const char * cmd, const char * opt, const char * arg, int max, cli_list_item item, void * ctx);
 /* Parses a comma list of integers (e.g. "128,512") into 'out' (at most 'max'); returns the count or -1 (reported). */
 int cli_parse_int_list(const char * cmd, const char * opt, const char * arg, long long lo, long long hi, long long * out, int max);
 /* "s" for a count 'n' other than 1, else "": the plural of the noun after it ("%d token%s"). */

@@ -48,7 +48,7 @@ struct bench_result {
     char desc[64];
     uint64_t size, n_params;
     char backend[LOOM_MAX_DEVICES * 24 + 16];
-    long long n_threads, n_gpu_layers, n_batch, n_prompt, n_gen, n_depth;
+    long long n_threads, n_gpu_layers, n_batch, n_ubatch, n_prompt, n_gen, n_depth; /* n_ubatch: -ub, 0 when not given (auto) */
     bool ngl_auto, use_mmap;
     enum loom_llama_flash_attn fa_mode;  /* as asked */
     int32_t n_fa_layers, n_layer;        /* the layers whose attention ran fused, of all */
@@ -105,24 +105,25 @@ static bool add_ints(const char * opt, const char * arg, long long lo, long long
     return k >= 0 && list_add(opt, list, n, v, k, sizeof *v);
 }
 
-/* The comma list 'arg' of cache types (-ctk, -ctv) or flash-attention modes (-fa) added to 'list'
- * (enum loom_type or enum loom_llama_flash_attn); an empty item is refused like a bad one. */
-static bool add_names(const char * opt, const char * arg, bool fa, void * list, int * n) {
+struct name_list {
+    const char * opt;
+    bool fa;
     enum loom_type types[MAX_LIST];
     enum loom_llama_flash_attn modes[MAX_LIST];
-    int k = 0;
-    for (const char * p = arg; p; k++) {
-        const char * comma = strchr(p, ',');
-        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char item[16];
-        if (k >= MAX_LIST) return fprintf(stderr, "loom bench: %s takes at most %d values, got more in '%s'\n", opt, MAX_LIST, arg), false;
-        if (len == 0 || len >= sizeof item) return fprintf(stderr, "loom bench: invalid list '%s' for %s\n", arg, opt), false;
-        memcpy(item, p, len);
-        item[len] = 0;
-        if (!(fa ? cli_parse_flash_attn("bench", opt, item, &modes[k]) : cli_parse_cache_type("bench", opt, item, &types[k]))) return false;
-        p = comma ? comma + 1 : NULL;
-    }
-    return fa ? list_add(opt, list, n, modes, k, sizeof *modes) : list_add(opt, list, n, types, k, sizeof *types);
+};
+
+static bool name_item(void * ctx, int i, const char * s) {
+    struct name_list * l = ctx;
+    return l->fa ? cli_parse_flash_attn("bench", l->opt, s, &l->modes[i]) : cli_parse_cache_type("bench", l->opt, s, &l->types[i]);
+}
+
+/* The comma list 'arg' of cache types (-ctk, -ctv) or flash-attention modes (-fa) added to 'list'
+ * (enum loom_type or enum loom_llama_flash_attn). */
+static bool add_names(const char * opt, const char * arg, bool fa, void * list, int * n) {
+    struct name_list l = {.opt = opt, .fa = fa};
+    const int k = cli_parse_list("bench", opt, arg, MAX_LIST, name_item, &l);
+    if (k < 0) return false;
+    return fa ? list_add(opt, list, n, l.modes, k, sizeof *l.modes) : list_add(opt, list, n, l.types, k, sizeof *l.types);
 }
 
 /* -m's value added to 'models': a comma list of files, as the field's tool splits it, unless the
@@ -309,7 +310,7 @@ static void print_header(const struct bench_opts * o) {
         printf("| model | size | params | backend | threads | ngl | fa | type_k | type_v |%s test | t/s |\n", md_mmap(o) ? " mmap |" : "");
         printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |%s ---: | ---: |\n", md_mmap(o) ? " ---: |" : "");
     } else if (o->output == OUT_CSV) {
-        printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,type_k,type_v,"
+        printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,n_ubatch,type_k,type_v,"
                "flash_attn,use_mmap,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts\n");
     } else if (o->output == OUT_JSON) {
         printf("[\n");
@@ -335,9 +336,9 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
                r->n_params / 1e6, r->backend, r->n_threads, ngl, fa, loom_type_name(r->type_k),
                loom_type_name(r->type_v), mmap, test, r->avg_ts, r->stddev_ts);
     } else if (o->output == OUT_CSV) {
-        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
+        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
-               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap,
+               r->n_gpu_layers, r->n_batch, r->n_ubatch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap,
                r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     } else { /* JSON: the array's elements; JSONL: one object a line */
         printf("%s{\"model_filename\": \"", o->output == OUT_JSONL ? "" : first ? "  " : ",\n  ");
@@ -347,11 +348,11 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
             else putchar(*c);
         }
         printf("\", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backends\": \"%s\", "
-               "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"type_k\": \"%s\", \"type_v\": \"%s\", "
+               "\"n_threads\": %lld, \"n_gpu_layers\": %lld, \"n_batch\": %lld, \"n_ubatch\": %lld, \"type_k\": \"%s\", \"type_v\": \"%s\", "
                "\"flash_attn\": %s, \"use_mmap\": %s, \"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ns\": [",
                r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
-               r->n_gpu_layers, r->n_batch, loom_type_name(r->type_k), loom_type_name(r->type_v),
+               r->n_gpu_layers, r->n_batch, r->n_ubatch, loom_type_name(r->type_k), loom_type_name(r->type_v),
                fa_all(r) ? "true" : "false", r->use_mmap ? "true" : "false", r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts,
                r->stddev_ts);
         const double n_tok = (double)(r->n_prompt + r->n_gen);
@@ -492,7 +493,7 @@ static bool bench_context(const struct bench_opts * o, struct loom_model * model
         for (int i = 0; i < n_tests(o); i++) {
             struct bench_result r = {.model_path = ld->path, .size = loom_model_size(model), .n_params = loom_model_n_params(model),
                                      .n_threads = cp.n_threads, .n_gpu_layers = ld->ngl, .ngl_auto = ld->ngl_auto,
-                                     .n_batch = cp.n_batch, .n_depth = o->depths[di], .fa_mode = cp.flash_attn,
+                                     .n_batch = cp.n_batch, .n_ubatch = cp.n_ubatch, .n_depth = o->depths[di], .fa_mode = cp.flash_attn,
                                      .n_fa_layers = loom_llama_n_flash_attn_layers(lctx), .n_layer = loom_model_hparams(model)->n_layer,
                                      .type_k = cp.type_k, .type_v = cp.type_v, .use_mmap = ld->use_mmap};
             snprintf(r.desc, sizeof r.desc, "%s", loom_model_desc(model));

@@ -70,7 +70,7 @@ expect_fail "bench bad list" "$bin" bench -m "$model" -p 128,,512
 expect_fail "bench missing model" "$bin" bench -m "$tmp/none.gguf" -p 8 -n 0 -r 1
 # the JSON rows carry the fields llama-bench's readers use, one sample per timed run
 "$bin" bench -m "$model" -p 8 -n 0 -r 3 -t 1 -o json >"$tmp/bench.json" 2>/dev/null
-missing=$(for k in model_filename model_type model_size model_n_params n_threads n_gpu_layers n_batch type_k type_v flash_attn use_mmap n_prompt n_gen n_depth avg_ns stddev_ns avg_ts stddev_ts samples_ns samples_ts; do
+missing=$(for k in model_filename model_type model_size model_n_params n_threads n_gpu_layers n_batch n_ubatch type_k type_v flash_attn use_mmap n_prompt n_gen n_depth avg_ns stddev_ns avg_ts stddev_ts samples_ns samples_ts; do
   grep -q "\"$k\": " "$tmp/bench.json" || printf '%s ' "$k"; done)
 samples=$(grep -o '"samples_ns": \[[^]]*\]' "$tmp/bench.json" | tr -cd ',' | wc -c)
 [ -z "$missing" ] && [ "$samples" = 2 ] && echo "ok: bench -o json fields and 3 samples" ||
@@ -98,7 +98,7 @@ rows=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1,1 2>/dev/null | grep -c "pp8
 # in each of the 2 x 2 x 2 configurations of -b, -fa and -ctk; -o jsonl: one whole object a line
 "$bin" bench -m "$model" -p 8 -p 4 -n 0 -n 2 -b 256 -b 64 -fa 0 -fa on -ctk f16 -ctk bf16 -r 1 -t 1 -o jsonl >"$tmp/b.jsonl" 2>"$tmp/err"
 objs=$(grep -c '^{"model_filename": .*\]}$' "$tmp/b.jsonl")
-confs=$(grep -o '"n_batch": [0-9]*, "type_k": "[a-z0-9]*", "type_v": "f16", "flash_attn": [a-z]*' "$tmp/b.jsonl" | sort -u | wc -l)
+confs=$(grep -o '"n_batch": [0-9]*, "n_ubatch": 0, "type_k": "[a-z0-9]*", "type_v": "f16", "flash_attn": [a-z]*' "$tmp/b.jsonl" | sort -u | wc -l)
 tests=$(grep -o '"n_prompt": [0-9]*, "n_gen": [0-9]*' "$tmp/b.jsonl" | sort | uniq -c | awk '{ printf "%s:%s%s ", $1, $3, $5 }')
 [ "$(wc -l <"$tmp/b.jsonl")" = 24 ] && [ "$objs" = 24 ] && [ "$confs" = 8 ] && [ "$tests" = "8:0,2 8:4,0 8:8,0 " ] &&
   echo "ok: bench list options given twice add up (-o jsonl)" ||

@@ -90,7 +90,7 @@ expect_fail "bench: -fa before another option" "option '-fa' needs a value (on, 
 # bench: a configuration the model cannot run (a q4_0 K cache on 8-wide heads) is one line; the
 # other rows are measured, and the exit status is 1 at the end (llama-bench's for a failed context)
 "$bin" bench -m "$model" -p 4 -n 2 -r 1 -t 1 -fa 1 -ctk f16,q4_0,bf16 -o csv >"$tmp/out" 2>"$tmp/err" </dev/null
-rc=$? rows=$(tail -n +2 "$tmp/out" | cut -d, -f9 | tr '\n' ' ')
+rc=$? rows=$(tail -n +2 "$tmp/out" | cut -d, -f10 | tr '\n' ' ')
 [ $rc = 1 ] && [ "$rows" = '"f16" "f16" "bf16" "bf16" ' ] && [ "$(wc -l <"$tmp/err")" = 1 ] &&
   grep -q "^loom bench: $model: -t 1 -b 512 -fa on -ctk q4_0 -ctv f16: KV cache type q4_0 for K needs heads of a multiple of 32 elements; this model's have 8 (skipped)$" "$tmp/err" &&
   ok "bench: the q4_0 row fails in one line, f16 and bf16 measured, exit 1" || fail "bench -ctk f16,q4_0,bf16: exit $rc, rows '$rows': $(cat "$tmp/err")"
