@@ -78,7 +78,8 @@ struct loom_gguf;
  * tensor data is neither read nor mapped), validating everything against the file's real size.
  * On success stores a new handle in '*out' (free it with 'loom_gguf_free') and returns LOOM_OK.
  * On failure '*out' is NULL and 'err' (when not NULL; 'err_size' bytes, always NUL-terminated)
- * holds a one-line message; with 'err' NULL the message is logged at ERROR level. Returns
+ * holds a one-line message (for a file that opens, it begins with the quoted path); with 'err'
+ * NULL the message is logged at ERROR level. Returns
  *  LOOM_ERR_INVALID_ARG  'path' or 'out' NULL;
  *  LOOM_ERR_IO           the file cannot be opened, is not a regular file, or a read fails;
  *  LOOM_ERR_FORMAT       the file is malformed (truncated, bad magic, a rule above broken);

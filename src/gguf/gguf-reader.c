@@ -814,14 +814,14 @@ enum loom_status loom_gguf_open(const char * path, struct loom_gguf ** out, char
         close(fd);
         return lgg_fail(err, err_size, LOOM_ERR_OOM, "out of memory");
     }
-    enum loom_status st = parse(&src, out, err, err_size);
+    char perr[1024] = "malformed";
+    enum loom_status st = parse(&src, out, perr, sizeof perr);
     lgg_source_done(&src);
     close(fd);
-    if (st == LOOM_OK) {
-        (*out)->has_file_id = true;
-        (*out)->dev = sb.st_dev;
-        (*out)->ino = sb.st_ino;
-    }
+    if (st != LOOM_OK) return lgg_fail(err, err_size, st, "'%s': %s", q, perr); /* the message names the file */
+    (*out)->has_file_id = true;
+    (*out)->dev = sb.st_dev;
+    (*out)->ino = sb.st_ino;
     return st;
 }
 
