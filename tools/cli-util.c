@@ -166,6 +166,14 @@ static enum loom_log_level g_min_level = LOOM_LOG_WARN;
 
 const char * cli_last_error(const char * fallback) { return g_last_error[0] ? g_last_error : fallback; }
 
+void cli_name_last_error(const char * path, const char * fallback) {
+    if (!g_last_error[0]) snprintf(g_last_error, sizeof g_last_error, "%s", fallback);
+    if (strstr(g_last_error, path)) return;
+    char named[sizeof g_last_error];
+    if (snprintf(named, sizeof named, "%s: %s", path, g_last_error) < 0) return; /* a long one is cut at the buffer's end */
+    memcpy(g_last_error, named, sizeof named);
+}
+
 void cli_hint_last_error(enum loom_status st, const char * hint) {
     const size_t n = strlen(g_last_error);
     if (st == LOOM_ERR_OOM && n) snprintf(g_last_error + n, sizeof g_last_error - n, " (%s)", hint);

@@ -86,6 +86,9 @@ void cli_warn_ctx_train_as(const char * cmd, int32_t n_ctx, int32_t n_ctx_train)
 /* The last error the library logged (kept so a command can print it as its one error line),
  * or 'fallback' when none was logged. */
 const char * cli_last_error(const char * fallback);
+/* Makes the last error (or 'fallback', when none was logged) begin with "PATH: " unless it names
+ * 'path' already: a model the library refused is then named in the command's one error line. */
+void cli_name_last_error(const char * path, const char * fallback);
 /* Adds " (HINT)" to the last error when 'st' is LOOM_ERR_OOM (a KV cache too large: the library
  * names no flag, the command names its own, e.g. "use a smaller -c"). */
 void cli_hint_last_error(enum loom_status st, const char * hint);

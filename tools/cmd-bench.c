@@ -294,6 +294,19 @@ static void test_name(const struct bench_result * r, char * buf, size_t size) {
 /* The table shows an mmap column where -mmp is not the default (1 alone), as the field's bench does. */
 static bool md_mmap(const struct bench_opts * o) { return o->n_mmaps > 1 || !o->mmaps[0]; }
 
+/* ... and an n_batch column where -b is not the default (512 alone). */
+static bool md_batch(const struct bench_opts * o) { return o->n_batches > 1 || o->batches[0] != 512; }
+
+/* 's' as a CSV field: in double quotes, a double quote in it doubled (RFC 4180). */
+static void csv_str(const char * s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
 /* Whether the attention was fused in every layer (the flash_attn field of JSON and CSV). */
 static bool fa_all(const struct bench_result * r) { return r->n_fa_layers == r->n_layer; }
 
@@ -307,8 +320,9 @@ static void fa_label(const struct bench_result * r, char * buf, size_t size) {
 
 static void print_header(const struct bench_opts * o) {
     if (o->output == OUT_MD) {
-        printf("| model | size | params | backend | threads | ngl | fa | type_k | type_v |%s test | t/s |\n", md_mmap(o) ? " mmap |" : "");
-        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |%s ---: | ---: |\n", md_mmap(o) ? " ---: |" : "");
+        printf("| model | size | params | backend | threads |%s ngl | fa | type_k | type_v |%s test | t/s |\n", md_batch(o) ? " n_batch |" : "",
+               md_mmap(o) ? " mmap |" : "");
+        printf("| --- | ---: | ---: | --- | ---: |%s ---: | ---: | --- | --- |%s ---: | ---: |\n", md_batch(o) ? " ---: |" : "", md_mmap(o) ? " ---: |" : "");
     } else if (o->output == OUT_CSV) {
         printf("model_filename,model_type,model_size,model_n_params,backends,n_threads,n_gpu_layers,n_batch,n_ubatch,type_k,type_v,"
                "flash_attn,use_mmap,n_prompt,n_gen,n_depth,avg_ns,stddev_ns,avg_ts,stddev_ts\n");
@@ -326,20 +340,24 @@ static void print_footer(const struct bench_opts * o) {
 
 static void print_result(const struct bench_opts * o, const struct bench_result * r, bool first) {
     if (o->output == OUT_MD) {
-        char test[64], mmap[16] = "", ngl[32], fa[32];
+        char test[64], mmap[16] = "", batch[32] = "", ngl[32], fa[32];
         test_name(r, test, sizeof test);
         if (md_mmap(o)) snprintf(mmap, sizeof mmap, " %d |", r->use_mmap);
+        if (md_batch(o)) snprintf(batch, sizeof batch, " %lld |", r->n_batch);
         if (r->ngl_auto) snprintf(ngl, sizeof ngl, "auto (%lld)", r->n_gpu_layers);
         else snprintf(ngl, sizeof ngl, "%lld", r->n_gpu_layers);
         fa_label(r, fa, sizeof fa);
-        printf("| %s | %.2f MiB | %.2f M | %s | %lld | %s | %s | %s | %s |%s %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
-               r->n_params / 1e6, r->backend, r->n_threads, ngl, fa, loom_type_name(r->type_k),
+        printf("| %s | %.2f MiB | %.2f M | %s | %lld |%s %s | %s | %s | %s |%s %s | %.2f ± %.2f |\n", r->desc, r->size / 1048576.0,
+               r->n_params / 1e6, r->backend, r->n_threads, batch, ngl, fa, loom_type_name(r->type_k),
                loom_type_name(r->type_v), mmap, test, r->avg_ts, r->stddev_ts);
     } else if (o->output == OUT_CSV) {
-        printf("\"%s\",\"%s\",%llu,%llu,\"%s\",%lld,%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->model_path,
-               r->desc, (unsigned long long)r->size, (unsigned long long)r->n_params, r->backend, r->n_threads,
-               r->n_gpu_layers, r->n_batch, r->n_ubatch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap,
-               r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+        csv_str(r->model_path);
+        putchar(',');
+        csv_str(r->desc);
+        printf(",%llu,%llu,", (unsigned long long)r->size, (unsigned long long)r->n_params);
+        csv_str(r->backend);
+        printf(",%lld,%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->n_threads, r->n_gpu_layers, r->n_batch,
+               r->n_ubatch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap, r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     } else { /* JSON: the array's elements; JSONL: one object a line */
         printf("%s{\"model_filename\": \"", o->output == OUT_JSONL ? "" : first ? "  " : ",\n  ");
         for (const char * c = r->model_path; *c; c++) {

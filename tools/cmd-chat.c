@@ -468,7 +468,10 @@ static int fail(struct chat * c, const char * what) {
 /* Loads the model, picks the template, creates the context, sampler and detokenizer. */
 static int setup(struct chat * c, const struct chat_opts * o) {
     struct loom_model_file * file = NULL;
-    if (loom_model_file_open(o->g.model, &file) != LOOM_OK) return fail(c, "cannot read the model");
+    if (loom_model_file_open(o->g.model, &file) != LOOM_OK) {
+        cli_name_last_error(o->g.model, "cannot read the model");
+        return fail(c, "cannot read the model");
+    }
     const struct loom_hparams hp = *loom_model_file_hparams(file);
     if (!logit_bias_check(g_cmd, o->g.biases, o->g.n_biases, hp.n_vocab) || !gen_opts_check_cache(g_cmd, &o->g, &hp)) {
         loom_model_file_free(file);
@@ -489,7 +492,10 @@ static int setup(struct chat * c, const struct chat_opts * o) {
     }
     const enum loom_status st = loom_model_load_file(file, mp, &c->model);
     loom_model_file_free(file);
-    if (st != LOOM_OK) return fail(c, "cannot load the model");
+    if (st != LOOM_OK) {
+        cli_name_last_error(o->g.model, "cannot load the model");
+        return fail(c, "cannot load the model");
+    }
     cli_warn_ctx_train(c->n_ctx, n_train);
     c->vocab = loom_model_vocab(c->model);
     c->n_vocab = loom_model_hparams(c->model)->n_vocab;

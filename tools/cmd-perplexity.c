@@ -185,7 +185,10 @@ int loom_cmd_perplexity(int argc, char ** argv) {
         fprintf(stderr, "loom perplexity: cannot open model '%s': %s\n", o.model, strerror(errno));
         return 1;
     }
-    if (loom_model_file_open(o.model, &s.file) != LOOM_OK) return finish(&s, 1, "cannot read the model");
+    if (loom_model_file_open(o.model, &s.file) != LOOM_OK) {
+        cli_name_last_error(o.model, "cannot read the model");
+        return finish(&s, 1, "cannot read the model");
+    }
     s.vocab = loom_model_file_vocab(s.file);
     const int64_t t0 = loom_time_us();
     const int32_t n_tokens = tokenize_text(&o, &s);
@@ -213,7 +216,10 @@ int loom_cmd_perplexity(int argc, char ** argv) {
     cp.type_v = o.type_v;
     cp.flash_attn = o.flash_attn;
     if (o.n_gpu_layers == CLI_NGL_AUTO && !cli_fit_layers(s.file, &mp, cp, o.fit_margin)) return finish(&s, 1, "cannot measure what fits on the device");
-    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return finish(&s, 1, "cannot load the model");
+    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) {
+        cli_name_last_error(o.model, "cannot load the model");
+        return finish(&s, 1, "cannot load the model");
+    }
     cli_warn_ctx_train(n_ctx, loom_model_hparams(s.model)->n_ctx_train);
     const enum loom_status cst = loom_llama_context_new(s.model, cp, &s.lctx);
     if (cst != LOOM_OK) {

@@ -213,6 +213,7 @@ static int prepare_prompt(const struct run_opts * o, struct run_state * s, int32
     const char * prompt = prompt_buf ? prompt_buf : o->prompt ? o->prompt : "";
     if (loom_model_file_open(o->g.model, &s->file) != LOOM_OK) {
         free(prompt_buf);
+        cli_name_last_error(o->g.model, "cannot read the model");
         return fail(s, "cannot read the model");
     }
     s->vocab = loom_model_file_vocab(s->file);
@@ -296,7 +297,10 @@ int loom_cmd_run(int argc, char ** argv) {
         o.g.n_gpu_layers = mp.n_gpu_layers;
     }
     cli_log_hold(); /* printed once the context exists: a model or a KV cache refused gets its one line */
-    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) return fail(&s, "cannot load the model");
+    if (loom_model_load_file(s.file, mp, &s.model) != LOOM_OK) {
+        cli_name_last_error(o.g.model, "cannot load the model");
+        return fail(&s, "cannot load the model");
+    }
     double t_load = (loom_time_us() - t_start) / 1000.0;
     const enum loom_status cst = loom_llama_context_new(s.model, cp, &s.lctx);
     if (cst != LOOM_OK) {

@@ -349,7 +349,10 @@ static bool load(void) {
     cp.n_threads = G.p.n_threads;
     cp.flash_attn = G.p.flash_attn;
     bool ok = G.p.n_gpu_layers != CLI_NGL_AUTO || cli_fit_layers(G.file, &mp, cp, G.p.fit_margin);
-    ok = ok && loom_model_load_file(G.file, mp, &G.model) == LOOM_OK;
+    if (ok && loom_model_load_file(G.file, mp, &G.model) != LOOM_OK) {
+        cli_name_last_error(G.p.model_path, "cannot load the model");
+        ok = false;
+    }
     loom_model_file_free(G.file);
     G.file = NULL;
     if (!ok) return false;
@@ -379,6 +382,7 @@ static bool load(void) {
 bool serve_gen_open(const struct serve_gen_params * p) {
     G.p = *p;
     if (loom_model_file_open(p->model_path, &G.file) != LOOM_OK) {
+        cli_name_last_error(p->model_path, "cannot read the model");
         fprintf(stderr, "loom serve: %s\n", cli_last_error("cannot read the model"));
         return false;
     }

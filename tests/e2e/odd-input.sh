@@ -108,7 +108,7 @@ check() { # TYPE TENSOR ELEMENT BYTES(printf) WHAT
   [ "$1" = f32 ] && size=4
   "$bin" gen-model --dim 64 --hidden 128 --layers 2 --heads 2 --vocab 300 --ctx 128 --type "$1" -o "$f" >/dev/null 2>&1 || { fail "gen-model --type $1"; return; }
   printf "$4" | dd of="$f" bs=1 seek=$(($(at "$f" "$2") + $3 * size)) conv=notrunc status=none
-  expect_fail "--check-tensors, $5 in $2 ($1)" "^loom run: tensor '$2' ($1) has invalid data: element $3 is $5$" \
+  expect_fail "--check-tensors, $5 in $2 ($1)" "^loom run: $f: tensor '$2' ($1) has invalid data: element $3 is $5$" \
     "$bin" run -m "$f" -p hi -n 2 -t 1 --check-tensors
   expect_fail "--check-tensors --no-mmap ($1)" "tensor '$2' ($1) has invalid data" "$bin" run -m "$f" -p hi -n 2 -t 1 --check-tensors --no-mmap
   "$bin" run -m "$f" -p hi -n 2 -t 1 >/dev/null 2>"$tmp/err" </dev/null
@@ -117,7 +117,7 @@ check() { # TYPE TENSOR ELEMENT BYTES(printf) WHAT
 check f32 blk.0.attn_norm.weight 3 '\x00\x00\x80\xff' -inf
 check f16 blk.1.ffn_down.weight 5 '\x00\x7e' NaN
 check bf16 output.weight 7 '\x80\x7f' inf
-expect_fail "perplexity --check-tensors" "^loom perplexity: tensor 'blk.1.ffn_down.weight' (f16) has invalid data: element 5 is NaN$" \
+expect_fail "perplexity --check-tensors" "^loom perplexity: $tmp/bad-f16.gguf: tensor 'blk.1.ffn_down.weight' (f16) has invalid data: element 5 is NaN$" \
   "$bin" perplexity -m "$tmp/bad-f16.gguf" -f "$text" -c 64 --check-tensors
 expect_fail "chat --check-tensors" "tensor 'output.weight' (bf16) has invalid data" "$bin" chat -m "$tmp/bad-bf16.gguf" --check-tensors
 "$bin" run -m "$model" -p hi -n 2 -t 1 --check-tensors >/dev/null 2>"$tmp/err" && ok "--check-tensors passes a sound model" ||
