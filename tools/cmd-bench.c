@@ -357,7 +357,8 @@ static void print_result(const struct bench_opts * o, const struct bench_result 
         printf(",%llu,%llu,", (unsigned long long)r->size, (unsigned long long)r->n_params);
         csv_str(r->backend);
         printf(",%lld,%lld,%lld,%lld,\"%s\",\"%s\",%d,%d,%lld,%lld,%lld,%.0f,%.0f,%.6f,%.6f\n", r->n_threads, r->n_gpu_layers, r->n_batch,
-               r->n_ubatch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap, r->n_prompt, r->n_gen, r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+               r->n_ubatch, loom_type_name(r->type_k), loom_type_name(r->type_v), fa_all(r), r->use_mmap, r->n_prompt, r->n_gen,
+               r->n_depth, r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     } else { /* JSON: the array's elements; JSONL: one object a line */
         printf("%s{\"model_filename\": \"", o->output == OUT_JSONL ? "" : first ? "  " : ",\n  ");
         for (const char * c = r->model_path; *c; c++) {
@@ -446,15 +447,6 @@ static void bench_extents(const struct bench_opts * o, long long * max_depth, lo
         *max_tok = np + 1 > *max_tok ? np + 1 : *max_tok;
     }
     *max_tok = *max_depth > *max_tok ? *max_depth : *max_tok;
-}
-
-/* The one error line of a failure with the model at 'path': the library's reason, after the
- * file's name unless the reason names it already. */
-static void model_error(const char * path, const char * fallback) {
-    const char * why = cli_last_error(fallback);
-    cli_flush(); /* the rows before it first, where stdout and stderr are one terminal */
-    if (strstr(why, path)) fprintf(stderr, "loom bench: %s\n", why);
-    else fprintf(stderr, "loom bench: %s: %s\n", path, why);
 }
 
 /* The one line of a load (one -ngl value with one -mmp value) that failed: the model, that
@@ -690,7 +682,10 @@ int loom_cmd_bench(int argc, char ** argv) {
     bool ok = true;
     for (int mi = 0; mi < o.n_models && ok; mi++) {
         ok = loom_model_file_open(o.models[mi], &files[mi]) == LOOM_OK;
-        if (!ok) model_error(o.models[mi], "cannot read the model");
+        if (!ok) { /* nothing measured yet: the one line, naming the file */
+            cli_name_last_error(o.models[mi], "cannot read the model");
+            fprintf(stderr, "loom bench: %s\n", cli_last_error("cannot read the model"));
+        }
     }
     ok = ok && bench_check(&o, files);
     if (ok) {
