@@ -224,25 +224,35 @@ __device__ __forceinline__ void lc_qmv8_rows(const char * const (&a)[ROWS], cons
 /* Q6_K's weights staged in shared memory. A lane's unit of a Q6_K row is 105 bytes from the next
  * lane's, so each of the unit's ~30 loads of 2-4 bytes from global memory touches ~26 sectors (the
  * products were bound by L1 requests: bench/results/cuda-quant.md, session 20). Instead the warp
- * copies LC_WS_BLOCKS blocks of each of its two rows at a time with 16-byte loads (lanes on
- * consecutive bytes) into LC_WS_ROW bytes of shared memory a row, and its lanes read their units
- * there: lanes 0..15 the first row's, 16..31 the second's. */
+ * copies LC_WS_BLOCKS blocks of each of its two rows at a time (a chunk) with 16-byte cp.async
+ * copies (lanes on consecutive bytes) into LC_WS_ROW bytes of shared memory a row, and its lanes
+ * read their units there: lanes 0..15 the first row's, 16..31 the second's. Each row has two
+ * buffers: the copy of the next chunk runs while the lanes decode this one, so that a warp
+ * always has bytes in flight -- which the tails' blocks of 16 warps, one a multiprocessor, need
+ * (one buffer: the 4-warp kernels +8-15%, the tails 5-7.5% slower than unstaged; two: the tails
+ * 5% faster too; bench/results/cuda-quant.md, sessions 21 and 22). */
 #define LC_WS_BLOCKS 8
 #define LC_WS_ROW 1696 /* LC_WS_BLOCKS * 210 bytes, after the first one's offset in its 16-byte line (< 16), rounded up to 16 */
 static_assert(LC_WS_ROW % 16 == 0 && LC_WS_ROW >= LC_WS_BLOCKS * 210 + 14, "a chunk of blocks and its offset");
 /* Bytes of staged weights a block of 'warps' warps takes for type T (0: the lanes read their
- * units from global memory). Only the kernels of LC_QMV_WARPS warps stage: the tail's blocks of
- * LC_QTAIL_WARPS warps (one a multiprocessor) took 7.5% longer staged than not (7B Q6_K wo and
- * down on an H200: bench/results/cuda-quant.md, session 21). */
+ * units from global memory): two buffers of each of a warp's two rows. */
 template <int T> static __host__ __device__ constexpr unsigned lc_qmv_ws_bytes(int warps) {
-    return T == LOOM_TYPE_Q6_K && warps == LC_QMV_WARPS ? (unsigned)(warps * LC_QMV_ROWS * LC_WS_ROW) : 0u;
+    return T == LOOM_TYPE_Q6_K ? (unsigned)(warps * LC_QMV_ROWS * 2 * LC_WS_ROW) : 0u;
 }
 
-/* Copies bytes [g[r], g[r] + n) (2-byte aligned, n even, 32 <= n <= LC_WS_BLOCKS * 210) of
- * global memory to s[r] + g[r] % 16, s[r] .. (16-byte aligned shared memory), r = 0, 1, with the
- * warp's 32 lanes: 16-byte loads of the 16-byte lines inside each range (all issued before the
- * first store), 2-byte loads of the ends; no byte outside the ranges is read. */
-static __device__ __forceinline__ void lc_ws_copy2(const char * const (&g)[2], int n, char * const (&s)[2], int lane) {
+/* The end halves of a chunk that lc_ws_issue2 loaded into registers, stored by lc_ws_land. */
+struct lc_ws_end {
+    unsigned short h;
+    char * dst;
+    bool on;
+};
+
+/* Begins the copy of bytes [g[r], g[r] + n) (2-byte aligned, n even, 32 <= n <= LC_WS_BLOCKS *
+ * 210) of global memory to s[r] + g[r] % 16, s[r] .. (16-byte aligned shared memory), r = 0, 1,
+ * by the warp's 32 lanes: cp.async of the 16-byte lines inside each range (through L2, into
+ * shared memory without registers), 2-byte loads of the ends; no byte outside the ranges is read.
+ * lc_ws_land completes it. */
+static __device__ __forceinline__ struct lc_ws_end lc_ws_issue2(const char * const (&g)[2], int n, char * const (&s)[2], int lane) {
     constexpr int MAXP = (2 * LC_WS_BLOCKS * 210 / 16 + 31) / 32; /* 16-byte pieces a lane at most */
     uintptr_t lo[2], base[2];
     int np[2];
@@ -253,29 +263,35 @@ static __device__ __forceinline__ void lc_ws_copy2(const char * const (&g)[2], i
         base[r] = g0 & ~(uintptr_t)15;
         np[r] = (int)((((g0 + n) & ~(uintptr_t)15) - lo[r]) / 16);
     }
-    uint4 v[MAXP];
 #pragma unroll
     for (int k = 0; k < MAXP; k++) {
         const int i = lane + 32 * k, r = i >= np[0], ir = r ? i - np[0] : i;
-        if (i < np[0] + np[1]) v[k] = __ldg((const uint4 *)(r ? lo[1] : lo[0]) + ir);
+        if (i < np[0] + np[1]) {
+            const unsigned dst = (unsigned)__cvta_generic_to_shared((r ? s[1] : s[0]) + ((r ? lo[1] - base[1] : lo[0] - base[0]) + 16 * ir));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"((const uint4 *)(r ? lo[1] : lo[0]) + ir) : "memory");
+        }
     }
+    asm volatile("cp.async.commit_group;" ::: "memory");
     /* the ends: lanes 8r .. 8r + 7 the halves before lo[r], 16 + 8r .. the halves after the lines */
     const bool er = (lane >> 3) & 1, tail = lane >> 4;
     const uintptr_t g0 = (uintptr_t)(er ? g[1] : g[0]), lr = er ? lo[1] : lo[0], br = er ? base[1] : base[0];
     const uintptr_t hp = (tail ? lr + 16 * (uintptr_t)(er ? np[1] : np[0]) : g0) + 2 * (lane & 7);
-    const bool hv = tail ? hp < g0 + n : hp < lr;
-    unsigned short h = 0;
-    if (hv) h = __ldg((const unsigned short *)hp);
-#pragma unroll
-    for (int k = 0; k < MAXP; k++) {
-        const int i = lane + 32 * k, r = i >= np[0], ir = r ? i - np[0] : i;
-        if (i < np[0] + np[1]) *(uint4 *)((r ? s[1] : s[0]) + ((r ? lo[1] - base[1] : lo[0] - base[0]) + 16 * ir)) = v[k];
-    }
-    if (hv) *(unsigned short *)((er ? s[1] : s[0]) + (hp - br)) = h;
+    struct lc_ws_end e;
+    e.on = tail ? hp < g0 + n : hp < lr;
+    e.h = e.on ? __ldg((const unsigned short *)hp) : 0;
+    e.dst = (er ? s[1] : s[0]) + (hp - br);
+    return e;
 }
 
-/* lc_qmv8_rows for Q6_K through staged weights (lc_ws_copy2; 'ws': the warp's 2 * LC_WS_ROW
- * bytes of shared memory): lane l takes unit l % 16 of each chunk of the row l / 16. */
+/* This lane's part of the chunk lc_ws_issue2 began, in shared memory (after a __syncwarp: the warp's). */
+static __device__ __forceinline__ void lc_ws_land(const struct lc_ws_end & e) {
+    if (e.on) *(unsigned short *)e.dst = e.h;
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+/* lc_qmv8_rows for Q6_K through staged weights ('ws': the warp's 4 * LC_WS_ROW bytes of shared
+ * memory, chunk c of row r in buffer c % 2 at (2 * (c % 2) + r) * LC_WS_ROW): lane l takes unit
+ * l % 16 of each chunk of the row l / 16. */
 template <int NC, int ROWS, bool SH>
 __device__ __forceinline__ void lc_qmv8_rows_ws(const char * const (&a)[ROWS], const char * act, int64_t cs, int64_t nunits, int lane,
                                                 float (&acc)[ROWS][NC], char * ws) {
@@ -283,24 +299,37 @@ __device__ __forceinline__ void lc_qmv8_rows_ws(const char * const (&a)[ROWS], c
     static_assert(ROWS == 2 && Q::NU == 2, "a half warp a row, two units a block");
     const int64_t us = SH ? lc_a8_ustride(Q::UE) : Q::UE / 32 * LC_A8_RUN, nblk = nunits / Q::NU;
     const int r = lane >> 4, l = lane & 15;
-    char * const s[2] = {ws, ws + LC_WS_ROW};
     float t[NC];
 #pragma unroll
     for (int j = 0; j < NC; j++) t[j] = 0.0f;
-    for (int64_t b0 = 0; b0 < nblk; b0 += LC_WS_BLOCKS) {
-        const int nb = nblk - b0 < LC_WS_BLOCKS ? (int)(nblk - b0) : LC_WS_BLOCKS;
-        const char * const g[2] = {a[0] + b0 * Q::BS, a[1] + b0 * Q::BS};
-        __syncwarp(); /* the lanes' reads of the chunk before are done */
-        lc_ws_copy2(g, nb * Q::BS, s, lane);
+    {
+        const char * const g[2] = {a[0], a[1]};
+        char * const s[2] = {ws, ws + LC_WS_ROW};
+        lc_ws_land(lc_ws_issue2(g, (nblk < LC_WS_BLOCKS ? (int)nblk : LC_WS_BLOCKS) * Q::BS, s, lane));
         __syncwarp();
+    }
+    int buf = 0;
+    for (int64_t b0 = 0; b0 < nblk; b0 += LC_WS_BLOCKS, buf ^= 1) {
+        const int nb = nblk - b0 < LC_WS_BLOCKS ? (int)(nblk - b0) : LC_WS_BLOCKS;
+        const int64_t b1 = b0 + LC_WS_BLOCKS;
+        const bool more = b1 < nblk;
+        struct lc_ws_end e;
+        e.on = false;
+        if (more) { /* the next chunk into the other buffer, whose reads the last __syncwarp ended */
+            const char * const g[2] = {a[0] + b1 * Q::BS, a[1] + b1 * Q::BS};
+            char * const s[2] = {ws + (2 * (buf ^ 1)) * LC_WS_ROW, ws + (2 * (buf ^ 1) + 1) * LC_WS_ROW};
+            e = lc_ws_issue2(g, (nblk - b1 < LC_WS_BLOCKS ? (int)(nblk - b1) : LC_WS_BLOCKS) * Q::BS, s, lane);
+        }
         if (l < nb * Q::NU) {
             const int64_t u = b0 * Q::NU + l;
             const char * ac[NC];
 #pragma unroll
             for (int j = 0; j < NC; j++) ac[j] = act + j * cs + u * us;
-            const char * blk = (r ? s[1] : s[0]) + ((uintptr_t)(r ? g[1] : g[0]) & 15) + (l / 2) * Q::BS;
+            const char * blk = ws + (2 * buf + r) * LC_WS_ROW + ((uintptr_t)(a[r] + b0 * Q::BS) & 15) + (l / 2) * Q::BS;
             lc_q8dot<LOOM_TYPE_Q6_K>::template dot<SH, NC, true>(blk, l % 2, ac, t);
         }
+        if (more) lc_ws_land(e);
+        __syncwarp(); /* the next chunk in place for every lane; this one's buffer free */
     }
 #pragma unroll
     for (int j = 0; j < NC; j++) {
@@ -320,8 +349,9 @@ __device__ __forceinline__ void lc_qmv8_rows_t(const char * const (&a)[ROWS], co
 /* lc_matvec_q_body for the types with integer dot products (lc_q8dot): the activations are
  * p.q8's 8-bit runs (the launch's first kernel wrote them). Dynamic shared memory ('smem_b'
  * bytes): first the staged weights of the types that have them (lc_qmv_ws_bytes), then, when
- * smem_b leaves room, the block's NC activation columns (else they are read from global memory). */
-template <int T, int NC, int X>
+ * smem_b leaves room, the block's NC activation columns (else they are read from global memory).
+ * WSON false: no staged weights (a tail on a device whose blocks cannot have them: lc_qmv_ws_fits). */
+template <int T, int NC, int X, bool WSON>
 __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, unsigned smem_b) {
     typedef lc_q<T> Q;
     constexpr int ROWS = LC_QMV_ROWS, RPU = Q::UE / 32;
@@ -332,7 +362,7 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
     __shared__ float4 tail_sh[X == LC_MV_TAIL ? LC_MV_TAIL_SHARED / 16 : 1];
     __shared__ float u_sh[X == LC_MV_TAIL ? 32 : 1];
     extern __shared__ float4 lc_qmv_dyn[];
-    constexpr unsigned wsb = lc_qmv_ws_bytes<T>(lc_qmv_warps<X>());
+    constexpr unsigned wsb = WSON ? lc_qmv_ws_bytes<T>(lc_qmv_warps<X>()) : 0;
     char * ws = (char *)lc_qmv_dyn + (threadIdx.x / 32) * (wsb / lc_qmv_warps<X>());
     char * sb = (char *)lc_qmv_dyn + wsb;
     const bool staged = smem_b > wsb;
@@ -400,20 +430,22 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
  * launch of blocks of 'warps' warps. */
 template <class Q> struct lc_qmv_f32 {
     static const int TYPE = -1; /* no register cap (lc_qmv_min_blocks) */
-    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
-    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int, unsigned * set) { return lc_qmv_smem(be, f, K, nc, set); }
+    template <int NC, int X, bool> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int, unsigned * set, bool) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
     static const int TYPE = T;
-    template <int NC, int X> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q8_body<T, NC, X>(p, smem_b); }
+    template <int NC, int X, bool WSON> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) {
+        lc_matvec_q8_body<T, NC, X, WSON>(p, smem_b);
+    }
     /* one column of the legacy blocks (whole 32-element units) reads its runs from global memory:
      * faster than staging them (7B tg128 Q4_0 +0-4%, Q8_0 +2-3% on an H200; the K-quants lose 2-3%:
      * bench/results/cuda-quant.md, session 15) */
-    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int warps, unsigned * set) {
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int warps, unsigned * set, bool wson) {
         const bool legacy = T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q4_1 || T == LOOM_TYPE_Q5_0 || T == LOOM_TYPE_Q5_1 || T == LOOM_TYPE_Q8_0;
-        const unsigned act = legacy && nc == 1 ? 0 : lc_qmv8_smem(lc_q<T>::UE, K, nc), ws = lc_qmv_ws_bytes<T>(warps);
+        const unsigned act = legacy && nc == 1 ? 0 : lc_qmv8_smem(lc_q<T>::UE, K, nc), ws = wson ? lc_qmv_ws_bytes<T>(warps) : 0;
         if (ws == 0 || lc_smem_allow(be, f, ws + act, set)) return ws + act;
-        return ws; /* the activations from global memory (the staged weights take 13.25 KiB) */
+        return ws; /* the activations from global memory (lc_qmv_ws_fits allowed the staged weights) */
     }
 };
 template <bool C, class A, class B> struct lc_qmv_if { typedef A type; };
@@ -430,14 +462,14 @@ static constexpr int lc_qmv_min_blocks(int type, int nc) {
     return nc != 1 ? 0 : type == LOOM_TYPE_Q4_K ? 6 : type == LOOM_TYPE_Q6_K ? 4 : 0;
 }
 
-template <class B, int NC, int X>
+template <class B, int NC, int X, bool WSON = true>
 __global__ void __launch_bounds__(32 * lc_qmv_warps<X>(), X == LC_MV_TAIL ? 1 : lc_qmv_min_blocks(B::TYPE, NC)) lc_qmv_kernel(const __grid_constant__ struct lc_mv_args p, unsigned smem_b) {
-    B::template body<NC, X>(p, smem_b);
+    B::template body<NC, X, WSON>(p, smem_b);
 }
 
 template <class B, int X>
 __global__ void __launch_bounds__(32 * LC_QMV_WARPS, lc_qmv_min_blocks(B::TYPE, 1)) lc_qmv_multi_kernel(const __grid_constant__ struct lc_mv_multi m, unsigned smem_b) {
-    B::template body<1, X>(m.s[blockIdx.z], smem_b);
+    B::template body<1, X, true>(m.s[blockIdx.z], smem_b);
 }
 
 /* Warps per block of the kernel that computes 'p' (lc_qmv_warps of its shape). */
@@ -449,27 +481,42 @@ static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
     return (unsigned)((p.M + per_block - 1) / per_block);
 }
 
+/* Whether kernel f of family B, blocks of 'warps' warps, may have its staged weights
+ * (lc_qmv_ws_bytes; 'set' as lc_smem_allow's): a tail's 106 KiB are more than the blocks of some
+ * devices may take (99 KiB on compute capability 8.6 and 8.9). */
+template <class B> static bool lc_qmv_ws_fits(const struct lc_backend * be, const void * f, int warps, unsigned * set) {
+    const unsigned ws = lc_qmv_ws_bytes<B::TYPE>(warps);
+    return ws == 0 || lc_smem_allow(be, f, ws, set);
+}
+
 /* Queues kernel f of family B (blocks of 'warps' warps; nc staged columns of K; 'set': the
- * shared-memory bytes allowed for f so far, per device id) on 'grid', with 'desc' its launch description. */
+ * shared-memory bytes allowed for f so far, per device id; wson: f has staged weights) on 'grid',
+ * with 'desc' its launch description. */
 template <class B>
-static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, int64_t K, int nc, unsigned * set, const void * desc) {
-    unsigned smem = B::smem(be, f, K, nc, warps, set);
+static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, int64_t K, int nc, unsigned * set, const void * desc,
+                      bool wson = true) {
+    unsigned smem = B::smem(be, f, K, nc, warps, set, wson);
     void * args[] = {(void *)desc, &smem};
     lc_launch(be, f, grid, dim3(32 * warps, 1, 1), args, smem);
 }
 
 /* One product of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS; a tail or pre-norm: 1). */
 template <class B> static void lc_qmv_one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-    static unsigned set[6][16]; /* per kernel below */
+    static unsigned set[7][16]; /* per kernel below */
     const void * f;
     int k, nc = ncols;
-    if (p.tail.kind != LC_TAIL_NONE) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
-    else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE>, k = 1, nc = 1;
+    bool wson = true;
+    if (p.tail.kind != LC_TAIL_NONE) {
+        f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
+        if constexpr (lc_qmv_ws_bytes<B::TYPE>(LC_QTAIL_WARPS) > 0) {
+            if (!lc_qmv_ws_fits<B>(be, f, LC_QTAIL_WARPS, set[0])) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL, false>, k = 6, wson = false;
+        }
+    } else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE>, k = 1, nc = 1;
     else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN>, k = 2;
     else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
     else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
     else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
-    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), lc_qmv_block_warps(p), p.K, nc, set[k], &p);
+    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), lc_qmv_block_warps(p), p.K, nc, set[k], &p, wson);
 }
 
 /* The n one-column products of 'm' in one launch (blockIdx.z: the product). */
