@@ -302,24 +302,22 @@ __device__ __forceinline__ void lc_qmv8_rows_ws(const char * const (&a)[ROWS], c
     float t[NC];
 #pragma unroll
     for (int j = 0; j < NC; j++) t[j] = 0.0f;
-    {
-        const char * const g[2] = {a[0], a[1]};
-        char * const s[2] = {ws, ws + LC_WS_ROW};
-        lc_ws_land(lc_ws_issue2(g, (nblk < LC_WS_BLOCKS ? (int)nblk : LC_WS_BLOCKS) * Q::BS, s, lane));
-        __syncwarp();
-    }
+    /* the blocks of the chunk from block b on; its copy into buffer 'buf' begun */
+    const auto blocks = [&](int64_t b) { return nblk - b < LC_WS_BLOCKS ? (int)(nblk - b) : LC_WS_BLOCKS; };
+    const auto issue = [&](int64_t b, int buf) {
+        const char * const g[2] = {a[0] + b * Q::BS, a[1] + b * Q::BS};
+        char * const s[2] = {ws + 2 * buf * LC_WS_ROW, ws + (2 * buf + 1) * LC_WS_ROW};
+        return lc_ws_issue2(g, blocks(b) * Q::BS, s, lane);
+    };
+    lc_ws_land(issue(0, 0));
+    __syncwarp();
     int buf = 0;
     for (int64_t b0 = 0; b0 < nblk; b0 += LC_WS_BLOCKS, buf ^= 1) {
-        const int nb = nblk - b0 < LC_WS_BLOCKS ? (int)(nblk - b0) : LC_WS_BLOCKS;
-        const int64_t b1 = b0 + LC_WS_BLOCKS;
-        const bool more = b1 < nblk;
+        const int nb = blocks(b0);
+        const bool more = b0 + LC_WS_BLOCKS < nblk;
         struct lc_ws_end e;
         e.on = false;
-        if (more) { /* the next chunk into the other buffer, whose reads the last __syncwarp ended */
-            const char * const g[2] = {a[0] + b1 * Q::BS, a[1] + b1 * Q::BS};
-            char * const s[2] = {ws + (2 * (buf ^ 1)) * LC_WS_ROW, ws + (2 * (buf ^ 1) + 1) * LC_WS_ROW};
-            e = lc_ws_issue2(g, (nblk - b1 < LC_WS_BLOCKS ? (int)(nblk - b1) : LC_WS_BLOCKS) * Q::BS, s, lane);
-        }
+        if (more) e = issue(b0 + LC_WS_BLOCKS, buf ^ 1); /* into the buffer whose reads the last __syncwarp ended */
         if (l < nb * Q::NU) {
             const int64_t u = b0 * Q::NU + l;
             const char * ac[NC];
@@ -402,24 +400,32 @@ __device__ __forceinline__ void lc_matvec_q8_body(const struct lc_mv_args & p, u
 
 /* ------------------------------------------------------------------ the launches */
 
-/* True when kernel 'f' may take 'bytes' of dynamic shared memory on the backend's device (asked
- * for once beyond the 48 KiB every launch gets; 'set': the bytes allowed for f so far, per device id). */
-static inline bool lc_smem_allow(const struct lc_backend * be, const void * f, unsigned bytes, unsigned * set) {
+/* What one kernel was allowed and refused of dynamic shared memory beyond the 48 KiB every launch
+ * gets, per device id (lc_smem_allow; 0: not asked yet). */
+struct lc_smem_set {
+    unsigned ok[16], no[16];
+};
+
+/* True when kernel 'f' may take 'bytes' of dynamic shared memory on the backend's device. Beyond 48
+ * KiB the device is asked once: 'set' keeps the most it allowed and the least it refused, so a
+ * launch after a refusal asks nothing (a tail's staged weights on a device of 99 KiB a block). */
+static inline bool lc_smem_allow(const struct lc_backend * be, const void * f, unsigned bytes, struct lc_smem_set * set) {
     const int id = be->dev->id >= 0 && be->dev->id < 16 ? be->dev->id : 0;
-    if (bytes > 48 * 1024 && bytes > set[id]) {
-        if (cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return false;
-        }
-        set[id] = bytes;
+    if (bytes <= 48 * 1024 || bytes <= set->ok[id]) return true;
+    if (set->no[id] && bytes >= set->no[id]) return false;
+    if (cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        set->no[id] = bytes;
+        return false;
     }
+    set->ok[id] = bytes;
     return true;
 }
 
 /* Dynamic shared memory of an F32-activation launch whose products have K = 'K' and 'nc' columns
- * (0: the activations stay in global memory), allowed for kernel 'f' on the backend's device once
- * ('set': the bytes allowed for f so far, per device id). */
-static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f, int64_t K, int nc, unsigned * set) {
+ * (0: the activations stay in global memory), allowed for kernel 'f' on the backend's device
+ * (lc_smem_allow's 'set'). */
+static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f, int64_t K, int nc, struct lc_smem_set * set) {
     const int64_t bytes = lc_qmv_kp(K) * nc * 4;
     return bytes <= LC_QMV_SMEM_MAX && lc_smem_allow(be, f, (unsigned)bytes, set) ? (unsigned)bytes : 0;
 }
@@ -431,7 +437,7 @@ static inline unsigned lc_qmv_smem(const struct lc_backend * be, const void * f,
 template <class Q> struct lc_qmv_f32 {
     static const int TYPE = -1; /* no register cap (lc_qmv_min_blocks) */
     template <int NC, int X, bool> static __device__ __forceinline__ void body(const struct lc_mv_args & p, unsigned smem_b) { lc_matvec_q_body<Q, NC, X>(p, smem_b); }
-    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int, unsigned * set, bool) { return lc_qmv_smem(be, f, K, nc, set); }
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int, struct lc_smem_set * set, bool) { return lc_qmv_smem(be, f, K, nc, set); }
 };
 template <int T> struct lc_qmv_i8 {
     static const int TYPE = T;
@@ -441,7 +447,7 @@ template <int T> struct lc_qmv_i8 {
     /* one column of the legacy blocks (whole 32-element units) reads its runs from global memory:
      * faster than staging them (7B tg128 Q4_0 +0-4%, Q8_0 +2-3% on an H200; the K-quants lose 2-3%:
      * bench/results/cuda-quant.md, session 15) */
-    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int warps, unsigned * set, bool wson) {
+    static unsigned smem(const struct lc_backend * be, const void * f, int64_t K, int nc, int warps, struct lc_smem_set * set, bool wson) {
         const bool legacy = T == LOOM_TYPE_Q4_0 || T == LOOM_TYPE_Q4_1 || T == LOOM_TYPE_Q5_0 || T == LOOM_TYPE_Q5_1 || T == LOOM_TYPE_Q8_0;
         const unsigned act = legacy && nc == 1 ? 0 : lc_qmv8_smem(lc_q<T>::UE, K, nc), ws = wson ? lc_qmv_ws_bytes<T>(warps) : 0;
         if (ws == 0 || lc_smem_allow(be, f, ws + act, set)) return ws + act;
@@ -484,16 +490,16 @@ static inline unsigned lc_qmv_blocks(const struct lc_mv_args & p) {
 /* Whether kernel f of family B, blocks of 'warps' warps, may have its staged weights
  * (lc_qmv_ws_bytes; 'set' as lc_smem_allow's): a tail's 106 KiB are more than the blocks of some
  * devices may take (99 KiB on compute capability 8.6 and 8.9). */
-template <class B> static bool lc_qmv_ws_fits(const struct lc_backend * be, const void * f, int warps, unsigned * set) {
+template <class B> static bool lc_qmv_ws_fits(const struct lc_backend * be, const void * f, int warps, struct lc_smem_set * set) {
     const unsigned ws = lc_qmv_ws_bytes<B::TYPE>(warps);
     return ws == 0 || lc_smem_allow(be, f, ws, set);
 }
 
-/* Queues kernel f of family B (blocks of 'warps' warps; nc staged columns of K; 'set': the
- * shared-memory bytes allowed for f so far, per device id; wson: f has staged weights) on 'grid',
+/* Queues kernel f of family B (blocks of 'warps' warps; nc staged columns of K; 'set': f's, as
+ * lc_smem_allow's; wson: f has staged weights) on 'grid',
  * with 'desc' its launch description. */
 template <class B>
-static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, int64_t K, int nc, unsigned * set, const void * desc,
+static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, int warps, int64_t K, int nc, struct lc_smem_set * set, const void * desc,
                       bool wson = true) {
     unsigned smem = B::smem(be, f, K, nc, warps, set, wson);
     void * args[] = {(void *)desc, &smem};
@@ -502,26 +508,26 @@ static void lc_qmv_go(const struct lc_backend * be, const void * f, dim3 grid, i
 
 /* One product of 'ncols' columns (1 .. LC_MATVEC_MAX_COLS; a tail or pre-norm: 1). */
 template <class B> static void lc_qmv_one(const struct lc_backend * be, const struct lc_mv_args & p, int ncols) {
-    static unsigned set[7][16]; /* per kernel below */
+    static struct lc_smem_set set[7]; /* per kernel below */
     const void * f;
     int k, nc = ncols;
     bool wson = true;
     if (p.tail.kind != LC_TAIL_NONE) {
         f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL>, k = 0, nc = 1;
         if constexpr (lc_qmv_ws_bytes<B::TYPE>(LC_QTAIL_WARPS) > 0) {
-            if (!lc_qmv_ws_fits<B>(be, f, LC_QTAIL_WARPS, set[0])) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL, false>, k = 6, wson = false;
+            if (!lc_qmv_ws_fits<B>(be, f, LC_QTAIL_WARPS, &set[0])) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_TAIL, false>, k = 6, wson = false;
         }
     } else if (p.pre.parts) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PRE>, k = 1, nc = 1;
     else if (ncols == 1) f = (const void *)lc_qmv_kernel<B, 1, LC_MV_PLAIN>, k = 2;
     else if (ncols == 2) f = (const void *)lc_qmv_kernel<B, 2, LC_MV_PLAIN>, k = 3;
     else if (ncols == 3) f = (const void *)lc_qmv_kernel<B, 3, LC_MV_PLAIN>, k = 4;
     else f = (const void *)lc_qmv_kernel<B, 4, LC_MV_PLAIN>, k = 5, nc = 4;
-    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), lc_qmv_block_warps(p), p.K, nc, set[k], &p, wson);
+    lc_qmv_go<B>(be, f, dim3(lc_qmv_blocks(p), (unsigned)(p.nbatch < 65535 ? p.nbatch : 65535), 1), lc_qmv_block_warps(p), p.K, nc, &set[k], &p, wson);
 }
 
 /* The n one-column products of 'm' in one launch (blockIdx.z: the product). */
 template <class B> static void lc_qmv_multi(const struct lc_backend * be, const struct lc_mv_multi & m, int n) {
-    static unsigned set[2][16];
+    static struct lc_smem_set set[2];
     const bool pre = m.s[0].pre.parts != NULL;
     const void * f = pre ? (const void *)lc_qmv_multi_kernel<B, LC_MV_PRE> : (const void *)lc_qmv_multi_kernel<B, LC_MV_PLAIN>;
     unsigned blocks = 0;
@@ -529,7 +535,7 @@ template <class B> static void lc_qmv_multi(const struct lc_backend * be, const 
         const unsigned b = lc_qmv_blocks(m.s[i]);
         blocks = b > blocks ? b : blocks;
     }
-    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), LC_QMV_WARPS, m.s[0].K, 1, set[pre], &m);
+    lc_qmv_go<B>(be, f, dim3(blocks, 1, (unsigned)n), LC_QMV_WARPS, m.s[0].K, 1, &set[pre], &m);
 }
 
 /* Queue one product (at most LC_MATVEC_MAX_COLS columns) / a several-product launch with
