@@ -504,6 +504,50 @@ static void test_mul_mat(void) {
             }
 }
 
+/* A column holding a NaN makes every product of a quantized matrix with it NaN, one holding an
+ * infinity every product non-finite: the 8-bit activation records of such a run carry d = NaN
+ * (cuda-quant-dot.cuh), as an F32 product would be NaN or infinite; a max that skipped the NaN
+ * would give d = 0 and silently zero results. */
+static void test_mul_mat_nonfinite(void) {
+    const enum loom_type types[] = {LOOM_TYPE_Q4_0, LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_K, LOOM_TYPE_Q5_K, LOOM_TYPE_Q6_K, LOOM_TYPE_IQ4_XS};
+    const float bad[2] = {NAN, INFINITY};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (int v = 0; v < 2; v++) {
+            enum { K = 512, M = 64 };
+            struct loom_context * ctx = tc_begin();
+            struct loom_tensor * a = loom_new_tensor_2d(ctx, types[t], K, M);
+            struct loom_tensor * b = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, K, 1);
+            struct loom_tensor * out = loom_mul_mat(ctx, a, b);
+            struct loom_cgraph * g = loom_new_graph_custom(ctx, 16);
+            loom_build_forward_expand(g, out);
+            enum loom_status st;
+            loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+            CHECK(buf != NULL, "nonfinite %s: alloc", loom_type_name(types[t]));
+            if (!buf) {
+                loom_free(ctx);
+                continue;
+            }
+            uint8_t * wa = malloc(loom_nbytes(a));
+            fill_random(a, wa, loom_nbytes(a));
+            loom_backend_tensor_set(a, wa, 0, loom_nbytes(a));
+            float x[K], y[M];
+            for (int i = 0; i < K; i++) x[i] = (float)test_rand_normal(&g_rng);
+            x[300 + v] = bad[v];
+            loom_backend_tensor_set(b, x, 0, sizeof x);
+            st = loom_backend_graph_compute(g_be, g);
+            CHECK(st == LOOM_OK, "nonfinite %s: compute: %s", loom_type_name(types[t]), loom_status_str(st));
+            loom_backend_tensor_get(out, y, 0, sizeof y);
+            int n_nan = 0;
+            for (int i = 0; i < M; i++) n_nan += v ? !isfinite(y[i]) : isnan(y[i]) != 0;
+            CHECK(n_nan == M, "mul_mat %s with a column holding %s: %d of %d results %s", loom_type_name(types[t]), v ? "inf" : "NaN", n_nan,
+                  M, v ? "non-finite" : "NaN");
+            g_cases++;
+            free(wa);
+            loom_backend_buffer_free(buf);
+            loom_free(ctx);
+        }
+}
+
 static void test_rope(void) {
     for (int mode = 0; mode <= 2; mode += 2)
         for (int l = 0; l < L_COUNT; l++) {
@@ -1443,6 +1487,7 @@ int main(int argc, char ** argv) {
     test_get_rows();
     test_get_rows_bad_ids();
     test_mul_mat();
+    test_mul_mat_nonfinite();
     test_rope();
     test_soft_max();
     test_argmax();

@@ -1,7 +1,8 @@
 /* test-qdot-k.c -- the super-block integer kernels (src/cpu/qdot-k.h): the Q8_K column quantizer's
  * properties, and every table's kernel for Q2_K..Q6_K and IQ4_XS against a double-precision sum of
  * the dequantized weights times the dequantized columns, on random blocks; tiles of every size
- * (1..dot_mr rows, 1..dot_nr columns) must give each result bit for bit as a 1 x 1 tile does. */
+ * (1..dot_mr rows, 1..dot_nr columns) must give each result bit for bit as a 1 x 1 tile does; a
+ * column holding a NaN or an infinity must make the products NaN. */
 #include "cpu/qdot-k.h"
 #include "quant/quant-blocks.h"
 #include "quant/quant.h"
@@ -58,6 +59,26 @@ static void check_quantizer(lcpu_quantize_act_fn quantize, const char * name) {
     }
 }
 
+/* Non-finite columns (vec.h): of three super-blocks, the second holding a NaN and the third an
+ * infinity get d = NaN with codes and sums 0, the first is as quantized alone. */
+static void check_nonfinite(lcpu_quantize_act_fn quantize, const char * name) {
+    enum { NB = 3 };
+    float x[NB * QK_K];
+    for (int i = 0; i < NB * QK_K; i++) x[i] = rndf();
+    x[QK_K + 100] = NAN;
+    x[2 * QK_K + 255] = -INFINITY;
+    struct block_q8_K b[NB], alone;
+    quantize(x, b, NB * QK_K);
+    quantize(x, &alone, QK_K);
+    CHECK(!memcmp(&b[0], &alone, sizeof alone), "%s: a finite super-block is quantized as alone", name);
+    for (int i = 1; i < NB; i++) {
+        struct block_q8_K zero;
+        memset(&zero, 0, sizeof zero);
+        CHECK(isnan(b[i].d) && !memcmp(b[i].qs, zero.qs, sizeof zero.qs) && !memcmp(b[i].bsums, zero.bsums, sizeof zero.bsums),
+              "%s: non-finite super-block %d has d = NaN (%g), codes and sums 0", name, i, (double)b[i].d);
+    }
+}
+
 struct ktype {
     enum loom_type type;
     const char * name;
@@ -107,6 +128,14 @@ static void check_kernels(const struct cpu_vec * vec, const struct ktype * t) {
                   (double)one[j][r], ref);
         }
     }
+    /* a column whose second super-block is non-finite: every product NaN */
+    for (int i = 0; i < K; i++) x[i] = rndf();
+    x[QK_K + 3] = INFINITY;
+    struct block_q8_K nf[NB];
+    qd->quantize(x, nf, K);
+    float bad = 0.0f;
+    qd->dot(K, w, ldw, 1, (const uint8_t *)nf, lda, 1, (uint8_t *)&bad, 0);
+    CHECK(isnan(bad), "%s %s: the product with a non-finite column is NaN (got %g)", vec->name, t->name, (double)bad);
     for (int mr = 1; mr <= vec->dot_mr; mr++) {
         for (int nr = 1; nr <= vec->dot_nr; nr++) {
             for (int r0 = 0; r0 + mr <= M; r0 += mr) {
@@ -150,6 +179,7 @@ int main(void) {
     for (int v = 0; v < 3; v++) {
         if (!tables[v]) continue;
         check_quantizer(tables[v]->qdot[LOOM_TYPE_Q6_K].quantize, tables[v]->name);
+        check_nonfinite(tables[v]->qdot[LOOM_TYPE_Q6_K].quantize, tables[v]->name);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) check_kernels(tables[v], &types[t]);
     }
     return test_finish("test-qdot-k");

@@ -6,10 +6,12 @@
  * around each result that must stay untouched. The kernels sum in integers per block, so the only
  * difference from the reference is F32 rounding. The integer GEMM kernels (qgemm: panel packer,
  * 8-row micro-kernel, cpu_q8_0x column quantizer) get the same check for every row count 1..8 and
- * column count 1..qgemm_nr, and their columns must hold the Q8_0 quantizer's codes and scale. */
+ * column count 1..qgemm_nr, and their columns must hold the Q8_0 quantizer's codes and scale. A
+ * column block holding a NaN or an infinity must make every product NaN. */
 #include "test-util.h"
 
 #include "cpu/vec.h"
+#include "quant/quant-blocks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -114,8 +116,60 @@ static int check_dot(const struct cpu_vec * v, const char * name, int t, int64_t
     return checked;
 }
 
+/* Non-finite columns (vec.h): in a column of four Q8_0 blocks, block 1 holding a NaN, block 2 a
+ * +inf and block 3 a -inf, those blocks get d = NaN and codes 0 while block 0 is as quantized
+ * alone; every kernel's product with the column is NaN (a skipped NaN would give d = 0: a zero). */
+static void check_nonfinite(const struct cpu_vec * v, const char * name) {
+    enum { K = 128 };
+    float x[K];
+    for (int i = 0; i < K; i++) x[i] = rnd_uniform(-1.0f, 1.0f);
+    x[32 + 7] = NAN;
+    x[64 + 31] = INFINITY;
+    x[96] = -INFINITY;
+    const lcpu_quantize_act_fn quantize = v->qdot[LOOM_TYPE_Q8_0].quantize;
+    struct block_q8_0 a[K / 32], alone;
+    quantize(x, a, K);
+    quantize(x, &alone, 32);
+    CHECK(!memcmp(&a[0], &alone, sizeof alone) && !isnan(loom_fp16_to_fp32(a[0].d)), "%s: a finite block is quantized as alone", name);
+    for (int b = 1; b < K / 32; b++) {
+        bool zero = true;
+        for (int i = 0; i < 32; i++) zero &= a[b].qs[i] == 0;
+        CHECK(isnan(loom_fp16_to_fp32(a[b].d)) && zero, "%s: non-finite block %d has d = NaN (%g) and codes 0", name, b,
+              (double)loom_fp16_to_fp32(a[b].d));
+    }
+    for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
+        const struct cpu_qdot * q = &v->qdot[t];
+        if (!q->dot || q->act_type != LOOM_TYPE_Q8_0) continue;
+        uint8_t w[K / 32 * 64];
+        fill_blocks((enum loom_type)t, w, K);
+        float c = 0.0f;
+        q->dot(K, w, sizeof w, 1, (const uint8_t *)a, sizeof a, 1, (uint8_t *)&c, 4);
+        CHECK(isnan(c), "%s %s: the product with a non-finite column is NaN (got %g)", name, loom_type_name((enum loom_type)t), (double)c);
+    }
+    if (v->quantize_q8_0x) {
+        struct cpu_q8_0x ax[K / 32];
+        v->quantize_q8_0x(x, ax, K);
+        CHECK(!isnan(ax[0].d) && !isnan(ax[0].ds), "%s: q8_0x finite block", name);
+        for (int b = 1; b < K / 32; b++)
+            CHECK(isnan(ax[b].d) && isnan(ax[b].ds) && ax[b].s == 0, "%s: q8_0x non-finite block %d: d and ds NaN, code sum 0", name, b);
+        for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
+            const struct cpu_qgemm * q = &v->qgemm[t];
+            if (!q->gemm) continue;
+            uint8_t w[K / 32 * 64], * panel = malloc((size_t)(K / 32) * CPU_QGEMM_BLOCK);
+            fill_blocks((enum loom_type)t, w, K);
+            q->pack(w, sizeof w, 1, K, panel);
+            float c = 0.0f;
+            q->gemm(K, panel, (const uint8_t *)ax, sizeof ax, 1, (uint8_t *)&c, 4, 1);
+            CHECK(isnan(c), "%s %s qgemm: the product with a non-finite column is NaN (got %g)", name, loom_type_name((enum loom_type)t),
+                  (double)c);
+            free(panel);
+        }
+    }
+}
+
 static int check_table(const struct cpu_vec * v, const char * name) {
     int checked = 0;
+    check_nonfinite(v, name);
     for (int t = 0; t < LOOM_TYPE_COUNT; t++) {
         const struct cpu_qdot * q = &v->qdot[t];
         if (!q->dot || q->act_type != LOOM_TYPE_Q8_0) continue; /* the super-block kernels are test-qdot-k's */

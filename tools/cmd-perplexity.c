@@ -267,7 +267,8 @@ int loom_cmd_perplexity(int argc, char ** argv) {
         count += n_ctx - 1 - first;
         if (!isfinite(nll)) { /* NaN or infinite logits (a model with bad weights): no figure to report */
             printf("\n");
-            return finish(&s, 1, "the model's logits are NaN or infinite: no perplexity");
+            return finish(&s, 1, "the model's logits are NaN or infinite: no perplexity (NaN or infinite weights? "
+                                 "--check-tensors finds them)");
         }
         if (i == 0) {
             const double sec = (loom_time_us() - t_start) / 1e6;

@@ -10,7 +10,9 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TARGET __attribute__((target("avx2,fma,f16c")))
@@ -20,11 +22,19 @@
 
 TARGET void lcpu_quantize_q8_K_avx2(const float * x, void * y, int64_t k) {
     struct block_q8_K * b = y;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        __m256 mx = _mm256_setzero_ps();
-        /* (|x|, max) in this order: a NaN x leaves the maximum alone, as the portable loop does */
-        for (int j = 0; j < QK_K; j += 8) mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), mx);
+        __m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) {
+            const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* |x| > FLT_MAX or NaN */
+            mx = _mm256_max_ps(a, mx);
+        }
+        if (_mm256_movemask_ps(bad)) { /* a NaN or an infinity: d = NaN, codes and sums 0 (vec.h) */
+            memset(&b[i], 0, sizeof b[i]);
+            b[i].d = NAN;
+            continue;
+        }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));

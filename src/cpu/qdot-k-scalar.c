@@ -4,7 +4,9 @@
 #include "cpu/qdot-k.h"
 #include "quant/quant-blocks.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 void lcpu_quantize_q8_K(const float * x, void * y, int64_t k) {
@@ -12,9 +14,16 @@ void lcpu_quantize_q8_K(const float * x, void * y, int64_t k) {
     struct block_q8_K * b = y;
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
         float amax = 0.0f;
+        bool finite = true;
         for (int j = 0; j < QK_K; j++) {
             const float v = fabsf(x[j]);
+            finite &= v <= FLT_MAX;
             amax = v > amax ? v : amax;
+        }
+        if (!finite) { /* a NaN or an infinity: d = NaN, codes and sums 0 (vec.h, "non-finite columns") */
+            memset(&b[i], 0, sizeof b[i]);
+            b[i].d = NAN;
+            continue;
         }
         const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         b[i].d = d;

@@ -6,6 +6,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -108,16 +108,23 @@ QL_AI float QL(hsum)(__m256 v) {
 /* F32 -> Q8_0 columns as the field's SIMD quantizer rounds them (so that the integer sums are the
  * field's): per block d = max|x| / 127 (F16), q = x * (127 / max|x|) rounded to nearest even
  * (lcpu_quantize_q8_0, the portable one, divides by d and rounds halves away from zero: one
- * q may differ by one step). */
+ * q may differ by one step); a block holding a NaN or an infinity gets d = NaN, q = 0. */
 QL_AI void QL(quantize_q8_0)(const float * x, void * y, int64_t k) {
     struct block_q8_0 * out = y;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f), big = _mm256_set1_ps(FLT_MAX);
     for (int64_t i = 0; i < k / 32; i++, x += 32) {
         __m256 v[4];
-        __m256 mx = _mm256_setzero_ps();
+        __m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
         for (int q = 0; q < 4; q++) {
             v[q] = _mm256_loadu_ps(x + 8 * q);
-            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[q]));
+            const __m256 a = _mm256_andnot_ps(sign, v[q]);
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* |x| > FLT_MAX or NaN */
+            mx = _mm256_max_ps(mx, a);
+        }
+        if (_mm256_movemask_ps(bad)) { /* a NaN or an infinity: d = NaN, codes 0 (vec.h) */
+            out[i].d = (uint16_t)_cvtss_sh(NAN, 0);
+            memset(out[i].qs, 0, sizeof out[i].qs);
+            continue;
         }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));

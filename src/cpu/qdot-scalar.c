@@ -3,16 +3,29 @@
 #include "cpu/vec.h"
 #include "quant/quant-blocks.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Q8_0 activations as the field quantizes them: per block of 32, d = max|x| / 127 (stored as F16)
- * and q = x / d rounded to nearest (halves away from zero); an all-zero block gets d = 0, q = 0. */
+ * and q = x / d rounded to nearest (halves away from zero); an all-zero block gets d = 0, q = 0.
+ * A block holding a NaN or an infinity gets d = NaN and q = 0 (vec.h, "non-finite columns"). */
 void lcpu_quantize_q8_0(const float * x, void * y, int64_t k) {
     struct block_q8_0 * b = y;
     for (int64_t i = 0; i < k / QK8_0; i++, x += QK8_0) {
         float amax = 0.0f;
-        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        bool finite = true;
+        for (int j = 0; j < QK8_0; j++) {
+            const float a = fabsf(x[j]);
+            finite &= a <= FLT_MAX;
+            amax = fmaxf(amax, a);
+        }
+        if (!finite) {
+            b[i].d = loom_fp32_to_fp16(NAN);
+            memset(b[i].qs, 0, sizeof b[i].qs);
+            continue;
+        }
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = loom_fp32_to_fp16(d);
         for (int j = 0; j < QK8_0; j++) b[i].qs[j] = (int8_t)roundf(x[j] * id);

@@ -151,7 +151,8 @@ QL_AI void QL(quantize_q8_0x)(const float * x, void * y, int64_t k) {
         out[i].s = _mm_cvtsi128_si32(s4);
         float amax = 0.0f;
         for (int e = 0; e < 32; e++) amax = fabsf(x[32 * i + e]) > amax ? fabsf(x[32 * i + e]) : amax;
-        out[i].ds = _cvtsh_ss((uint16_t)_cvtss_sh(amax / 127.0f * (float)out[i].s, 0));
+        /* a non-finite block (d = NaN) keeps a NaN sum */
+        out[i].ds = isnan(out[i].d) ? out[i].d : _cvtsh_ss((uint16_t)_cvtss_sh(amax / 127.0f * (float)out[i].s, 0));
         memcpy(out[i].qs, blk.qs, 32);
     }
 }

@@ -73,7 +73,10 @@ typedef double (*cpu_exp_sum_fn)(float * x, int64_t n, float max);
  * block scales. A type whose entry has no 'dot' takes the F32 path: its rows are dequantized
  * through the traits' to_float and dotted with the F32 columns by dot[CPU_W_F32]. */
 
-/* Quantizes 'k' F32 values (a multiple of the activation type's block length) into blocks at 'y'. */
+/* Quantizes 'k' F32 values (a multiple of the activation type's block length) into blocks at 'y'.
+ * Non-finite columns: a block holding a NaN or an infinity gets the scale d = NaN and all codes
+ * (and code sums) 0, so that every product with it is NaN, as an F32 product would be; a max that
+ * skipped the NaN would give d = 0 and a silently zero product instead. */
 typedef void (*lcpu_quantize_act_fn)(const float * x, void * y, int64_t k);
 
 /* Dot products of 'mr' (1..rows of the entry) quantized weight rows with 'nr' (1..dot_nr) quantized columns,

@@ -11,21 +11,26 @@
 
 #include "cuda-quant.cuh"
 
+#include <float.h>
+
 /* One run of 32 activations x quantized: 32 int8 codes q (x ~ d * q), then 16 bytes: float d =
  * max|x| / 127, int (sum of q[0..15]) & 0xffff | (sum of q[16..31]) << 16, float d * (sum of
  * all 32 q), 0. 48 bytes, 16-byte aligned. */
 #define LC_A8_RUN 48
 
 /* Writes the lc_a8 record of one run of 32 activations at 'run' (16-byte aligned): lane l of the
- * calling warp holds element l in 'x'. d = max|x| / 127, codes rounded to nearest (even); both
- * writers of these records (lc_a8_quant_kernel and the attention of one token, cuda-attn.cu) call
- * this, so the records agree bit for bit. */
+ * calling warp holds element l in 'x'. d = max|x| / 127, codes rounded to nearest (even); a run
+ * holding a NaN or an infinity gets d = NaN and codes 0, so that its products are NaN (fmaxf alone
+ * would skip a NaN and give d = 0: a silently zero product). Both writers of these records
+ * (lc_a8_quant_kernel and the attention of one token, cuda-attn.cu) call this, so the records agree
+ * bit for bit. */
 static __device__ __forceinline__ void lc_a8_quant_run(float x, int lane, char * run) {
     float amax = fabsf(x);
+    const bool bad = __any_sync(0xffffffffu, !(amax <= FLT_MAX));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const int q = __float2int_rn(x * id);
+    const float d = bad ? __int_as_float(0x7fc00000) : amax / 127.0f, id = !bad && amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int q = bad ? 0 : __float2int_rn(x * id);
     int h = q; /* the sum over this lane's half warp */
 #pragma unroll
     for (int o = 8; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);

@@ -298,7 +298,9 @@ enum loom_status loom_sampler_sample(struct loom_sampler * s, const float * logi
 
     int best = argmax(w, n_vocab);
     if (best < 0) {
-        loom_log(LOOM_LOG_ERROR, "sampler: all %d logits are -inf or NaN; nothing to sample", n_vocab);
+        loom_log(LOOM_LOG_ERROR, "sampler: all %d logits are -inf or NaN; nothing to sample (NaN or infinite weights? "
+                 "--check-tensors finds them)",
+                 n_vocab);
         return LOOM_ERR_INVALID_ARG;
     }
     if (!(s->p.temp > 0)) {

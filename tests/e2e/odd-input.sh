@@ -2,7 +2,7 @@
 # Unusual input a llama.cpp user may give: a corrupt block_count to `loom quantize` (no undefined
 # behaviour in its layer rules), escapes in `loom tokenize -p` (the reference's ids), the KV cache
 # flags of `loom perplexity` and a comma list of models for `loom bench -m`; perplexity --chunks, a
-# bare -fa, bench rows that fail among others, and --check-tensors.
+# bare -fa, bench rows that fail among others, --check-tensors, and an inf weight without it.
 # usage: odd-input.sh LOOM_BIN MODELS (the shared models folder)
 set -u
 bin=$1 models=$2 model=$2/stories260K-llamacpp.gguf
@@ -122,5 +122,25 @@ expect_fail "perplexity --check-tensors" "^loom perplexity: $tmp/bad-f16.gguf: t
 expect_fail "chat --check-tensors" "tensor 'output.weight' (bf16) has invalid data" "$bin" chat -m "$tmp/bad-bf16.gguf" --check-tensors
 "$bin" run -m "$model" -p hi -n 2 -t 1 --check-tensors >/dev/null 2>"$tmp/err" && ok "--check-tensors passes a sound model" ||
   fail "--check-tensors on a sound model: $(cat "$tmp/err")"
+
+# without --check-tensors, an inf weight in a quantized model's F16 tensor makes every logit NaN:
+# the 8-bit activation blocks carry the NaN (vec.h, "non-finite columns") instead of a zero scale
+# that wrote "<unk>" tokens and a perplexity of exactly the vocabulary size, with exit 0
+q="$tmp/inf-q4_0.gguf"
+cp "$models/quant/stories260K-Q4_0.gguf" "$q"
+printf '\x00\x7c' | dd of="$q" bs=1 seek=$(($(at "$q" blk.1.ffn_down.weight) + 2)) conv=notrunc status=none
+fails_at_logits() { # WHAT WANT CMD...: exit 1, the message among the load's lines, no text written
+  local what=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$?
+  [ $rc = 1 ] && grep -qF -- "$want" "$tmp/err" && ! grep -q '⁇' "$tmp/out" && ok "$what" ||
+    fail "$what: exit $rc, stdout '$(head -c 200 "$tmp/out")', stderr: $(tail -2 "$tmp/err")"
+}
+fails_at_logits "an inf weight, run: all logits NaN" "loom run: sampler: all 512 logits are -inf or NaN; nothing to sample (NaN or infinite weights? --check-tensors finds them)" \
+  "$bin" run -m "$q" -p "Once upon a time" -n 8 --temp 0 -t 1
+fails_at_logits "an inf weight, perplexity: no figure" "loom perplexity: the model's logits are NaN or infinite: no perplexity" \
+  "$bin" perplexity -m "$q" -f "$text" -c 128 -t 1
+expect_fail "an inf weight, --check-tensors names it" "tensor 'blk.1.ffn_down.weight' (f16) has invalid data: element 1 is inf" \
+  "$bin" run -m "$q" -p hi -n 2 -t 1 --check-tensors
 
 [ "$fails" = 0 ]
