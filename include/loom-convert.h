@@ -66,6 +66,11 @@ struct loom_quantize_params {
 LOOM_API const char * loom_quantize_preset_names(void);
 LOOM_API bool loom_quantize_preset_known(const char * name);
 LOOM_API const char * loom_quantize_preset_name(const char * name);
+/* The tensor types 'output_tensor_type' and 'token_embedding_type' may name (the presets' base
+ * types: "q4_0, q4_1, ..., f16, bf16, f32"), comma-separated (for messages), and whether 'name' (any
+ * case) is one of them (false for NULL). */
+LOOM_API const char * loom_quantize_tensor_type_names(void);
+LOOM_API bool loom_quantize_tensor_type_known(const char * name);
 /* Writes 'out_path': the GGUF model at 'in_path' (F32 / F16 / BF16 weights) with its weights
  * converted to the preset 'preset' (the field's names: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
  * Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS, F16, BF16, F32) and the field's

@@ -144,7 +144,10 @@ LOOM_API const char * loom_model_backend_name(const struct loom_model * model);
 /* The file's tokenizer.chat_template (a Jinja template text), or NULL when it has none (or one that
  * is not a string). Valid while the model lives. */
 LOOM_API const char * loom_model_chat_template(const struct loom_model * model);
-/* A short description, e.g. "llama 260K F32". */
+/* A short description, e.g. "llama 7B Q4_K - Medium": the architecture, the parameter count and the
+ * file's general.file_type as the field names it (llama.cpp's llama_model_ftype_name: "all F32",
+ * "Q4_0", "Q3_K - Small", "IQ4_XS - 4.25 bpw", ...), or where the key is absent or another value the
+ * type of blk.0.attn_q.weight ("llama 260K F32"). */
 LOOM_API const char * loom_model_desc(const struct loom_model * model);
 /* The split mode the model was loaded with (NONE with fewer than two devices), and how many devices
  * hold its offloaded layers (0: none). */

@@ -1,7 +1,8 @@
 /* test-model-meta.c -- the hyper-parameters and the vocabulary's optional keys read from a model's
  * metadata: optional llama.* and tokenizer.ggml.* keys take their defaults only when absent; any integer type whose value fits is accepted for an integer
  * key (f32 or f64 for a float key); a present key of another type, or a value that does not fit,
- * is refused with a message naming the key and the type found. Files are written with the GGUF
+ * is refused with a message naming the key and the type found (a token id outside the vocabulary: the
+ * key, the value and the ids there are, [0, n_vocab)). Files are written with the GGUF
  * writer: the five keys every model needs, one key under test, and nine placeholder tensors (the
  * reader checks a layer's tensor count before anything else). */
 #include "test-util.h"
@@ -142,7 +143,14 @@ static void check_refused(void) {
         {{"general.architecture", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
         {{"tokenizer.ggml.bos_token_id", LOOM_GGUF_TYPE_STRING, 0}, "has type str"},
         {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_FLOAT32, 2}, "has type f32"},
-        {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_INT64, -5}, "is not a token id"},
+        {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_INT64, -5}, "= -5 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
+        /* ids of the five-token vocabulary are 0..4: each id key names itself, its value and the range */
+        {{"tokenizer.ggml.bos_token_id", LOOM_GGUF_TYPE_UINT32, 5}, "= 5 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
+        {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_INT32, 9}, "= 9 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
+        {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_UINT16, 5}, "= 5 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
+        {{"tokenizer.ggml.eot_token_id", LOOM_GGUF_TYPE_UINT32, 5}, "= 5 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
+        {{"tokenizer.ggml.eom_token_id", LOOM_GGUF_TYPE_UINT32, 128008}, "= 128008 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
+        {{"tokenizer.ggml.eot_token_id", LOOM_GGUF_TYPE_INT64, -2}, "= -2 is not a token id: the vocabulary's are [0, 5) (-1: none)"},
         {{"tokenizer.ggml.add_bos_token", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
         {{"tokenizer.ggml.add_space_prefix", LOOM_GGUF_TYPE_STRING, 0}, "has type str"},
         {{"tokenizer.ggml.model", LOOM_GGUF_TYPE_UINT32, 1}, "has type u32"},
@@ -178,6 +186,8 @@ static void check_vocab_keys(void) {
         {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_INT64, 4}, 4},
         {{"tokenizer.ggml.eos_token_id", LOOM_GGUF_TYPE_UINT32, 4294967295.0}, -1},
         {{"tokenizer.ggml.unknown_token_id", LOOM_GGUF_TYPE_UINT16, 3}, 3},
+        {{"tokenizer.ggml.eot_token_id", LOOM_GGUF_TYPE_UINT32, 4}, 4},
+        {{"tokenizer.ggml.eom_token_id", LOOM_GGUF_TYPE_INT32, 4}, 4},
         {{"tokenizer.ggml.add_bos_token", LOOM_GGUF_TYPE_BOOL, 0}, 0},
     };
     for (size_t i = 0; i < sizeof ok_cases / sizeof ok_cases[0]; i++) {
@@ -189,6 +199,8 @@ static void check_vocab_keys(void) {
         const int32_t got = strstr(k->key, "add_bos")     ? (int32_t)loom_vocab_get_add_bos(v)
                             : strstr(k->key, "bos_token") ? loom_vocab_bos(v)
                             : strstr(k->key, "eos_token") ? loom_vocab_eos(v)
+                            : strstr(k->key, "eot_token") ? loom_vocab_eot(v)
+                            : strstr(k->key, "eom_token") ? (loom_vocab_is_eog(v, 4) ? 4 : -1) /* no getter */
                                                           : loom_vocab_unk(v);
         CHECK(got == ok_cases[i].want, "%s of type %s: read %d, want %d", k->key, loom_gguf_type_name(k->type), got, ok_cases[i].want);
         loom_vocab_free(v);

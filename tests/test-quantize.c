@@ -281,6 +281,21 @@ static void test_refusals(void) {
     CHECK(loom_model_quantize(in, out, "Q4_K_X", NULL) == LOOM_ERR_INVALID_ARG, "unknown preset accepted");
     CHECK(strstr(test_last_error, "Q4_K_X") != NULL, "message: %s", test_last_error);
     CHECK(loom_model_quantize("/nonexistent/in.gguf", out, "Q8_0", NULL) == LOOM_ERR_IO, "missing input");
+    /* the type names of --output-tensor-type / --token-embedding-type: the presets' 15 base types, in any case */
+    char names[256];
+    snprintf(names, sizeof names, "%s", loom_quantize_tensor_type_names());
+    int n_names = 0;
+    for (char * save = NULL, * t = strtok_r(names, ", ", &save); t; t = strtok_r(NULL, ", ", &save), n_names++) {
+        CHECK(loom_quantize_tensor_type_known(t), "'%s' of the names is not known", t);
+    }
+    CHECK(n_names == 15, "%d tensor type names: %s", n_names, loom_quantize_tensor_type_names());
+    CHECK(loom_quantize_tensor_type_known("Q6_k") && loom_quantize_tensor_type_known("BF16"), "Q6_k / BF16 not known");
+    CHECK(!loom_quantize_tensor_type_known("q9") && !loom_quantize_tensor_type_known("Q4_K_M") && !loom_quantize_tensor_type_known("iq2_xxs") &&
+              !loom_quantize_tensor_type_known("") && !loom_quantize_tensor_type_known(NULL),
+          "a name that is no tensor type known");
+    const struct loom_quantize_params bad_type = {.output_tensor_type = "tiny.gguf"};
+    CHECK(loom_model_quantize(in, out, "Q4_0", &bad_type) == LOOM_ERR_INVALID_ARG && access(out, F_OK) != 0, "output type 'tiny.gguf' accepted");
+    CHECK(strstr(test_last_error, "unknown tensor type 'tiny.gguf' for the output tensor (one of q4_0, ") != NULL, "message: %s", test_last_error);
     size_t n0 = 0;
     uint8_t * before = test_read_file(in, &n0);
     CHECK(loom_model_quantize(in, in, "Q8_0", NULL) == LOOM_ERR_INVALID_ARG, "output == input accepted");

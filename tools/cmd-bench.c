@@ -70,8 +70,9 @@ static void usage(FILE * f) {
             "  -pg PP,TG                 a prompt of PP tokens, then TG generated, timed together (may repeat)\n"
             "  -d, --n-depth N[,N...]    tokens already in the KV cache before every test (default 0)\n"
             "  -b, --batch-size N[,N...] prompt batch size (default 512)\n"
-            "  -fa, --flash-attn on|off|auto[,...]  fused attention (or 1|0|-1; default off); auto: in the layers\n"
-            "                            whose device has the op, as loom run; shown as auto (1), auto (0) or auto (K/N)\n"
+            "  -fa, --flash-attn on|off|auto[,...]  fused attention (or 1|0|-1; default off, as llama-bench's, where\n"
+            "                            loom run's is auto); auto: in the layers whose device has the op, as loom run;\n"
+            "                            shown as auto (1), auto (0) or auto (K/N)\n"
             "  -ctk, --cache-type-k T[,T...]  KV cache type of K: f32, f16 (default), bf16, q8_0, q4_0\n"
             "  -ctv, --cache-type-v T[,T...]  KV cache type of V: the same (q8_0, q4_0: with -fa on or auto)\n"
             "  -mmp, --mmap 0|1[,...]    map the model file (1, default) or read it into buffers (0)\n"
@@ -234,7 +235,7 @@ static bool parse(int argc, char ** argv, struct bench_opts * o, bool * help) {
     if (!o->n_batches) o->batches[o->n_batches++] = 512;
     if (!o->n_mmaps) o->mmaps[o->n_mmaps++] = 1;
     if (!o->n_depths) o->depths[o->n_depths++] = 0;
-    if (!o->n_fas) o->fas[o->n_fas++] = LOOM_LLAMA_FLASH_ATTN_OFF;
+    if (!o->n_fas) o->fas[o->n_fas++] = LOOM_LLAMA_FLASH_ATTN_OFF; /* llama-bench's default (loom run's is auto) */
     if (!o->n_types_k) o->types_k[o->n_types_k++] = LOOM_TYPE_F16;
     if (!o->n_types_v) o->types_v[o->n_types_v++] = LOOM_TYPE_F16;
     /* thread counts above the CPUs are lowered now (a warning each); a count that then repeats an

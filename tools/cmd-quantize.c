@@ -25,6 +25,22 @@ static void usage(FILE * f) {
             loom_quantize_preset_names());
 }
 
+/* Whether 'v', the value of the type option 'opt', names a tensor type; else one line saying what it
+ * is instead: without its value the option takes the next argument, another option or IN. */
+static bool type_option(const char * opt, const char * v) {
+    if (loom_quantize_tensor_type_known(v)) return true;
+    const size_t n = strlen(v);
+    const bool option = v[0] == '-' && v[1] && !(v[1] >= '0' && v[1] <= '9');
+    const bool file = !option && ((n > 5 && !strcmp(v + n - 5, ".gguf")) || access(v, F_OK) == 0);
+    if (option || file) {
+        fprintf(stderr, "loom quantize: %s needs its value, a tensor type (one of %s), not the %s '%s'\n", opt,
+                loom_quantize_tensor_type_names(), option ? "option" : "file", v);
+    } else {
+        fprintf(stderr, "loom quantize: unknown tensor type '%s' for %s (one of %s)\n", v, opt, loom_quantize_tensor_type_names());
+    }
+    return false;
+}
+
 static double mib(uint64_t b) { return (double)b / 1048576.0; }
 
 struct totals {
@@ -58,8 +74,14 @@ int loom_cmd_quantize(int argc, char ** argv) {
         case O_PURE: qp.pure = true; break;
         case O_REQUANT: qp.allow_requantize = true; break;
         case O_LEAVE_OUTPUT: qp.leave_output_tensor = true; break;
-        case O_OUTPUT_TYPE: qp.output_tensor_type = optarg; break;
-        case O_EMBD_TYPE: qp.token_embedding_type = optarg; break;
+        case O_OUTPUT_TYPE:
+            if (!type_option("--output-tensor-type", optarg)) return 1;
+            qp.output_tensor_type = optarg;
+            break;
+        case O_EMBD_TYPE:
+            if (!type_option("--token-embedding-type", optarg)) return 1;
+            qp.token_embedding_type = optarg;
+            break;
         case 'h': usage(stdout); return cli_stdout_ok("quantize") ? 0 : 1;
         default: cli_option_error("quantize", c); return 1;
         }

@@ -84,6 +84,15 @@ const char * loom_quantize_preset_names(void) {
 
 bool loom_quantize_preset_known(const char * name) { return name && find_preset(name) != NULL; }
 
+const char * loom_quantize_tensor_type_names(void) {
+    return "q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, f16, bf16, f32";
+}
+
+bool loom_quantize_tensor_type_known(const char * name) {
+    enum loom_type t;
+    return type_by_name(name, &t);
+}
+
 /* ---------------------------------------------------------------- tensor types */
 
 /* What the mix rules need to know about the model, and their running counters. */
@@ -455,8 +464,8 @@ enum loom_status loom_model_quantize(const char * in_path, const char * out_path
         for (int k = 0; k < 2; k++) {
             if (!names[k]) continue;
             if (!type_by_name(names[k], types[k])) {
-                loom_log(LOOM_LOG_ERROR, "unknown tensor type '%s' for the %s (one of q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, "
-                         "q4_K, q5_K, q6_K, iq4_nl, iq4_xs, f16, bf16, f32)", names[k], k ? "token embeddings" : "output tensor");
+                loom_log(LOOM_LOG_ERROR, "unknown tensor type '%s' for the %s (one of %s)", names[k], k ? "token embeddings" : "output tensor",
+                         loom_quantize_tensor_type_names());
                 return LOOM_ERR_INVALID_ARG;
             }
             *has[k] = true;

@@ -63,7 +63,7 @@ struct loom_model {
     struct loom_hparams hp;
     struct loom_model_meta * meta;   /* a reference: the file's metadata */
     const struct loom_vocab * vocab; /* meta->vocab */
-    enum loom_type wtype;            /* the type of most weight matrices */
+    enum loom_type wtype;            /* blk.0.attn_q.weight's type: the label's without a known general.file_type */
 
     struct loom_tensor * tok_embd;   /* [n_embd, n_vocab] */
     struct loom_tensor * output_norm;/* [n_embd] */

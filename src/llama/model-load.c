@@ -208,6 +208,30 @@ static const char * size_label(uint64_t n_params, char * buf, size_t size) {
     return buf;
 }
 
+/* The model's type as the field labels it (llama.cpp's llama_model_ftype_name, "Q4_K - Medium"): the
+ * file's general.file_type, a llama_ftype value, for the ones whose tensors Loom loads; NULL when
+ * the key is absent, not an integer or another value. */
+static const char * ftype_label(const struct loom_gguf * g) {
+    static const struct {
+        uint32_t ftype;
+        const char * label;
+    } labels[] = {
+        {0, "all F32"}, {1, "F16"}, {2, "Q4_0"}, {3, "Q4_1"}, {7, "Q8_0"}, {8, "Q5_0"}, {9, "Q5_1"},
+        {10, "Q2_K - Medium"}, {11, "Q3_K - Small"}, {12, "Q3_K - Medium"}, {13, "Q3_K - Large"}, {14, "Q4_K - Small"},
+        {15, "Q4_K - Medium"}, {16, "Q5_K - Small"}, {17, "Q5_K - Medium"}, {18, "Q6_K"}, {21, "Q2_K - Small"},
+        {25, "IQ4_NL - 4.5 bpw"}, {30, "IQ4_XS - 4.25 bpw"}, {32, "BF16"},
+    };
+    uint32_t ftype = 0;
+    char err[128];
+    if (loom_gguf_find_key(g, "general.file_type") < 0 || loom_gguf_read_u32(g, "general.file_type", &ftype, err, sizeof err) != LOOM_OK) {
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        if (labels[i].ftype == ftype) return labels[i].label;
+    }
+    return NULL;
+}
+
 /* Phase 2 (phase 1 is model-meta.c): the weights of an opened file. */
 enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom_model_params params, struct loom_model ** out) {
     if (!out) return LOOM_ERR_INVALID_ARG;
@@ -257,9 +281,10 @@ enum loom_status loom_model_load_file(struct loom_model_file * file, struct loom
         return st;
     }
     char label[32];
-    char type[16];
-    snprintf(type, sizeof type, "%s", loom_type_name(m->wtype));
-    for (char * c = type; *c; c++) *c = (char)toupper((unsigned char)*c);
+    char type[24];
+    const char * ftype = ftype_label(g);
+    snprintf(type, sizeof type, "%s", ftype ? ftype : loom_type_name(m->wtype)); /* else the type of blk.0.attn_q, in capitals */
+    for (char * c = type; !ftype && *c; c++) *c = (char)toupper((unsigned char)*c);
     snprintf(m->desc, sizeof m->desc, "%s %s %s", loom_arch_name(m->hp.arch), size_label(m->n_params, label, sizeof label), type);
     loom_log(LOOM_LOG_INFO, "model: %s, %.2f MiB, %.2f bits per weight, loaded in %.1f ms", m->desc, m->n_bytes / 1048576.0,
              m->n_params ? 8.0 * m->n_bytes / m->n_params : 0.0, (loom_time_us() - t0) / 1000.0);

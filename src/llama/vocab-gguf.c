@@ -9,15 +9,17 @@
 #include <string.h>
 
 /* An optional token id ('*id' keeps the caller's default when the key is absent): any integer type
- * whose value is -1 (none) .. INT32_MAX, u32 0xFFFFFFFF read as -1; another type or value refused. */
-static enum loom_status opt_token_id(const struct loom_gguf * g, const char * key, int32_t * id) {
+ * whose value is -1 (none) or an id of the 'n_vocab' tokens, u32 0xFFFFFFFF read as -1; another type
+ * or value refused, the message naming the key, the value and the ids there are. */
+static enum loom_status opt_token_id(const struct loom_gguf * g, const char * key, int64_t n_vocab, int32_t * id) {
     if (loom_gguf_find_key(g, key) < 0) return LOOM_OK;
     char err[256];
     int64_t v = 0;
     enum loom_status st = loom_gguf_read_i64(g, key, &v, err, sizeof err);
     if (st == LOOM_OK && v == 0xFFFFFFFFll) v = -1;
-    if (st == LOOM_OK && (v < -1 || v > INT32_MAX)) {
-        snprintf(err, sizeof err, "metadata key '%s' = %lld is not a token id", key, (long long)v);
+    if (st == LOOM_OK && (v < -1 || v >= n_vocab || v > INT32_MAX)) {
+        snprintf(err, sizeof err, "metadata key '%s' = %lld is not a token id: the vocabulary's are [0, %lld) (-1: none)", key,
+                 (long long)v, (long long)n_vocab);
         st = LOOM_ERR_FORMAT;
     }
     if (st != LOOM_OK) {
@@ -148,11 +150,11 @@ enum loom_status loom_model_read_vocab(const struct loom_gguf * g, struct loom_v
         struct loom_vocab_params vp = loom_vocab_llama_params((int32_t)n, texts, lens, scores_copy, types_copy);
         if (bpe) st = read_bpe(g, &vp, &pre, &merges, &merge_lens);
         /* optional keys: the defaults when absent, an error when present with another type */
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.bos_token_id", &vp.bos_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eos_token_id", &vp.eos_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.unknown_token_id", &vp.unk_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eot_token_id", &vp.eot_id);
-        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eom_token_id", &vp.eom_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.bos_token_id", (int64_t)n, &vp.bos_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eos_token_id", (int64_t)n, &vp.eos_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.unknown_token_id", (int64_t)n, &vp.unk_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eot_token_id", (int64_t)n, &vp.eot_id);
+        if (st == LOOM_OK) st = opt_token_id(g, "tokenizer.ggml.eom_token_id", (int64_t)n, &vp.eom_id);
         if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_bos_token", &vp.add_bos);
         if (st == LOOM_OK) st = opt_flag(g, "tokenizer.ggml.add_eos_token", &vp.add_eos);
         if (st == LOOM_OK && !bpe) st = opt_flag(g, "tokenizer.ggml.add_space_prefix", &vp.add_space_prefix);

@@ -200,11 +200,11 @@ static enum loom_status check_params(const struct loom_vocab_params * p) {
         loom_log(LOOM_LOG_ERROR, "vocab: no token texts");
         return LOOM_ERR_INVALID_ARG;
     }
-    const int32_t ids[3] = {p->bos_id, p->eos_id, p->unk_id};
-    const char * const names[3] = {"BOS", "EOS", "UNK"};
-    for (int i = 0; i < 3; i++) {
+    const int32_t ids[5] = {p->bos_id, p->eos_id, p->unk_id, p->eot_id, p->eom_id};
+    const char * const names[5] = {"BOS", "EOS", "UNK", "EOT", "EOM"};
+    for (int i = 0; i < 5; i++) {
         if (ids[i] < -1 || ids[i] >= p->n_tokens) {
-            loom_log(LOOM_LOG_ERROR, "vocab: %s id %d is outside [-1, %d)", names[i], ids[i], p->n_tokens);
+            loom_log(LOOM_LOG_ERROR, "vocab: %s id %d is not a token id: the vocabulary's are [0, %d) (-1: none)", names[i], ids[i], p->n_tokens);
             return LOOM_ERR_INVALID_ARG;
         }
     }
@@ -214,10 +214,6 @@ static enum loom_status check_params(const struct loom_vocab_params * p) {
     }
     if (p->add_eos && p->eos_id < 0) {
         loom_log(LOOM_LOG_ERROR, "vocab: add_eos is set but there is no EOS token");
-        return LOOM_ERR_INVALID_ARG;
-    }
-    if (p->eot_id < -1 || p->eot_id >= p->n_tokens || p->eom_id < -1 || p->eom_id >= p->n_tokens) {
-        loom_log(LOOM_LOG_ERROR, "vocab: EOT id %d or EOM id %d is outside [-1, %d)", p->eot_id, p->eom_id, p->n_tokens);
         return LOOM_ERR_INVALID_ARG;
     }
     if (p->type != LOOM_VOCAB_TYPE_SPM && p->type != LOOM_VOCAB_TYPE_BPE) {

@@ -2,7 +2,7 @@
 # The command line as a user of the field's tools types it (a fresh user's defects): run's -n -2 and
 # --repeat-last-n -1, tokenize's escapes and standard input, chat's exit status on Ctrl-C, the
 # errno of a failed write, run -cnv -f, an empty system message, a chat reply longer than the
-# context, OOM messages and the field's other spellings (--predict, --gpu-layers, -l, -sp).
+# context, OOM messages, the field's other spellings (--predict, --gpu-layers, -l, -sp) and bench's -fa default.
 # usage: cli-ux.sh LOOM_BIN MODEL
 set -u
 bin=$1 model=$2
@@ -98,6 +98,14 @@ fi
 [ "$(gen -c 64 -n 5 -p hi --gpu-layers 0 -l 13+inf)" = "$(gen -c 64 -n 5 -p hi -ngl 0 --logit-bias 13+inf)" ] && ok "--gpu-layers, -l" || fail "--gpu-layers / -l"
 case "$(gen -c 64 -n 2 -p hi -sp)" in "<s>"*) ok "-sp prints BOS as <s>" ;; *) fail "-sp: '$(gen -c 64 -n 2 -p hi -sp)'" ;; esac
 expect_fail "-ngl x names auto" "invalid value 'x' for -ngl (expected auto or an integer" "$bin" run -m "$model" -ngl x -p hi
+
+# 10. bench's -fa default is off, as llama-bench's (0), unlike run's auto: the row, -h and the README say so
+readme=$(dirname "$0")/../../README.md
+row=$("$bin" bench -m "$model" -p 8 -n 0 -r 1 -t 1 2>/dev/null | grep "pp8")
+help=$("$bin" bench -h | grep -A1 -- "-fa, --flash-attn")
+[ "$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $8); print $8 }')" = 0 ] && grep -q "default off, as llama-bench's" <<<"$help" &&
+  grep -q "without \`-fa\` the default is \`off\` (0), as \`llama-bench\`'s" "$readme" && ! grep -q "(\`-fa auto\`, the default)" "$readme" &&
+  ok "bench -fa defaults to off: its row, -h and the README agree" || fail "bench -fa default: row '$row', help '$help'"
 
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all command-line checks passed"

@@ -2,7 +2,8 @@
 # Unusual input a llama.cpp user may give: a corrupt block_count to `loom quantize` (no undefined
 # behaviour in its layer rules), escapes in `loom tokenize -p` (the reference's ids), the KV cache
 # flags of `loom perplexity` and a comma list of models for `loom bench -m`; perplexity --chunks, a
-# bare -fa, bench rows that fail among others, --check-tensors, and an inf weight without it.
+# bare -fa, bench rows that fail among others, bench's model labels (general.file_type), --check-tensors,
+# and an inf weight without it.
 # usage: odd-input.sh LOOM_BIN MODELS (the shared models folder)
 set -u
 bin=$1 models=$2 model=$2/stories260K-llamacpp.gguf
@@ -52,6 +53,11 @@ kq="$models/quant/kq/kq-Q8_0.gguf"
 "$bin" bench -m "$model,$kq" -p 4 -n 0 -r 1 -t 1 -o csv >"$tmp/out" 2>"$tmp/err" </dev/null
 files=$(tail -n +2 "$tmp/out" | cut -d, -f1 | tr '\n' ' ')
 [ "$files" = "\"$model\" \"$kq\" " ] && ok "bench -m A,B: $files" || fail "bench -m A,B: rows of '$files': $(head -2 "$tmp/err")"
+# the model column names general.file_type as llama-bench does (its label for the fixtures): Q4_K_M is
+# 15, "Q4_K - Medium"; a file without the key (the llama.cpp conversion of stories260K) the type of its weights
+"$bin" bench -m "$model,$models/quant/kq/kq-Q4_K_M.gguf,$models/quant/kq/kq-F32.gguf" -p 4 -n 0 -r 1 -t 1 -o csv >"$tmp/out" 2>"$tmp/err" </dev/null
+labels=$(tail -n +2 "$tmp/out" | cut -d, -f2 | tr '\n' ' ')
+[ "$labels" = '"llama 293K F32" "llama 2M Q4_K - Medium" "llama 2M all F32" ' ] && ok "bench labels: $labels" || fail "bench labels: '$labels': $(head -2 "$tmp/err")"
 expect_fail "bench -m with an empty name" "invalid list of models" "$bin" bench -m "$model,,$kq" -p 4 -n 0 -r 1
 # a list longer than the bench takes names the limit (16 values a parameter)
 expect_fail "bench -p with 17 values" "-p takes at most 16 values" "$bin" bench -m "$model" -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 -n 0 -r 1

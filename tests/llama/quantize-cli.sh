@@ -35,7 +35,16 @@ expect_error "too few arguments" "need IN.gguf OUT.gguf TYPE" "$tmp/m.gguf" "$tm
 # options before the file names, as llama-quantize takes them; an unknown one or one after the names is refused
 expect_error "unknown option" "unknown option '--x'" --x "$tmp/m.gguf" "$tmp/o.gguf" Q4_0
 expect_error "an option after the file names" "option '--pure' after the file names" "$tmp/m.gguf" "$tmp/o.gguf" Q4_0 --pure
-expect_error "unknown tensor type" "unknown tensor type 'q9'" --output-tensor-type q9 "$tmp/m.gguf" "$tmp/o.gguf" Q4_0
+expect_error "unknown tensor type" "unknown tensor type 'q9' for --output-tensor-type (one of q4_0, .*, f32)$" \
+  --output-tensor-type q9 "$tmp/m.gguf" "$tmp/o.gguf" Q4_0
+# a type option without its value takes IN (with or without NTHREADS after TYPE) or the next option: named as such
+for opt in --output-tensor-type --token-embedding-type; do
+  expect_error "$opt IN OUT TYPE" "^loom quantize: $opt needs its value, a tensor type (one of q4_0, .*, f32), not the file '$tmp/m.gguf'$" \
+    $opt "$tmp/m.gguf" "$tmp/o.gguf" Q4_0
+  expect_error "$opt IN OUT TYPE NTHREADS" "quantize: $opt needs its value, a tensor type .*, not the file '$tmp/m.gguf'$" $opt "$tmp/m.gguf" "$tmp/o.gguf" Q4_0 2
+  expect_error "$opt --pure IN OUT TYPE" "quantize: $opt needs its value, a tensor type .*, not the option '--pure'$" $opt --pure "$tmp/m.gguf" "$tmp/o.gguf" Q4_0
+  expect_error "$opt last" "option '$opt' needs a value" $opt
+done
 [ ! -e "$tmp/o.gguf" ] || fail "an output was left"
 # the type of each tensor in 'loom info' (name -> type)
 types() { "$bin" info "$1" | awk '$2 ~ /\.weight$/ { print $2, $3 }'; }
