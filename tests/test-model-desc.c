@@ -26,14 +26,7 @@ static void expect_desc(const char * what, const char * path, const char * want)
 }
 
 /* Writes 'data' to g_dir/'name'; returns the path (a static buffer). */
-static const char * write_copy(const char * name, const uint8_t * data, size_t size) {
-    static char path[256];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    FILE * f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size) abort();
-    fclose(f);
-    return path;
-}
+static const char * write_copy(const char * name, const uint8_t * data, size_t size) { return test_write_file(g_dir, name, data, size); }
 
 int main(void) {
     loom_log_set(test_capture_log, NULL);

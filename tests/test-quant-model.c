@@ -12,14 +12,8 @@
 
 static char g_dir[256];
 
-static const char * write_copy(const char * name, const uint8_t * data, size_t size) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    FILE * f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size) abort();
-    fclose(f);
-    return path;
-}
+/* Writes 'data' to g_dir/'name'; returns the path (a static buffer). */
+static const char * write_copy(const char * name, const uint8_t * data, size_t size) { return test_write_file(g_dir, name, data, size); }
 
 /* Runs `loom run` on 'path' with 'flags'; returns the exit status and the stderr text in 'err'. */
 static int run(const char * bin, const char * path, const char * flags, char * err, size_t err_size) {

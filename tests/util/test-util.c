@@ -130,6 +130,15 @@ uint8_t * test_read_file(const char * path, size_t * size) {
     return buf;
 }
 
+const char * test_write_file(const char * dir, const char * name, const void * data, size_t size) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE * f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size) abort();
+    fclose(f);
+    return path;
+}
+
 float * test_model_logits(const char * path, bool use_mmap, int32_t n_ctx, int32_t n_threads, const int32_t * tokens,
                           int32_t n_tokens, int32_t * n_vocab) {
     struct loom_model_params mp = loom_model_default_params();

@@ -47,6 +47,10 @@ struct loom_context * test_meta_ctx(size_t n_tensors, size_t graph_nodes);
  * Free with free(). */
 uint8_t * test_read_file(const char * path, size_t * size);
 
+/* Writes 'size' bytes of 'data' to dir/name and returns that path (a static buffer, overwritten by
+ * the next call); aborts when the file cannot be written. */
+const char * test_write_file(const char * dir, const char * name, const void * data, size_t size);
+
 /* True when folder 'dir' holds a temporary file left by the GGUF writer ("*.tmp.*"). */
 bool test_dir_has_temp(const char * dir);
 
