@@ -548,6 +548,53 @@ static void test_mul_mat_nonfinite(void) {
         }
 }
 
+/* F32 rows holding a NaN or an infinity copied into a quantized KV cache (Q8_0, Q4_0): the device
+ * writes the blocks the CPU's quantizer writes, byte for byte -- a non-finite block's scale a NaN,
+ * so it decodes to NaN rather than to zeros (src/quant/quant-quantize.c). */
+static void test_cpy_quant_nonfinite(void) {
+    const enum loom_type types[] = {LOOM_TYPE_Q8_0, LOOM_TYPE_Q4_0};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        enum { K = 128, R = 3 };
+        struct loom_context * ctx = tc_begin();
+        struct loom_tensor * src = loom_new_tensor_2d(ctx, LOOM_TYPE_F32, K, R);
+        struct loom_tensor * dst = loom_new_tensor_2d(ctx, types[t], K, R);
+        struct loom_cgraph * g = loom_new_graph_custom(ctx, 16);
+        loom_build_forward_expand(g, loom_cpy(ctx, src, dst));
+        enum loom_status st;
+        loom_backend_buffer_t buf = loom_backend_alloc_ctx_tensors_from_buft(ctx, g_buft, &st);
+        CHECK(buf != NULL, "cpy nonfinite %s: alloc", loom_type_name(types[t]));
+        if (!buf) {
+            loom_free(ctx);
+            continue;
+        }
+        float x[K * R], y[K * R];
+        for (int i = 0; i < K * R; i++) x[i] = (float)test_rand_normal(&g_rng);
+        x[40] = NAN, x[K + 3] = INFINITY, x[K + 100] = -INFINITY; /* row 2 stays finite */
+        loom_backend_tensor_set(src, x, 0, sizeof x);
+        st = loom_backend_graph_compute(g_be, g);
+        CHECK(st == LOOM_OK, "cpy nonfinite %s: compute: %s", loom_type_name(types[t]), loom_status_str(st));
+        const size_t nb = loom_nbytes(dst);
+        uint8_t * got = malloc(nb), * want = malloc(nb);
+        loom_backend_tensor_get(dst, got, 0, nb);
+        const struct loom_type_traits * tt = loom_type_get_traits(types[t]);
+        tt->from_float(x, want, K * R);
+        CHECK(memcmp(got, want, nb) == 0, "cpy F32 -> %s with NaN / inf: the device's blocks differ from the CPU's", loom_type_name(types[t]));
+        tt->to_float(got, y, K * R);
+        int wrong = 0;
+        for (int i = 0; i < K * R; i++) {
+            const int blk = i / 32;
+            const bool bad = blk == 40 / 32 || blk == (K + 3) / 32 || blk == (K + 100) / 32;
+            wrong += bad ? !isnan(y[i]) : !isfinite(y[i]);
+        }
+        CHECK(wrong == 0, "cpy F32 -> %s with NaN / inf: %d values decode wrongly", loom_type_name(types[t]), wrong);
+        g_cases++;
+        free(got);
+        free(want);
+        loom_backend_buffer_free(buf);
+        loom_free(ctx);
+    }
+}
+
 static void test_rope(void) {
     for (int mode = 0; mode <= 2; mode += 2)
         for (int l = 0; l < L_COUNT; l++) {
@@ -1488,6 +1535,7 @@ int main(int argc, char ** argv) {
     test_get_rows_bad_ids();
     test_mul_mat();
     test_mul_mat_nonfinite();
+    test_cpy_quant_nonfinite();
     test_rope();
     test_soft_max();
     test_argmax();

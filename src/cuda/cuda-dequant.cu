@@ -116,8 +116,11 @@ enum loom_status lc_dequant(const struct lc_backend * be, const struct lc_tensor
 
 /* The 32 F32 values of a block (source stride 'snb0' bytes) into v, as the CPU's block driver
  * (src/quant/quant-quantize.c) hands them to a quantizer: a block with a NaN or infinite value as
- * zeros; one whose largest magnitude lies outside [2^-24, 2^8] scaled by 2^-e (e its exponent,
- * returned; 0 otherwise), its half scale multiplied back by 2^e afterwards (lc_put_scale). */
+ * zeros, returning LC_BLOCK_NONFINITE (its scale is then written as NaN, so the block decodes to
+ * NaN as the CPU's does); one whose largest magnitude lies outside [2^-24, 2^8] scaled by 2^-e
+ * (e its exponent, returned; 0 otherwise), its half scale multiplied back by 2^e afterwards
+ * (lc_put_scale). */
+#define LC_BLOCK_NONFINITE 1000
 static __device__ __forceinline__ int lc_block_in(const char * x, int64_t snb0, float (&v)[32]) {
     float amax = 0.0f;
     bool finite = true;
@@ -131,7 +134,7 @@ static __device__ __forceinline__ int lc_block_in(const char * x, int64_t snb0, 
     if (!finite) {
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.0f;
-        return 0;
+        return LC_BLOCK_NONFINITE;
     }
     if (amax == 0.0f || (amax >= 0x1p-24f && amax <= 0x1p8f)) return 0;
     const int e = ilogbf(amax);
@@ -143,11 +146,12 @@ static __device__ __forceinline__ int lc_block_in(const char * x, int64_t snb0, 
 /* F32 -> binary16 as the CPU quantizers store scales: clamped to the largest finite half. */
 static __device__ __forceinline__ __half lc_scale_half(float f) { return __float2half_rn(fminf(fmaxf(f, -65504.0f), 65504.0f)); }
 
-/* The block's half scale d (of values scaled by 2^-e) at blk[0..1], times 2^e. */
+/* The block's half scale d (of values scaled by 2^-e) at blk[0..1], times 2^e; a quiet NaN for a
+ * non-finite block (e = LC_BLOCK_NONFINITE). */
 static __device__ __forceinline__ void lc_put_scale(char * blk, float d, int e) {
     __half hd = lc_scale_half(d);
     if (e != 0) hd = lc_scale_half(ldexpf(__half2float(hd), e));
-    const unsigned short u = __half_as_ushort(hd);
+    const unsigned short u = e == LC_BLOCK_NONFINITE ? 0x7e00 : __half_as_ushort(hd);
     blk[0] = (char)(u & 0xff);
     blk[1] = (char)(u >> 8);
 }

@@ -61,7 +61,8 @@ struct quant_codec {
  * largest magnitude lies outside [2^-24, 2^8] is scaled by a power of two into that range first
  * (exact), quantized, and its scales multiplied back (saturating, flushing to zero), so the
  * quants never see overflowing products and every scale is finite. A block holding NaN or inf
- * is written as a block of zeros (callers that must refuse such input check it first). */
+ * gets the codes of a block of zeros under NaN scales, so all its values decode to NaN: a non-finite value is never
+ * made finite (a quantized KV cache; callers that must refuse such input check it first). */
 void lqu_run(const struct quant_codec * c, const float * x, void * y, int64_t n);
 
 /* The per-type entry points of the from_float column (src/core/types.c): 'n' floats, a multiple

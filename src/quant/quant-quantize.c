@@ -31,9 +31,15 @@ void lqu_run(const struct quant_codec * c, const float * x, void * y, int64_t n)
             if (!(a <= FLT_MAX)) finite = false; /* inf or NaN */
             if (a > amax) amax = a;
         }
-        if (!finite) {
+        if (!finite) { /* the codes of zeros under NaN scales: every value of the block decodes to NaN */
             memset(tmp, 0, sizeof tmp);
             c->block(tmp, out);
+            const loom_half nan_half = 0x7e00;
+            for (int k = 0; k < c->n_half; k++) memcpy(out + c->half_off[k], &nan_half, 2);
+            if (c->float_d) {
+                const float nan_d = NAN;
+                memcpy(out, &nan_d, 4);
+            }
             continue;
         }
         if (amax == 0.f || (amax >= 0x1p-24f && amax <= 0x1p8f)) {
